@@ -1,0 +1,35 @@
+// The milesrt executable: builds the subcommands (and, as they land, the registry of built-in actor
+// kinds) and hands them to the generic command-line frame.
+#include <iostream>
+
+#include <caf/config.hpp>
+#include <capnp/common.h>
+
+#include "actors/llm/device.hpp"
+#include "kernels/device.hpp"
+#include "runtime/cli/command.hpp"
+#include "runtime/graph/loader.hpp"
+
+namespace {
+
+std::string version_text() {
+  return std::string("milesrt ") + MILESRT_VERSION + "\n" + milesrt::llm::torch_summary() + "\n" +
+         milesrt::kernels::cuda_summary() + "\nCAF " + std::to_string(CAF_MAJOR_VERSION) + "." +
+         std::to_string(CAF_MINOR_VERSION) + "." + std::to_string(CAF_PATCH_VERSION) +
+         ", Cap'n Proto " + std::to_string(CAPNP_VERSION_MAJOR) + "." +
+         std::to_string(CAPNP_VERSION_MINOR) + "." + std::to_string(CAPNP_VERSION_MICRO);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace milesrt;
+  cli::context ctx{std::cout, std::cerr, {}};
+  for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
+  std::vector<cli::command> commands = {
+      cli::make_run_command(),
+      cli::make_validate_command(),
+      cli::make_graph_command(),
+  };
+  return cli::run_main(argc, argv, commands, ctx, version_text);
+}

@@ -1,0 +1,166 @@
+#include "runtime/graph/loader.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <capnp/dynamic.h>
+#include <capnp/schema-parser.h>
+#include <kj/exception.h>
+
+namespace milesrt::graph {
+namespace fs = std::filesystem;
+
+loaded_graph::loaded_graph(fs::path file, std::unique_ptr<capnp::MallocMessageBuilder> message)
+    : file_(std::move(file)), message_(std::move(message)) {}
+
+schema::Graph::Reader loaded_graph::reader() const {
+  return message_->getRoot<schema::Graph>().asReader();
+}
+
+schema::Graph::Builder loaded_graph::builder() { return message_->getRoot<schema::Graph>(); }
+
+std::vector<fs::path> default_import_dirs() {
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("MILESRT_SCHEMA_PATH")) {
+    std::stringstream list(env);
+    for (std::string item; std::getline(list, item, ':');) {
+      if (!item.empty()) dirs.emplace_back(item);
+    }
+  }
+  dirs.emplace_back(MILESRT_SCHEMA_IMPORT_DIR);
+  dirs.emplace_back(MILESRT_CAPNP_INCLUDE_DIR);
+  return dirs;
+}
+
+namespace {
+
+/// A schema file on disk. Unlike capnp's own disk file, it reports errors with 1-based lines and
+/// columns into a shared list instead of printing 0-based lines to stderr.
+class disk_schema_file final : public capnp::SchemaFile {
+ public:
+  disk_schema_file(fs::path path, std::string display_name,
+                   const std::vector<fs::path>& import_dirs,
+                   std::shared_ptr<std::vector<diagnostic>> errors)
+      : path_(std::move(path)),
+        display_name_(std::move(display_name)),
+        import_dirs_(import_dirs),
+        errors_(std::move(errors)) {}
+
+  kj::StringPtr getDisplayName() const override { return display_name_.c_str(); }
+
+  kj::Array<const char> readContent() const override {
+    std::ifstream in(path_, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto out = kj::heapArray<char>(text.size());
+    std::copy(text.begin(), text.end(), out.begin());
+    return out;
+  }
+
+  kj::Maybe<kj::Own<capnp::SchemaFile>> import(kj::StringPtr name) const override {
+    std::string target(name.cStr());
+    if (!target.empty() && target.front() == '/') {
+      for (const auto& dir : import_dirs_) {
+        fs::path candidate = dir / target.substr(1);
+        if (fs::is_regular_file(candidate)) return open(candidate, target);
+      }
+      return nullptr;
+    }
+    fs::path candidate = path_.parent_path() / target;
+    if (fs::is_regular_file(candidate)) {
+      return open(candidate, (fs::path(display_name_).parent_path() / target).string());
+    }
+    return nullptr;
+  }
+
+  bool operator==(const capnp::SchemaFile& other) const override {
+    auto* o = dynamic_cast<const disk_schema_file*>(&other);
+    return o != nullptr && canonical() == o->canonical();
+  }
+  bool operator!=(const capnp::SchemaFile& other) const override { return !(*this == other); }
+  size_t hashCode() const override { return std::hash<std::string>()(canonical()); }
+
+  void reportError(SourcePos start, SourcePos /*end*/, kj::StringPtr message) const override {
+    std::ostringstream text;
+    text << display_name_ << ':' << start.line + 1 << ':' << start.column + 1 << ": "
+         << message.cStr();
+    errors_->push_back({text.str()});
+  }
+
+ private:
+  kj::Own<capnp::SchemaFile> open(const fs::path& path, std::string display) const {
+    return kj::heap<disk_schema_file>(path, std::move(display), import_dirs_, errors_);
+  }
+  std::string canonical() const {
+    std::error_code ec;
+    auto c = fs::weakly_canonical(path_, ec);
+    return ec ? path_.string() : c.string();
+  }
+
+  fs::path path_;
+  std::string display_name_;
+  std::vector<fs::path> import_dirs_;
+  std::shared_ptr<std::vector<diagnostic>> errors_;
+};
+
+diagnostic file_error(const fs::path& file, const std::string& message) {
+  return {file.string() + ": " + message};
+}
+
+}  // namespace
+
+load_result load_graph(const fs::path& file, const std::vector<fs::path>& import_dirs) {
+  load_result result;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    result.errors.push_back(file_error(file, "no such graph file"));
+    return result;
+  }
+  if (!fs::is_regular_file(file, ec)) {
+    result.errors.push_back(file_error(file, "not a regular file"));
+    return result;
+  }
+
+  auto errors = std::make_shared<std::vector<diagnostic>>();
+  capnp::SchemaParser parser;
+  try {
+    parser.loadCompiledTypeAndDependencies<schema::Graph>();
+    auto parsed = parser.parseFile(
+        kj::heap<disk_schema_file>(file, file.string(), import_dirs, errors));
+    if (!errors->empty()) {
+      result.errors = *errors;
+      return result;
+    }
+    KJ_IF_MAYBE(node, parsed.findNested("graph")) {
+      auto proto = node->getProto();
+      if (!proto.isConst()) {
+        result.errors.push_back(file_error(file, "`graph` must be a constant: const graph :Graph"));
+        return result;
+      }
+      auto constant = node->asConst();
+      auto type = constant.getType();
+      if (!type.isStruct() || type.asStruct().getProto().getId() !=
+                                  capnp::typeId<schema::Graph>()) {
+        result.errors.push_back(file_error(file, "constant `graph` must have type Graph "
+                                                 "(import \"/milesrt/graph.capnp\")"));
+        return result;
+      }
+      auto message = std::make_unique<capnp::MallocMessageBuilder>();
+      message->setRoot(constant.as<capnp::DynamicValue>().as<capnp::DynamicStruct>().as<schema::Graph>());
+      result.graph = std::make_unique<loaded_graph>(file, std::move(message));
+    } else {
+      result.errors.push_back(
+          file_error(file, "declares no `const graph :Graph = (...)`; milesrt runs that constant"));
+    }
+  } catch (const kj::Exception& e) {
+    // Errors already reported through the file carry positions; keep those, they are better.
+    if (errors->empty()) {
+      result.errors.push_back(file_error(file, e.getDescription().cStr()));
+    } else {
+      result.errors = *errors;
+    }
+  }
+  return result;
+}
+
+}  // namespace milesrt::graph

@@ -1,0 +1,56 @@
+#pragma once
+/// Reading graph files: Cap'n Proto text parsed at run time with capnp::SchemaParser.
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <capnp/message.h>
+
+#include "milesrt/graph.capnp.h"
+
+namespace milesrt::graph {
+
+/// One problem found in a graph file, already formatted: `file:line:col: message` for syntax and
+/// type errors (1-based), `file: actor 'x' field: message` for semantic ones.
+struct diagnostic {
+  std::string text;
+};
+
+/// A graph file read into memory. Owns its message, so the reader stays valid as long as this does.
+class loaded_graph {
+ public:
+  loaded_graph(std::filesystem::path file, std::unique_ptr<capnp::MallocMessageBuilder> message);
+
+  /// The graph as written in the file (after overrides, once those exist).
+  schema::Graph::Reader reader() const;
+  /// Mutable access, for `--set` overrides applied before validation.
+  schema::Graph::Builder builder();
+  /// The file the graph came from, as given on the command line.
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  std::filesystem::path file_;
+  std::unique_ptr<capnp::MallocMessageBuilder> message_;
+};
+
+/// Where absolute imports ("/milesrt/graph.capnp", "/capnp/c++.capnp") are looked up.
+/// Defaults: $MILESRT_SCHEMA_PATH (colon-separated), then the build's schema folder, then
+/// Cap'n Proto's own include folder.
+std::vector<std::filesystem::path> default_import_dirs();
+
+/// Result of load_graph: a graph, or the diagnostics that prevented reading it.
+struct load_result {
+  std::unique_ptr<loaded_graph> graph;
+  std::vector<diagnostic> errors;
+  bool ok() const { return graph != nullptr && errors.empty(); }
+};
+
+/// Parses `file`, which must declare `const graph :Graph`. Never throws for bad input: every
+/// problem (missing file, syntax or type error, no or wrongly typed `graph` constant) comes back
+/// as a diagnostic naming the file, and line and column where the parser knows them.
+load_result load_graph(const std::filesystem::path& file,
+                       const std::vector<std::filesystem::path>& import_dirs);
+
+}  // namespace milesrt::graph

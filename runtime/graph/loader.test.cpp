@@ -1,0 +1,147 @@
+#include "runtime/graph/loader.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "runtime/graph/dot.hpp"
+#include "runtime/graph/validate.hpp"
+
+namespace milesrt::graph {
+namespace {
+namespace fs = std::filesystem;
+
+class GraphLoader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("milesrt-loader-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+  static std::string all(const load_result& r) {
+    std::string s;
+    for (const auto& d : r.errors) s += d.text + "\n";
+    return s;
+  }
+
+  fs::path dir_;
+};
+
+constexpr const char* kHeader =
+    "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n";
+
+TEST_F(GraphLoader, ReadsAWellFormedGraph) {
+  auto file = write("ok.capnp", std::string(kHeader) + R"(
+const graph :Graph = (
+  name = "two",
+  actors = [(name = "src", kind = "source"), (name = "dst", kind = "sink", replicas = 2)],
+  edges = [(from = "src.out", to = "dst.in", capacity = 4)],
+  schedule = (async = (maxStaleness = 2, onStale = drop)),
+  run = (steps = 5, seed = 7));
+)");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_TRUE(r.ok()) << all(r);
+  auto g = r.graph->reader();
+  EXPECT_EQ(std::string(g.getName()), "two");
+  ASSERT_EQ(g.getActors().size(), 2u);
+  EXPECT_EQ(g.getActors()[1].getReplicas(), 2u);
+  EXPECT_TRUE(g.getSchedule().isAsync());
+  EXPECT_EQ(g.getSchedule().getAsync().getMaxStaleness(), 2u);
+  EXPECT_EQ(g.getRun().getSteps(), 5u);
+  EXPECT_EQ(std::string(g.getRun().getDir()), "runs/latest");  // schema default
+  EXPECT_TRUE(validate_structure(*r.graph).empty());
+  auto dot = to_dot(*r.graph);
+  EXPECT_NE(dot.find("\"src\" -> \"dst\" [label=\"out -> in\"]"), std::string::npos) << dot;
+}
+
+TEST_F(GraphLoader, SyntaxErrorHasOneBasedLineAndColumn) {
+  // The unknown field starts on line 4, column 23 (both 1-based, as `capnp compile` prints them).
+  auto file = write("bad.capnp", std::string(kHeader) + "\nconst graph :Graph = (actorz = []);\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find(file.string() + ":4:23: Struct has no field named 'actorz'"),
+            std::string::npos) << all(r);
+  auto syntax = load_graph(write("syntax.capnp", std::string(kHeader) + "\nconst graph %:Graph;\n"),
+                           default_import_dirs());
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_NE(all(syntax).find("syntax.capnp:4:"), std::string::npos) << all(syntax);
+}
+
+TEST_F(GraphLoader, TypeErrorNamesTheField) {
+  auto file = write("type.capnp", std::string(kHeader) +
+                                      "const graph :Graph = (actors = [(name = 3)]);\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find(file.string() + ":3:"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, UnknownFieldIsAnError) {
+  auto file = write("field.capnp", std::string(kHeader) + "const graph :Graph = (actorz = []);\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find("actorz"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, MissingFileIsNamed) {
+  auto r = load_graph(dir_ / "nope.capnp", default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find("nope.capnp: no such graph file"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, MissingGraphConstant) {
+  auto file = write("noconst.capnp", std::string(kHeader) + "const other :Graph = ();\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find("declares no `const graph :Graph"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, GraphConstantOfTheWrongType) {
+  auto file = write("wrongtype.capnp", std::string(kHeader) + "const graph :Text = \"x\";\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find("must have type Graph"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, MissingImportIsAnError) {
+  auto file = write("import.capnp", "@0xb1c2d3e4f5a6b7c9;\nusing import \"/milesrt/nope.capnp\".X;\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all(r).find(file.string() + ":2:"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, StructuralErrorsNameActorAndField) {
+  auto file = write("struct.capnp", std::string(kHeader) + R"(
+const graph :Graph = (
+  actors = [(name = "a", kind = "k"), (name = "a", kind = "k"), (name = "b", kind = "", replicas = 0)],
+  edges = [(from = "a.out", to = "c.in"), (from = "a", to = "b.in"),
+           (from = "a.x", to = "b.y"), (from = "a.x", to = "b.y")],
+  run = (steps = 0));
+)");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_TRUE(r.ok()) << all(r);
+  std::string s;
+  for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
+  const std::string f = file.string() + ": ";
+  EXPECT_NE(s.find(f + "actor 'a': field 'name': duplicate actor name (also actors[0])"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find(f + "actor 'b': field 'kind': must not be empty"), std::string::npos) << s;
+  EXPECT_NE(s.find(f + "actor 'b': field 'replicas': must be at least 1"), std::string::npos) << s;
+  EXPECT_NE(s.find("edge 0 (a.out -> c.in): field 'to': no actor named 'c'"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("edge 1 (a -> b.in): field 'from': expected \"actor.port\""), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("edge 3 (a.x -> b.y): duplicate edge"), std::string::npos) << s;
+  EXPECT_NE(s.find(f + "run: field 'steps': must be at least 1"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace milesrt::graph

@@ -1,0 +1,91 @@
+# The graph file format of milesrt.
+#
+# A graph file imports this schema and declares one constant:
+#
+#   using import "/milesrt/graph.capnp".Graph;
+#   const graph :Graph = ( name = "...", actors = [...], edges = [...], schedule = (...), run = (...) );
+#
+# milesrt reads graph files at run time with capnp::SchemaParser, so users never compile them.
+@0x9aea7deb091a89fe;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("milesrt::schema");
+
+struct Graph {
+  name @0 :Text;
+  description @1 :Text;
+  plugins @2 :List(Text);
+  # Shared libraries (paths relative to the graph file) that register custom actor kinds.
+  actors @3 :List(ActorSpec);
+  edges @4 :List(Edge);
+  schedule @5 :Schedule;
+  run @6 :Run;
+}
+
+struct ActorSpec {
+  name @0 :Text;
+  # Unique within the graph: edges, --set overrides, metrics and errors use it.
+  kind @1 :Text;
+  # A registered actor kind: built in, or from a plugin.
+  replicas @2 :UInt32 = 1;
+  placement @3 :Text;
+  # Which process hosts the actor: "" (the driver's own) or the name a worker joined with.
+  params :union {
+    none @4 :Void;
+    # The kind's defaults.
+    custom @5 :List(Param);
+    # Named typed values, checked against the parameter list the kind declares.
+    # Each built-in kind with its own params struct (schemas/<kind>.capnp) adds a member here.
+  }
+}
+
+struct Param {
+  name @0 :Text;
+  value :union {
+    bool @1 :Bool;
+    int @2 :Int64;
+    float @3 :Float64;
+    text @4 :Text;
+  }
+}
+
+struct Edge {
+  from @0 :Text;
+  # "actor.port": an output port.
+  to @1 :Text;
+  # "actor.port": an input port.
+  capacity @2 :UInt32 = 0;
+  # Bounded queue capacity in messages; 0 means the runtime's default.
+}
+
+struct Schedule {
+  union {
+    sync @0 :Void;
+    # Lockstep: step k generates under weight version k, trains, publishes k+1.
+    async @1 :Async;
+    # Bounded staleness: generation runs ahead of training by at most maxStaleness versions.
+  }
+
+  struct Async {
+    maxStaleness @0 :UInt32 = 1;
+    onStale @1 :OnStale = wait;
+  }
+
+  enum OnStale {
+    wait @0;
+    # Admit new work only while the bound can still be kept.
+    drop @1;
+    # Discard (and count) what arrives over the bound.
+  }
+}
+
+struct Run {
+  steps @0 :UInt32 = 1;
+  seed @1 :UInt64 = 0;
+  dir @2 :Text = "runs/latest";
+  # The run directory: metrics.jsonl and checkpoints/ go here.
+  checkpointInterval @3 :UInt32 = 0;
+  # Steps between checkpoints; 0 = none.
+  progressMetric @4 :Text;
+  # The metric shown on the live progress line.
+}
