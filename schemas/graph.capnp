@@ -37,6 +37,8 @@ struct ActorSpec {
     # Named typed values, checked against the parameter list the kind declares.
     # Each built-in kind with its own params struct (schemas/<kind>.capnp) adds a member here.
   }
+  deadlineSeconds @6 :Float64 = 0;
+  # Deadline of each request to this actor; 0 = the run's deadlineSeconds.
 }
 
 struct Param {
@@ -88,4 +90,10 @@ struct Run {
   # Steps between checkpoints; 0 = none.
   progressMetric @4 :Text;
   # The metric shown on the live progress line.
+  batchSize @5 :UInt32 = 1;
+  # Items the learner consumes per step (and the unit of the async admission rule).
+  deadlineSeconds @6 :Float64 = 600;
+  # Deadline of every request between actors, unless the actor sets its own.
+  workerWaitSeconds @7 :Float64 = 60;
+  # How long the run waits for the worker processes its placements name.
 }

@@ -11,6 +11,9 @@
 namespace CLI {
 class App;
 }
+namespace milesrt::runtime {
+class kind_registry;
+}
 
 namespace milesrt::cli {
 
@@ -21,11 +24,13 @@ enum class exit_status : int {
   bad_input = 2,   ///< A bad command line, graph file, model folder or request; nothing started.
 };
 
-/// What every subcommand may use: output streams and where graph files import schemas from.
+/// What every subcommand may use: output streams, where graph files import schemas from, and the
+/// actor kinds built into this program (plugins add theirs per run).
 struct context {
   std::ostream& out;
   std::ostream& err;
   std::vector<std::string> schema_dirs;
+  const runtime::kind_registry* kinds = nullptr;
 };
 
 /// Runs a subcommand once its options are parsed.
@@ -51,5 +56,6 @@ int run_main(int argc, char** argv, const std::vector<command>& commands, contex
 command make_run_command();       ///< run_command.cpp: `milesrt run G`
 command make_validate_command();  ///< validate_command.cpp: `milesrt validate G`
 command make_graph_command();     ///< graph_command.cpp: `milesrt graph G [--dot]`
+command make_worker_command();    ///< worker_command.cpp: `milesrt worker --connect HOST:PORT`
 
 }  // namespace milesrt::cli

@@ -1,6 +1,7 @@
 #include <ostream>
 
 #include <CLI/CLI.hpp>
+#include <caf/actor_system_config.hpp>
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
@@ -19,8 +20,11 @@ command make_graph_command() {
             app.add_option("graph", opt->file, "Graph file (.capnp)")->required();
             app.add_flag("--dot", opt->dot, "Print Graphviz (pipe into `dot -Tsvg`)");
             return [opt, &ctx] {
-              auto g = load_checked_graph(opt->file, ctx, "graph");
-              if (!g) return exit_status::bad_input;
+              // Drawing needs a well-formed graph, not runnable kinds.
+              caf::actor_system_config config;
+              auto prepared = prepare_graph(opt->file, {}, ctx, "graph", false, config);
+              if (!prepared) return exit_status::bad_input;
+              const auto& g = prepared->graph;
               if (opt->dot) {
                 ctx.out << graph::to_dot(*g);
                 return exit_status::ok;

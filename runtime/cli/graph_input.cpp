@@ -2,22 +2,40 @@
 
 #include <ostream>
 
+#include <caf/actor_system_config.hpp>
+
+#include "runtime/core/plugins.hpp"
+#include "runtime/graph/check_kinds.hpp"
+#include "runtime/graph/overrides.hpp"
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::cli {
 
-std::unique_ptr<graph::loaded_graph> load_checked_graph(const std::string& file, context& ctx,
-                                                        std::string_view cmd) {
+std::optional<prepared_graph> prepare_graph(const std::string& file,
+                                            const std::vector<std::string>& sets, context& ctx,
+                                            std::string_view cmd, bool check_kinds,
+                                            caf::actor_system_config& config) {
+  auto fail = [&](const std::vector<graph::diagnostic>& errors) {
+    for (const auto& d : errors) print_error(ctx.err, cmd, d.text);
+    return std::nullopt;
+  };
   std::vector<std::filesystem::path> dirs(ctx.schema_dirs.begin(), ctx.schema_dirs.end());
   auto loaded = graph::load_graph(file, dirs);
-  auto errors = loaded.errors;
-  if (loaded.graph) {
-    auto structural = graph::validate_structure(*loaded.graph);
-    errors.insert(errors.end(), structural.begin(), structural.end());
+  if (!loaded.ok()) return fail(loaded.errors);
+
+  prepared_graph out;
+  out.graph = std::move(loaded.graph);
+  if (ctx.kinds != nullptr) out.kinds = *ctx.kinds;
+  auto errors = runtime::load_plugins(*out.graph, {&out.kinds, &config});
+  if (!errors.empty()) return fail(errors);
+  for (const auto& s : sets) {
+    if (auto d = graph::apply_override(*out.graph, out.kinds, s)) errors.push_back(*d);
   }
-  if (errors.empty()) return std::move(loaded.graph);
-  for (const auto& d : errors) print_error(ctx.err, cmd, d.text);
-  return nullptr;
+  if (!errors.empty()) return fail(errors);
+  errors = graph::validate_structure(*out.graph);
+  if (errors.empty() && check_kinds) errors = graph::validate_kinds(*out.graph, out.kinds);
+  if (!errors.empty()) return fail(errors);
+  return out;
 }
 
 std::string describe(const graph::loaded_graph& g) {

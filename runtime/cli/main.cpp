@@ -8,6 +8,7 @@
 #include "actors/llm/device.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
+#include "runtime/core/kind.hpp"
 #include "runtime/graph/loader.hpp"
 
 namespace {
@@ -24,12 +25,15 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   using namespace milesrt;
-  cli::context ctx{std::cout, std::cerr, {}};
+  // The registry of built-in actor kinds; the actors/ folders add theirs here as they land.
+  runtime::kind_registry kinds;
+  cli::context ctx{std::cout, std::cerr, {}, &kinds};
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
   std::vector<cli::command> commands = {
       cli::make_run_command(),
       cli::make_validate_command(),
       cli::make_graph_command(),
+      cli::make_worker_command(),
   };
   return cli::run_main(argc, argv, commands, ctx, version_text);
 }

@@ -1,33 +1,117 @@
-#include <ostream>
+#include <iostream>
 #include <set>
 
 #include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
+#include "runtime/core/messages.hpp"
+#include "runtime/driver/run.hpp"
+#include "runtime/worker/workers.hpp"
 
 namespace milesrt::cli {
+
+namespace {
+
+/// "HOST:PORT" or "PORT"; false when malformed.
+bool parse_address(const std::string& text, std::string& host, uint16_t& port) {
+  auto colon = text.rfind(':');
+  std::string p = colon == std::string::npos ? text : text.substr(colon + 1);
+  host = colon == std::string::npos ? "127.0.0.1" : text.substr(0, colon);
+  try {
+    size_t used = 0;
+    unsigned long v = std::stoul(p, &used);
+    if (used != p.size() || v > 65535) return false;
+    port = static_cast<uint16_t>(v);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 command make_run_command() {
   return {"run", "Run a graph file: start its actors and drive its schedule",
           [](CLI::App& app, context& ctx) -> runner {
-            auto file = std::make_shared<std::string>();
-            app.add_option("graph", *file, "Graph file (.capnp) declaring `const graph :Graph`")
+            struct options {
+              std::string file;
+              std::vector<std::string> sets;
+              std::string resume;
+              std::string run_dir;
+              std::string listen;
+              bool quiet = false;
+            };
+            auto opt = std::make_shared<options>();
+            app.add_option("graph", opt->file, "Graph file (.capnp) declaring `const graph :Graph`")
                 ->required();
-            return [file, &ctx] {
-              auto g = load_checked_graph(*file, ctx, "run");
-              if (!g) return exit_status::bad_input;
-              // The registry of actor kinds and the schedule driver come with the runtime issue;
-              // until then say plainly that nothing can be started.
-              std::set<std::string> kinds;
-              for (auto a : g->reader().getActors()) kinds.insert(a.getKind());
-              std::string list;
-              for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
-              print_error(ctx.err, "run",
-                          *file + ": graph is well formed (" + describe(*g) +
-                              ") but nothing was started: this build registers no actor kinds "
-                              "yet (the graph needs: " + list + ")");
-              return exit_status::bad_input;
+            app.add_option("--set", opt->sets, "Override: actor.param=value or run.field=value");
+            app.add_option("--resume", opt->resume,
+                           "Continue the run in RUN_DIR from its newest complete checkpoint");
+            app.add_option("--run-dir", opt->run_dir, "Run directory (default: the graph's run.dir)");
+            app.add_option("--listen", opt->listen,
+                           "HOST:PORT where worker processes join (needed when placements name workers)");
+            app.add_flag("--quiet", opt->quiet, "No progress line");
+            return [opt, &ctx] {
+              caf::actor_system_config config;
+              config.add_message_types<caf::id_block::milesrt_runtime>();
+              auto prepared = prepare_graph(opt->file, opt->sets, ctx, "run", true, config);
+              if (!prepared) return exit_status::bad_input;
+              const auto& g = *prepared->graph;
+
+              std::set<std::string> workers;
+              for (auto a : g.reader().getActors())
+                if (a.getPlacement().size() > 0) workers.insert(a.getPlacement());
+              std::string host;
+              uint16_t port = 0;
+              if (!opt->listen.empty() && !parse_address(opt->listen, host, port)) {
+                print_error(ctx.err, "run", "--listen " + opt->listen + ": expected HOST:PORT");
+                return exit_status::bad_input;
+              }
+              if (!workers.empty() && opt->listen.empty()) {
+                print_error(ctx.err, "run",
+                            opt->file + ": actors are placed on workers (" + *workers.begin() +
+                                (workers.size() > 1 ? ", ..." : "") +
+                                ") but no --listen HOST:PORT was given for them to join");
+                return exit_status::bad_input;
+              }
+              if (!opt->listen.empty()) config.load<caf::io::middleman>();
+              caf::actor_system sys{config};
+
+              runtime::run_request req;
+              req.run_dir = !opt->resume.empty() ? opt->resume : opt->run_dir;
+              req.resume = !opt->resume.empty();
+              req.progress = opt->quiet ? nullptr : stderr;
+              std::unique_ptr<runtime::worker_rendezvous> rendezvous;
+              if (!opt->listen.empty()) {
+                try {
+                  rendezvous = std::make_unique<runtime::worker_rendezvous>(sys, host, port);
+                  ctx.out << "milesrt run: workers join at " << host << ":" << rendezvous->port()
+                          << std::endl;
+                  auto wait = std::chrono::milliseconds(
+                      static_cast<int64_t>(g.reader().getRun().getWorkerWaitSeconds() * 1000));
+                  rendezvous->wait_for(workers, wait);
+                } catch (const std::exception& e) {
+                  print_error(ctx.err, "run", e.what());
+                  return exit_status::run_failed;
+                }
+                auto deadline = std::chrono::milliseconds(
+                    static_cast<int64_t>(g.reader().getRun().getDeadlineSeconds() * 1000));
+                auto* r = rendezvous.get();
+                req.remote = [r, deadline](const std::string& w, const runtime::spawn_request& s) {
+                  return r->spawn(w, s, deadline);
+                };
+              }
+              auto outcome = runtime::run_graph(sys, g, prepared->kinds, req);
+              if (!outcome.ok) {
+                print_error(ctx.err, "run", outcome.error);
+                return exit_status::run_failed;
+              }
+              ctx.out << "milesrt run: metrics in "
+                      << (runtime::resolve_run_dir(g, req) / "metrics.jsonl").string() << "\n";
+              return exit_status::ok;
             };
           }};
 }

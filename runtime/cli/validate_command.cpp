@@ -1,6 +1,7 @@
 #include <ostream>
 
 #include <CLI/CLI.hpp>
+#include <caf/actor_system_config.hpp>
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
@@ -8,15 +9,21 @@
 namespace milesrt::cli {
 
 command make_validate_command() {
-  return {"validate", "Check a graph file without starting anything",
+  return {"validate", "Check a graph file (syntax, kinds, ports, parameters) without starting anything",
           [](CLI::App& app, context& ctx) -> runner {
-            auto file = std::make_shared<std::string>();
-            app.add_option("graph", *file, "Graph file (.capnp) declaring `const graph :Graph`")
+            struct options {
+              std::string file;
+              std::vector<std::string> sets;
+            };
+            auto opt = std::make_shared<options>();
+            app.add_option("graph", opt->file, "Graph file (.capnp) declaring `const graph :Graph`")
                 ->required();
-            return [file, &ctx] {
-              auto g = load_checked_graph(*file, ctx, "validate");
+            app.add_option("--set", opt->sets, "Override: actor.param=value or run.field=value");
+            return [opt, &ctx] {
+              caf::actor_system_config config;
+              auto g = prepare_graph(opt->file, opt->sets, ctx, "validate", true, config);
               if (!g) return exit_status::bad_input;
-              ctx.out << *file << ": ok (" << describe(*g) << ")\n";
+              ctx.out << opt->file << ": ok (" << describe(*g->graph) << ")\n";
               return exit_status::ok;
             };
           }};

@@ -4,7 +4,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <cstring>
+
 #include <capnp/dynamic.h>
+#include <capnp/serialize.h>
 #include <capnp/schema-parser.h>
 #include <kj/exception.h>
 
@@ -19,6 +22,20 @@ schema::Graph::Reader loaded_graph::reader() const {
 }
 
 schema::Graph::Builder loaded_graph::builder() { return message_->getRoot<schema::Graph>(); }
+
+std::unique_ptr<loaded_graph> loaded_graph::from_flat(fs::path file,
+                                                      const std::vector<uint8_t>& bytes) {
+  if (bytes.size() % sizeof(capnp::word) != 0) {
+    throw std::runtime_error("graph message of " + std::to_string(bytes.size()) +
+                             " bytes is not a whole number of words");
+  }
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  capnp::FlatArrayMessageReader reader(words);
+  auto message = std::make_unique<capnp::MallocMessageBuilder>();
+  message->setRoot(reader.getRoot<schema::Graph>());
+  return std::make_unique<loaded_graph>(std::move(file), std::move(message));
+}
 
 std::vector<fs::path> default_import_dirs() {
   std::vector<fs::path> dirs;

@@ -29,6 +29,12 @@ class loaded_graph {
   schema::Graph::Builder builder();
   /// The file the graph came from, as given on the command line.
   const std::filesystem::path& file() const { return file_; }
+  /// The underlying message (to send the graph to a worker process as a flat array).
+  capnp::MallocMessageBuilder& message() { return *message_; }
+
+  /// A graph received as a flat Cap'n Proto message (a worker's copy); `file` names its origin.
+  static std::unique_ptr<loaded_graph> from_flat(std::filesystem::path file,
+                                                 const std::vector<uint8_t>& bytes);
 
  private:
   std::filesystem::path file_;

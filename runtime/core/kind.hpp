@@ -1,0 +1,95 @@
+#pragma once
+/// Actor kinds are descriptors: a name, typed ports, declared parameters, a role the schedule
+/// driver understands, a factory, and whether a dead actor of the kind may be restarted.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <capnp/dynamic.h>
+
+namespace milesrt::runtime {
+
+/// How the schedule driver talks to an actor of the kind (see messages.hpp for the requests).
+enum class role {
+  source,   ///< answers `produce`: emits new work items when the schedule admits them
+  stage,    ///< answers `process`: turns items arriving on input ports into items on output ports
+  learner,  ///< answers `train`: consumes a batch of items and returns a new model version
+};
+
+const char* to_string(role r);
+
+/// A port and the type of the messages it carries. An edge joins ports of equal type.
+struct port_spec {
+  std::string name;
+  std::string type;
+  std::string help;
+};
+
+/// A value of a custom kind's parameter.
+using param_value = std::variant<bool, int64_t, double, std::string>;
+
+enum class param_type { boolean, integer, real, text };
+
+const char* to_string(param_type t);
+
+/// A parameter that a custom kind declares; the graph's `custom` list is checked against these.
+struct param_spec {
+  std::string name;
+  param_type type = param_type::integer;
+  std::string help;
+  bool required = false;
+  std::optional<param_value> fallback;  ///< used when the graph does not set it
+  std::optional<double> min, max;       ///< inclusive bounds for integer and real parameters
+};
+
+/// Everything a factory needs to build one replica of an actor.
+struct actor_setup {
+  std::string name;      ///< the actor's name in the graph
+  uint32_t replica = 0;  ///< 0 .. replicas-1
+  uint64_t seed = 0;     ///< the run's seed; kinds derive their own streams from it
+  std::filesystem::path run_dir;
+  /// Custom parameters after defaults, keyed by name (empty for kinds with a params struct).
+  std::map<std::string, param_value> params;
+  /// The kind's params struct (a member of ActorSpec.params), valid during the factory call only;
+  /// null reader where the kind has none.
+  std::optional<capnp::DynamicStruct::Reader> params_struct;
+};
+
+/// Builds one replica; returns an actor that answers the requests of the kind's role.
+using actor_factory = std::function<caf::actor(caf::actor_system&, const actor_setup&)>;
+
+struct kind_descriptor {
+  std::string name;
+  std::string summary;
+  enum role role = role::stage;
+  std::vector<port_spec> inputs;
+  std::vector<port_spec> outputs;
+  /// Declared parameters, for kinds configured through ActorSpec.params.custom.
+  std::vector<param_spec> params;
+  /// For built-in kinds with their own params struct: the ActorSpec.params union member.
+  std::string params_member;
+  actor_factory spawn;
+  /// A dead actor of this kind is restarted (from its last snapshot) instead of failing the run.
+  bool restartable = false;
+};
+
+/// The actor kinds a process knows: built in main, extended by plugins, passed down (no singleton).
+class kind_registry {
+ public:
+  /// Adds a kind; a second kind of the same name is a programming error (throws).
+  void add(kind_descriptor kind);
+  const kind_descriptor* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, kind_descriptor> kinds_;
+};
+
+}  // namespace milesrt::runtime

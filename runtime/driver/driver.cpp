@@ -1,0 +1,681 @@
+#include "runtime/driver/driver.hpp"
+
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <set>
+
+#include <caf/all.hpp>
+
+#include "runtime/checkpoint/checkpoint.hpp"
+
+namespace milesrt::runtime {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// An item waiting on an edge, with the account it belongs to: an admitted work item (its origin)
+/// or a publication of the learner's outputs.
+struct pending {
+  envelope item;
+  bool publish = false;
+  int replica = -1;  ///< a fixed replica (publications go to every replica), or -1: least loaded
+};
+
+struct edge_rt {
+  edge_plan plan;
+  std::deque<pending> queue;
+  uint32_t inflight = 0;
+};
+
+struct node_rt {
+  node_plan plan;
+  std::vector<uint32_t> inflight;
+  /// Per replica: outstanding requests (ticket -> how to send it again after a restart).
+  std::vector<std::map<uint64_t, std::function<void()>>> tickets;
+  /// out port -> indices of the edges leaving it
+  std::map<std::string, std::vector<size_t>> routes;
+};
+
+/// The driver's part of a checkpoint.
+struct driver_snapshot {
+  uint64_t step = 0, version = 0, next_origin = 1;
+  std::map<std::string, uint64_t> counters;
+  bool exhausted = false;
+  std::vector<envelope> buffer;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, driver_snapshot& x) {
+  return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
+           x.exhausted, x.buffer);
+}
+
+struct driver_state {
+  graph_plan plan;
+  driver_options opts;
+  std::vector<node_rt> nodes;
+  std::vector<edge_rt> edges;
+
+  uint64_t step = 0;       // completed training steps
+  uint64_t version = 0;    // the learner's version
+  uint64_t published = 0;  // the version whose outputs have been fully routed
+  uint64_t next_origin = 1;
+  std::map<uint64_t, uint32_t> live_work;  // origin -> envelopes alive (queued or in requests)
+  std::set<uint64_t> accepted_origins;     // live origins with at least one item accepted
+  uint32_t live_publish = 0;
+  std::deque<envelope> buffer;
+  std::map<std::string, uint64_t> counters{{"admitted", 0},      {"accepted", 0},
+                                           {"dropped_stale", 0}, {"filtered", 0},
+                                           {"surplus", 0},       {"stale_violations", 0},
+                                           {"restarts", 0}};
+
+  uint64_t next_ticket = 0;
+  uint64_t producing = 0;  // items asked of the source, not yet answered
+  bool training = false;
+  bool exhausted = false;
+  bool checkpointing = false;
+  uint64_t checkpoint_due = 0;  // a step whose checkpoint waits for in-flight work to drain
+  bool done = false;
+  std::string note;
+
+  steady::time_point step_start = steady::now();
+  std::map<std::string, double> busy;
+  std::map<std::string, std::pair<double, uint64_t>> metric_sums;
+};
+
+using driver = caf::stateful_actor<driver_state>*;
+
+void finish(driver self, bool ok, const std::string& error);
+void admit(driver self);
+void try_train(driver self);
+void dispatch(driver self, size_t edge_index);
+void maybe_checkpoint_or_finish(driver self);
+
+std::string describe_error(driver self, const caf::error& err) {
+  return self->system().render(err);
+}
+
+double seconds_since(steady::time_point t0) {
+  return std::chrono::duration<double>(steady::now() - t0).count();
+}
+
+void add_metrics(driver self, const metric_map& m) {
+  for (const auto& [k, v] : m) {
+    auto& s = self->state.metric_sums[k];
+    s.first += v;
+    s.second += 1;
+  }
+}
+
+bool quiescent(driver self) {
+  auto& st = self->state;
+  return st.live_work.empty() && st.live_publish == 0 && st.producing == 0 && !st.training;
+}
+
+uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<void()> resend) {
+  uint64_t t = ++self->state.next_ticket;
+  self->state.nodes[node].tickets[replica][t] = std::move(resend);
+  return t;
+}
+
+/// Closes a ticket when its answer arrives; false when the request was abandoned because its
+/// replica died and was restarted (the request was then sent again).
+bool close_ticket(driver self, size_t node, uint32_t replica, uint64_t ticket) {
+  return self->state.nodes[node].tickets[replica].erase(ticket) > 0;
+}
+
+/// A request failed. A dead replica of a restartable kind is restarted by the down handler, which
+/// sends its open requests again; anything else ends the run with a message naming who waited
+/// for whom, on which message.
+void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
+                    const std::string& waiting, const std::string& message,
+                    const caf::error& err) {
+  auto& st = self->state;
+  if (st.done) return;
+  auto& n = st.nodes[node];
+  if (n.tickets[replica].count(ticket) == 0) return;  // abandoned: sent again after a restart
+  if (err == caf::sec::request_receiver_down && n.plan.kind->restartable && n.plan.respawn) return;
+  close_ticket(self, node, replica, ticket);
+  const std::string who = "actor '" + n.plan.name + "' (replica " + std::to_string(replica) +
+                          ", kind " + n.plan.kind->name +
+                          (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") + ")";
+  if (err == caf::sec::request_timeout) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", n.plan.deadline.count() / 1000.0);
+    finish(self, false,
+           std::string("deadline of ") + secs + " s passed: " + waiting + " waited for " + who +
+               " to answer '" + message + "'");
+    return;
+  }
+  finish(self, false,
+         who + " failed while " + waiting + " waited for '" + message + "': " +
+             describe_error(self, err));
+}
+
+uint32_t pick_replica(driver self, size_t node) {
+  auto& n = self->state.nodes[node];
+  uint32_t best = 0;
+  for (uint32_t r = 1; r < n.inflight.size(); ++r)
+    if (n.inflight[r] < n.inflight[best]) best = r;
+  return best;
+}
+
+void release(driver self, const pending& p) {
+  auto& st = self->state;
+  if (p.publish) {
+    if (--st.live_publish == 0) st.published = st.version;
+    return;
+  }
+  auto it = st.live_work.find(p.item.origin);
+  if (it == st.live_work.end()) return;
+  if (--it->second == 0) {
+    if (st.accepted_origins.erase(p.item.origin) == 0) st.counters["filtered"]++;
+    st.live_work.erase(it);
+  }
+}
+
+void accept(driver self, const envelope& item) {
+  auto& st = self->state;
+  uint64_t staleness = st.version > item.min_version ? st.version - item.min_version : 0;
+  if (st.plan.schedule.async && st.plan.schedule.drop_stale &&
+      staleness > st.plan.schedule.max_staleness) {
+    st.counters["dropped_stale"]++;
+    return;
+  }
+  st.counters["accepted"]++;
+  st.accepted_origins.insert(item.origin);
+  st.buffer.push_back(item);
+}
+
+/// Sends each output along the edges leaving its port; items for the learner go to the buffer.
+void route(driver self, size_t node, std::vector<output>& outputs, bool publish) {
+  auto& st = self->state;
+  for (auto& out : outputs) {
+    auto r = st.nodes[node].routes.find(out.port);
+    if (r == st.nodes[node].routes.end()) continue;  // an unconnected output port
+    for (size_t e : r->second) {
+      auto& edge = st.edges[e];
+      if (edge.plan.to == st.plan.learner) {
+        accept(self, out.item);
+        continue;
+      }
+      if (publish) {
+        // Every replica of the receiver must hold the new version.
+        auto replicas = st.nodes[edge.plan.to].plan.replicas.size();
+        for (size_t r = 0; r < replicas; ++r) {
+          st.live_publish++;
+          edge.queue.push_back({out.item, true, static_cast<int>(r)});
+        }
+      } else {
+        st.live_work[out.item.origin]++;
+        edge.queue.push_back({out.item, false, -1});
+      }
+      dispatch(self, e);
+    }
+  }
+}
+
+void after_progress(driver self) {
+  if (self->state.done) return;
+  try_train(self);
+  maybe_checkpoint_or_finish(self);
+  admit(self);
+}
+
+void dispatch(driver self, size_t edge_index) {
+  auto& st = self->state;
+  auto& edge = st.edges[edge_index];
+  while (!edge.queue.empty() && (edge.plan.capacity == 0 || edge.inflight < edge.plan.capacity)) {
+    pending p = std::move(edge.queue.front());
+    edge.queue.pop_front();
+    size_t to = edge.plan.to;
+    uint32_t replica = p.replica >= 0 ? static_cast<uint32_t>(p.replica) : pick_replica(self, to);
+    auto target = st.nodes[to].plan.replicas[replica];
+    st.nodes[to].inflight[replica]++;
+    edge.inflight++;
+    auto t0 = steady::now();
+    const auto& from = st.nodes[edge.plan.from].plan.name;
+    std::string waiting = "the driver, routing " + from + "." + edge.plan.from_port + " -> " +
+                          st.nodes[to].plan.name + "." + edge.plan.to_port +
+                          (p.publish ? " (publication of version " + std::to_string(st.version) + ")"
+                                     : " (item " + std::to_string(p.item.origin) + ")") + ",";
+    std::string message = "process " + edge.plan.to_port;
+    uint64_t ticket = open_ticket(self, to, replica, [=] {
+      auto& s = self->state;
+      s.edges[edge_index].inflight--;
+      s.edges[edge_index].queue.push_front(p);
+      dispatch(self, edge_index);
+    });
+    self->request(target, st.nodes[to].plan.deadline, process_atom::value, edge.plan.to_port, p.item)
+        .then(
+            [=](node_reply& reply) {
+              auto& s = self->state;
+              if (s.done || !close_ticket(self, to, replica, ticket)) return;
+              s.nodes[to].inflight[replica]--;
+              s.edges[edge_index].inflight--;
+              s.busy[s.nodes[to].plan.name] += seconds_since(t0);
+              add_metrics(self, reply.metrics);
+              for (auto& o : reply.outputs) o.item.origin = p.item.origin;
+              route(self, to, reply.outputs, p.publish);
+              release(self, p);
+              dispatch(self, edge_index);
+              after_progress(self);
+            },
+            [=](caf::error& err) {
+              request_failed(self, to, replica, ticket, waiting, message, err);
+            });
+  }
+}
+
+/// The admission policy: how many new items the source may be asked for now.
+uint64_t admissible(driver self) {
+  auto& st = self->state;
+  const uint64_t batch = st.plan.batch_size;
+  if (!st.plan.schedule.async) {
+    // Lockstep: the step's items are admitted when everything from the previous step is done;
+    // more are admitted (over-sampling) when filters left the batch short.
+    if (!quiescent(self) || st.published != st.version) return 0;
+    return st.buffer.size() >= batch ? 0 : batch - st.buffer.size();
+  }
+  // Bounded staleness (the admission rule AReaL uses), counted in items and with the version the
+  // stages have actually received: admit while (maxStaleness + v + 1) * batch exceeds what is
+  // accepted or in flight.
+  const uint64_t limit = (st.plan.schedule.max_staleness + st.published + 1) * batch;
+  const uint64_t used = st.counters["accepted"] + st.counters["dropped_stale"] +
+                        st.live_work.size() + st.producing;
+  if (st.plan.schedule.drop_stale) {
+    // With `drop`, generation keeps a window of work open; what arrives too old is discarded.
+    const uint64_t window = (st.plan.schedule.max_staleness + 1) * batch;
+    const uint64_t open = st.live_work.size() + st.producing + st.buffer.size();
+    return open >= window ? 0 : std::min<uint64_t>(window - open, batch);
+  }
+  return used >= limit ? 0 : std::min<uint64_t>(limit - used, batch);
+}
+
+void admit(driver self) {
+  auto& st = self->state;
+  if (st.done || st.checkpoint_due || st.exhausted || st.producing > 0) return;
+  if (st.step >= st.plan.steps) return;
+  uint64_t n = admissible(self);
+  if (n == 0) return;
+  size_t src = st.plan.source;
+  auto target = st.nodes[src].plan.replicas[0];
+  st.producing = n;
+  auto t0 = steady::now();
+  uint64_t ticket = open_ticket(self, src, 0, [=] {
+    self->state.producing = 0;
+    admit(self);
+  });
+  self->request(target, st.nodes[src].plan.deadline, produce_atom::value, n)
+      .then(
+          [=](node_reply& reply) {
+            auto& s = self->state;
+            if (s.done || !close_ticket(self, src, 0, ticket)) return;
+            s.producing = 0;
+            s.busy[s.nodes[src].plan.name] += seconds_since(t0);
+            add_metrics(self, reply.metrics);
+            if (reply.outputs.size() < n) s.exhausted = true;
+            for (auto& o : reply.outputs) {
+              o.item.origin = s.next_origin++;
+              s.counters["admitted"]++;
+              // Held while routing, so an item that reaches no edge still counts as filtered.
+              s.live_work[o.item.origin]++;
+            }
+            std::vector<pending> held;
+            for (auto& o : reply.outputs) held.push_back({o.item, false});
+            route(self, src, reply.outputs, false);
+            for (const auto& p : held) release(self, p);
+            after_progress(self);
+          },
+          [=](caf::error& err) {
+            request_failed(self, src, 0, ticket,
+                           "the driver, admitting " + std::to_string(n) + " new items,",
+                           "produce " + std::to_string(n), err);
+          });
+}
+
+step_record close_step(driver self, const std::vector<envelope>& batch) {
+  auto& st = self->state;
+  step_record rec;
+  rec.step = st.step;
+  rec.version = st.version;
+  rec.seconds = seconds_since(st.step_start);
+  st.step_start = steady::now();
+  rec.busy_seconds = std::move(st.busy);
+  st.busy.clear();
+  for (const auto& e : batch) {
+    rec.staleness[st.version - 1 > e.min_version ? st.version - 1 - e.min_version : 0]++;
+    rec.batch_origins.push_back(e.origin);
+  }
+  rec.counters = st.counters;
+  rec.counters["in_flight"] = st.live_work.size();
+  rec.counters["buffered"] = st.buffer.size();
+  for (const auto& [k, s] : st.metric_sums) rec.metrics[k] = s.first / double(s.second);
+  st.metric_sums.clear();
+  return rec;
+}
+
+void try_train(driver self) {
+  auto& st = self->state;
+  const uint64_t batch_size = st.plan.batch_size;
+  if (st.done || st.training || st.checkpoint_due || st.step >= st.plan.steps) return;
+  if (st.buffer.size() < batch_size) return;
+  if (!st.plan.schedule.async) {
+    // Lockstep: train once the whole step's generation is done; what over-sampling brought in
+    // beyond the batch is discarded so that no item crosses a version.
+    if (!st.live_work.empty() || st.producing > 0) return;
+  }
+  std::vector<envelope> batch;
+  while (batch.size() < batch_size && !st.buffer.empty()) {
+    envelope e = std::move(st.buffer.front());
+    st.buffer.pop_front();
+    uint64_t staleness = st.version > e.min_version ? st.version - e.min_version : 0;
+    if (st.plan.schedule.async && staleness > st.plan.schedule.max_staleness) {
+      // The buffer held it while the learner moved on.
+      if (st.plan.schedule.drop_stale) {
+        st.counters["dropped_stale"]++;
+        continue;
+      }
+      st.counters["stale_violations"]++;
+    }
+    batch.push_back(std::move(e));
+  }
+  if (batch.size() < batch_size) {
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) st.buffer.push_front(*it);
+    return;
+  }
+  if (!st.plan.schedule.async) {
+    st.counters["surplus"] += st.buffer.size();
+    st.buffer.clear();
+  }
+  st.training = true;
+  size_t learner = st.plan.learner;
+  auto target = st.nodes[learner].plan.replicas[0];
+  uint64_t next_step = st.step + 1;
+  auto t0 = steady::now();
+  uint64_t ticket = open_ticket(self, learner, 0, [=] {
+    auto& s = self->state;
+    s.training = false;
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) s.buffer.push_front(*it);
+    try_train(self);
+  });
+  self->request(target, st.nodes[learner].plan.deadline, train_atom::value, next_step, batch)
+      .then(
+          [=](train_reply& reply) {
+            auto& s = self->state;
+            if (s.done || !close_ticket(self, learner, 0, ticket)) return;
+            s.training = false;
+            s.busy[s.nodes[learner].plan.name] += seconds_since(t0);
+            if (reply.version <= s.version) {
+              finish(self, false,
+                     "actor '" + s.nodes[learner].plan.name + "' answered 'train step " +
+                         std::to_string(next_step) + "' with version " +
+                         std::to_string(reply.version) + ", not newer than " +
+                         std::to_string(s.version));
+              return;
+            }
+            s.version = reply.version;
+            s.step = next_step;
+            add_metrics(self, reply.metrics);
+            auto rec = close_step(self, batch);
+            route(self, learner, reply.outputs, true);
+            if (s.live_publish == 0) s.published = s.version;
+            if (s.plan.checkpoint_interval > 0 && s.step % s.plan.checkpoint_interval == 0) {
+              s.checkpoint_due = s.step;
+            }
+            if (s.opts.on_step) s.opts.on_step(rec);
+            after_progress(self);
+          },
+          [=](caf::error& err) {
+            request_failed(self, learner, 0, ticket, "the driver",
+                           "train step " + std::to_string(next_step) + " (" +
+                               std::to_string(batch.size()) + " items)",
+                           err);
+          });
+}
+
+void shut_down_actors(driver self) {
+  for (auto& n : self->state.nodes)
+    for (auto& a : n.plan.replicas) self->send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+void finish(driver self, bool ok, const std::string& error) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  run_outcome out;
+  out.finished = true;
+  out.ok = ok;
+  out.error = error;
+  out.note = st.note;
+  out.steps = st.step;
+  out.version = st.version;
+  out.counters = st.counters;
+  out.counters["in_flight"] = st.live_work.size();
+  out.counters["buffered"] = st.buffer.size();
+  shut_down_actors(self);
+  if (st.opts.on_finish) st.opts.on_finish(out);
+  self->quit();
+}
+
+std::vector<uint8_t> serialize_driver(driver self) {
+  auto& st = self->state;
+  driver_snapshot snap;
+  snap.step = st.step;
+  snap.version = st.version;
+  snap.next_origin = st.next_origin;
+  snap.counters = st.counters;
+  snap.exhausted = st.exhausted;
+  snap.buffer.assign(st.buffer.begin(), st.buffer.end());
+  std::vector<char> buf;
+  caf::binary_serializer sink{self->system(), buf};
+  if (auto err = sink(snap)) {
+    throw std::runtime_error("cannot serialize the driver's state: " + describe_error(self, err));
+  }
+  return {buf.begin(), buf.end()};
+}
+
+void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
+  driver_snapshot snap;
+  std::vector<char> buf(bytes.begin(), bytes.end());
+  caf::binary_deserializer source{self->system(), buf};
+  if (auto err = source(snap)) {
+    throw std::runtime_error("corrupt driver state: " + describe_error(self, err));
+  }
+  auto& st = self->state;
+  st.step = snap.step;
+  st.version = snap.version;
+  st.published = snap.version;
+  st.next_origin = snap.next_origin;
+  st.counters = snap.counters;
+  st.exhausted = snap.exhausted;
+  st.buffer.assign(snap.buffer.begin(), snap.buffer.end());
+  for (const auto& e : st.buffer) st.accepted_origins.erase(e.origin);
+}
+
+/// Asks every actor for its state, writes the checkpoint and commits it. Runs only when nothing
+/// is in flight, so that no item is lost or duplicated across a resume.
+void checkpoint(driver self) {
+  auto& st = self->state;
+  auto writer = std::make_shared<checkpoint_writer>(st.plan.run_dir, st.step);
+  struct progress {
+    size_t waiting = 0;
+    bool failed = false;
+  };
+  auto prog = std::make_shared<progress>();
+  for (size_t i = 0; i < st.nodes.size(); ++i) prog->waiting += st.nodes[i].plan.replicas.size();
+  auto all_done = [=] {
+    auto& s = self->state;
+    if (s.done || prog->failed) return;
+    try {
+      writer->put_bytes("driver.bin", serialize_driver(self));
+      writer->commit({{"step", std::to_string(s.step)}, {"version", std::to_string(s.version)},
+                      {"graph", s.plan.graph_name}});
+    } catch (const std::exception& e) {
+      finish(self, false, std::string("checkpoint of step ") + std::to_string(s.step) + ": " + e.what());
+      return;
+    }
+    s.checkpointing = false;
+    s.checkpoint_due = 0;
+    after_progress(self);
+  };
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) {
+      auto target = st.nodes[i].plan.replicas[r];
+      std::string key = st.nodes[i].plan.name + "-" + std::to_string(r);
+      std::string dir = writer->actor_dir(key).string();
+      uint64_t ticket = open_ticket(self, i, r, [=] {
+        finish(self, false, "actor '" + key + "' died while writing checkpoint step " +
+                                std::to_string(self->state.step));
+      });
+      self->request(target, st.nodes[i].plan.deadline, snapshot_atom::value, dir)
+          .then(
+              [=](actor_state& state) {
+                if (self->state.done || prog->failed || !close_ticket(self, i, r, ticket)) return;
+                try {
+                  writer->put_bytes(key + ".state", state.bytes);
+                } catch (const std::exception& e) {
+                  prog->failed = true;
+                  finish(self, false, std::string("checkpoint: ") + e.what());
+                  return;
+                }
+                if (--prog->waiting == 0) all_done();
+              },
+              [=](caf::error& err) {
+                prog->failed = true;
+                request_failed(self, i, r, ticket,
+                               "the driver, checkpointing step " + std::to_string(self->state.step) + ",",
+                               "snapshot", err);
+              });
+    }
+  }
+}
+
+void maybe_checkpoint_or_finish(driver self) {
+  auto& st = self->state;
+  if (st.done || st.checkpointing || !quiescent(self)) return;
+  if (st.checkpoint_due != 0) {
+    st.checkpointing = true;
+    checkpoint(self);
+    return;
+  }
+  if (st.step >= st.plan.steps) {
+    finish(self, true, "");
+  } else if (st.exhausted && st.buffer.size() < st.plan.batch_size) {
+    st.note = "the source '" + st.nodes[st.plan.source].plan.name + "' ran out of items after " +
+              std::to_string(st.step) + " of " + std::to_string(st.plan.steps) + " steps";
+    finish(self, true, "");
+  }
+}
+
+/// Restores the driver and every actor from a committed checkpoint, then starts.
+void resume(driver self) {
+  auto& st = self->state;
+  std::shared_ptr<checkpoint_reader> reader;
+  try {
+    reader = std::make_shared<checkpoint_reader>(st.opts.resume_dir);
+    restore_driver(self, reader->get_bytes("driver.bin"));
+  } catch (const std::exception& e) {
+    finish(self, false, std::string("cannot resume: ") + e.what());
+    return;
+  }
+  auto waiting = std::make_shared<size_t>(0);
+  for (const auto& n : st.nodes) *waiting += n.plan.replicas.size();
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) {
+      auto target = st.nodes[i].plan.replicas[r];
+      std::string key = st.nodes[i].plan.name + "-" + std::to_string(r);
+      actor_state state;
+      try {
+        state.bytes = reader->get_bytes(key + ".state");
+      } catch (const std::exception& e) {
+        finish(self, false, std::string("cannot resume: ") + e.what());
+        return;
+      }
+      uint64_t ticket = open_ticket(self, i, r, [=] {
+        finish(self, false, "actor '" + key + "' died while restoring its state");
+      });
+      self->request(target, st.nodes[i].plan.deadline, restore_atom::value,
+                    reader->actor_dir(key).string(), state)
+          .then(
+              [=](bool ok) {
+                if (self->state.done || !close_ticket(self, i, r, ticket)) return;
+                if (!ok) {
+                  finish(self, false, "cannot resume: actor '" + key + "' refused its state from " +
+                                          reader->dir().string());
+                  return;
+                }
+                if (--*waiting == 0) after_progress(self);
+              },
+              [=](caf::error& err) {
+                request_failed(self, i, r, ticket, "the driver, resuming,", "restore", err);
+              });
+    }
+  }
+}
+
+using start_atom = caf::atom_constant<caf::atom("start")>;
+
+caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts) {
+  auto& st = self->state;
+  st.plan = std::move(plan);
+  st.opts = std::move(opts);
+  for (const auto& n : st.plan.nodes) {
+    node_rt rt;
+    rt.plan = n;
+    rt.inflight.assign(n.replicas.size(), 0);
+    rt.tickets.resize(n.replicas.size());
+    st.nodes.push_back(std::move(rt));
+  }
+  for (size_t e = 0; e < st.plan.edges.size(); ++e) {
+    st.edges.push_back({st.plan.edges[e], {}, 0});
+    st.nodes[st.plan.edges[e].from].routes[st.plan.edges[e].from_port].push_back(e);
+  }
+  for (auto& n : st.nodes)
+    for (auto& a : n.plan.replicas) self->monitor(a);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& s = self->state;
+    if (s.done) return;
+    for (auto& n : s.nodes) {
+      for (uint32_t r = 0; r < n.plan.replicas.size(); ++r) {
+        if (n.plan.replicas[r].address() != dm.source) continue;
+        if (n.plan.kind->restartable && n.plan.respawn) {
+          n.plan.replicas[r] = n.plan.respawn(r);
+          self->monitor(n.plan.replicas[r]);
+          s.counters["restarts"]++;
+          // Whatever the dead replica had not answered goes to the new one.
+          auto open = std::move(n.tickets[r]);
+          n.tickets[r].clear();
+          n.inflight[r] = 0;
+          for (auto& [t, resend] : open) resend();
+          return;
+        }
+        finish(self, false,
+               "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
+                   n.plan.kind->name + (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") +
+                   ") died: " + describe_error(self, dm.reason));
+        return;
+      }
+    }
+  });
+  self->send(self, start_atom::value);
+  return {
+      [=](start_atom) {
+        self->state.step_start = steady::now();
+        if (self->state.opts.resume) {
+          resume(self);
+        } else {
+          after_progress(self);
+        }
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_driver(caf::actor_system& sys, graph_plan plan, driver_options options) {
+  return sys.spawn(driver_behavior, std::move(plan), std::move(options));
+}
+
+}  // namespace milesrt::runtime

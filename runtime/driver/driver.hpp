@@ -1,0 +1,56 @@
+#pragma once
+/// The schedule driver: a CAF actor that admits work into the source, routes every item along the
+/// graph's edges as requests with deadlines, assembles the learner's batches (applying the
+/// staleness policy), checkpoints, and writes metrics. `sync` and `async` are two policies of it.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/core/messages.hpp"
+#include "runtime/driver/plan.hpp"
+
+namespace milesrt::runtime {
+
+/// What one training step looked like; one line of metrics.jsonl.
+struct step_record {
+  uint64_t step = 0;           ///< 1-based
+  uint64_t version = 0;        ///< the learner's version after the step
+  double seconds = 0;          ///< wall time since the previous step ended
+  std::map<std::string, double> busy_seconds;    ///< per actor: time its requests were outstanding
+  std::map<uint64_t, uint64_t> staleness;        ///< of the batch: staleness -> items
+  std::map<std::string, uint64_t> counters;      ///< admitted, accepted, dropped_stale, ...
+  metric_map metrics;                            ///< what the actors reported (mean per step)
+  std::vector<uint64_t> batch_origins;           ///< which admitted items the batch came from
+};
+
+/// How a run ended.
+struct run_outcome {
+  bool finished = false;
+  bool ok = false;
+  std::string error;  ///< one line naming what went wrong
+  std::string note;   ///< why a successful run ended early, if it did
+  uint64_t steps = 0;
+  uint64_t version = 0;
+  std::map<std::string, uint64_t> counters;
+};
+
+struct driver_options {
+  bool resume = false;              ///< restore from `resume_dir` before starting
+  std::filesystem::path resume_dir; ///< a committed checkpoint folder
+  /// Called after every step (metrics writer, progress line, tests).
+  std::function<void(const step_record&)> on_step;
+  /// Called once when the run ends, from the driver's thread.
+  std::function<void(const run_outcome&)> on_finish;
+};
+
+/// Spawns the driver; it starts at once and quits when the run ends (see driver_options).
+caf::actor spawn_driver(caf::actor_system& sys, graph_plan plan, driver_options options);
+
+}  // namespace milesrt::runtime

@@ -1,0 +1,57 @@
+#pragma once
+/// A validated graph turned into what the schedule driver runs: actors (spawned), routes, schedule.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+
+#include "runtime/core/kind.hpp"
+
+namespace milesrt::runtime {
+
+struct node_plan {
+  std::string name;
+  const kind_descriptor* kind = nullptr;
+  std::vector<caf::actor> replicas;
+  std::chrono::milliseconds deadline{600000};
+  /// Spawns a fresh replica (for restarts of restartable kinds).
+  std::function<caf::actor(uint32_t replica)> respawn;
+  /// "" for the driver's process, else the worker hosting it.
+  std::string placement;
+};
+
+struct edge_plan {
+  size_t from = 0;
+  std::string from_port;
+  size_t to = 0;
+  std::string to_port;
+  uint32_t capacity = 0;  ///< 0: unbounded
+};
+
+struct schedule_plan {
+  bool async = false;
+  uint32_t max_staleness = 0;
+  bool drop_stale = false;
+};
+
+struct graph_plan {
+  std::string graph_name;
+  std::vector<node_plan> nodes;
+  std::vector<edge_plan> edges;
+  size_t source = 0;
+  size_t learner = 0;
+  schedule_plan schedule;
+  uint32_t batch_size = 1;
+  uint64_t steps = 1;
+  uint32_t checkpoint_interval = 0;
+  std::string progress_metric;
+  std::filesystem::path run_dir;
+};
+
+}  // namespace milesrt::runtime

@@ -1,0 +1,163 @@
+#include "runtime/driver/run.hpp"
+
+#include <future>
+#include <map>
+
+#include <caf/all.hpp>
+#include <capnp/serialize.h>
+
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/graph/check_kinds.hpp"
+#include "runtime/graph/validate.hpp"
+#include "runtime/metrics/metrics_writer.hpp"
+
+namespace milesrt::runtime {
+namespace fs = std::filesystem;
+
+actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
+                       const kind_descriptor& kind, uint32_t replica, const fs::path& run_dir) {
+  actor_setup s;
+  s.name = actor.getName();
+  s.replica = replica;
+  s.seed = g.reader().getRun().getSeed();
+  s.run_dir = run_dir;
+  s.params = graph::resolve_params(actor, kind);
+  if (!kind.params_member.empty()) {
+    capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
+    auto member = params.getSchema().getFieldByName(kind.params_member);
+    // An actor that leaves params at `none` gets the struct's defaults.
+    s.params_struct = params.get(member).as<capnp::DynamicStruct>();
+  }
+  return s;
+}
+
+graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
+                      const kind_registry& kinds, const fs::path& run_dir,
+                      const remote_spawner& remote) {
+  auto r = g.reader();
+  graph_plan plan;
+  plan.graph_name = r.getName().size() ? std::string(r.getName()) : g.file().stem().string();
+  plan.run_dir = run_dir;
+  auto run = r.getRun();
+  plan.batch_size = run.getBatchSize() == 0 ? 1 : run.getBatchSize();
+  plan.steps = run.getSteps();
+  plan.checkpoint_interval = run.getCheckpointInterval();
+  plan.progress_metric = run.getProgressMetric();
+  if (r.getSchedule().isAsync()) {
+    plan.schedule.async = true;
+    plan.schedule.max_staleness = r.getSchedule().getAsync().getMaxStaleness();
+    plan.schedule.drop_stale =
+        r.getSchedule().getAsync().getOnStale() == schema::Schedule::OnStale::DROP;
+  }
+
+  std::map<std::string, size_t> index;
+  for (auto actor : r.getActors()) {
+    const kind_descriptor* kind = kinds.find(actor.getKind());
+    node_plan n;
+    n.name = actor.getName();
+    n.kind = kind;
+    n.placement = actor.getPlacement();
+    double secs = actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds()
+                                                 : run.getDeadlineSeconds();
+    n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
+    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote,
+                      placement = n.placement](uint32_t replica) -> caf::actor {
+      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir));
+      if (!remote) {
+        throw std::runtime_error("actor '" + std::string(actor.getName()) +
+                                 "' is placed on worker '" + placement +
+                                 "' but this run accepts no workers (use --listen)");
+      }
+      spawn_request req;
+      kj::Array<capnp::word> words = capnp::messageToFlatArray(
+          const_cast<graph::loaded_graph&>(g).message());
+      auto bytes = words.asBytes();
+      req.graph.assign(bytes.begin(), bytes.end());
+      req.actor = actor.getName();
+      req.replica = replica;
+      return remote(placement, req);
+    };
+    for (uint32_t i = 0; i < actor.getReplicas(); ++i) {
+      caf::actor a;
+      try {
+        a = spawn_one(i);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("cannot start actor '" + n.name + "' (kind " + kind->name + "): " + e.what());
+      }
+      if (!a) throw std::runtime_error("the factory of kind '" + kind->name + "' returned no actor for '" + n.name + "'");
+      n.replicas.push_back(a);
+    }
+    n.respawn = spawn_one;
+    if (kind->role == role::source) plan.source = plan.nodes.size();
+    if (kind->role == role::learner) plan.learner = plan.nodes.size();
+    index[n.name] = plan.nodes.size();
+    plan.nodes.push_back(std::move(n));
+  }
+  for (auto edge : r.getEdges()) {
+    graph::endpoint from, to;
+    graph::parse_endpoint(edge.getFrom(), from);
+    graph::parse_endpoint(edge.getTo(), to);
+    plan.edges.push_back({index.at(from.actor), from.port, index.at(to.actor), to.port,
+                          edge.getCapacity()});
+  }
+  return plan;
+}
+
+fs::path resolve_run_dir(const graph::loaded_graph& g, const run_request& req) {
+  if (!req.run_dir.empty()) return req.run_dir;
+  return fs::path(std::string(g.reader().getRun().getDir()));
+}
+
+run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
+                      const kind_registry& kinds, const run_request& req) {
+  run_outcome failed;
+  failed.finished = true;
+  const fs::path run_dir = resolve_run_dir(g, req);
+  driver_options opts;
+  if (req.resume) {
+    auto latest = latest_checkpoint(run_dir);
+    if (!latest) {
+      failed.error = "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string();
+      return failed;
+    }
+    opts.resume = true;
+    opts.resume_dir = *latest;
+  }
+
+  graph_plan plan;
+  try {
+    plan = build_plan(sys, g, kinds, run_dir, req.remote);
+  } catch (const std::exception& e) {
+    failed.error = e.what();
+    return failed;
+  }
+  auto writer = std::make_shared<metrics_writer>(run_dir, plan.graph_name, plan.progress_metric,
+                                                 plan.steps, req.progress, req.resume);
+  std::promise<run_outcome> done;
+  auto result = done.get_future();
+  auto on_step = req.on_step;
+  opts.on_step = [writer, on_step](const step_record& r) {
+    writer->on_step(r);
+    if (on_step) on_step(r);
+  };
+  opts.on_finish = [&done](const run_outcome& o) { done.set_value(o); };
+
+  caf::scoped_actor self{sys};
+  auto driver = spawn_driver(sys, std::move(plan), std::move(opts));
+  self->monitor(driver);
+  // The driver ends every run itself (each of its requests has a deadline); its down message is
+  // the one wait here, and it arrives even if the driver crashed.
+  self->receive([](const caf::down_msg&) {});
+  if (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    failed.error = "the schedule driver stopped without a result";
+    writer->on_finish(failed);
+    return failed;
+  }
+  auto outcome = result.get();
+  outcome.note = outcome.note;
+  std::string line = writer->on_finish(outcome);
+  if (outcome.ok && req.progress) std::fprintf(req.progress, "%s\n", line.c_str());
+  return outcome;
+}
+
+}  // namespace milesrt::runtime

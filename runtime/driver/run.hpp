@@ -1,0 +1,51 @@
+#pragma once
+/// Running a validated graph: spawn its actors, drive its schedule, write metrics and checkpoints.
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "runtime/core/kind.hpp"
+#include "runtime/core/messages.hpp"
+#include "runtime/driver/driver.hpp"
+#include "runtime/driver/plan.hpp"
+#include "runtime/graph/loader.hpp"
+
+namespace milesrt::runtime {
+
+/// Spawns an actor on the worker process named `worker`; returns its handle or throws naming the
+/// worker. Null where the run has no workers.
+using remote_spawner = std::function<caf::actor(const std::string& worker, const spawn_request&)>;
+
+/// The setup of one replica of `actor`, as its kind's factory receives it.
+actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
+                       const kind_descriptor& kind, uint32_t replica,
+                       const std::filesystem::path& run_dir);
+
+/// Spawns every actor (locally, or through `remote` for placed ones) and builds the routes.
+/// Throws std::runtime_error naming the actor when a spawn fails. `g` must outlive the run.
+graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
+                      const kind_registry& kinds, const std::filesystem::path& run_dir,
+                      const remote_spawner& remote);
+
+struct run_request {
+  std::filesystem::path run_dir;  ///< empty: the graph's run.dir
+  bool resume = false;            ///< continue from the newest complete checkpoint in run_dir
+  std::FILE* progress = stderr;   ///< progress line; null for none
+  remote_spawner remote;
+  /// Extra per-step observer (tests).
+  std::function<void(const step_record&)> on_step;
+};
+
+/// Runs the graph to the end and returns how it ended; summary.json and metrics.jsonl are in the
+/// run directory. Never hangs: every request has a deadline.
+run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
+                      const kind_registry& kinds, const run_request& req);
+
+/// The run directory a request resolves to.
+std::filesystem::path resolve_run_dir(const graph::loaded_graph& g, const run_request& req);
+
+}  // namespace milesrt::runtime

@@ -1,0 +1,249 @@
+#include "runtime/graph/check_kinds.hpp"
+
+#include <cmath>
+#include <queue>
+#include <set>
+
+#include "runtime/graph/validate.hpp"
+
+namespace milesrt::graph {
+using runtime::kind_descriptor;
+using runtime::param_spec;
+using runtime::param_type;
+using runtime::param_value;
+using runtime::port_spec;
+
+namespace {
+
+const port_spec* find_port(const std::vector<port_spec>& ports, const std::string& name) {
+  for (const auto& p : ports)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string port_list(const std::vector<port_spec>& ports) {
+  if (ports.empty()) return "none";
+  std::string s;
+  for (const auto& p : ports) s += (s.empty() ? "" : ", ") + p.name;
+  return s;
+}
+
+param_type type_of(schema::Param::Value::Reader v) {
+  switch (v.which()) {
+    case schema::Param::Value::BOOL: return param_type::boolean;
+    case schema::Param::Value::INT: return param_type::integer;
+    case schema::Param::Value::FLOAT: return param_type::real;
+    case schema::Param::Value::TEXT: return param_type::text;
+  }
+  return param_type::text;
+}
+
+param_value value_of(schema::Param::Value::Reader v) {
+  switch (v.which()) {
+    case schema::Param::Value::BOOL: return v.getBool();
+    case schema::Param::Value::INT: return v.getInt();
+    case schema::Param::Value::FLOAT: return v.getFloat();
+    case schema::Param::Value::TEXT: return std::string(v.getText());
+  }
+  return std::string();
+}
+
+std::string union_member(schema::ActorSpec::Reader actor) {
+  capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
+  KJ_IF_MAYBE(field, params.which()) { return field->getProto().getName().cStr(); }
+  return "none";
+}
+
+}  // namespace
+
+bool parse_param(const std::string& text, param_type t, param_value& out) {
+  try {
+    size_t used = 0;
+    switch (t) {
+      case param_type::boolean:
+        if (text == "true") out = true;
+        else if (text == "false") out = false;
+        else return false;
+        return true;
+      case param_type::integer: {
+        int64_t v = std::stoll(text, &used);
+        if (used != text.size()) return false;
+        out = v;
+        return true;
+      }
+      case param_type::real: {
+        double v = std::stod(text, &used);
+        if (used != text.size()) return false;
+        out = v;
+        return true;
+      }
+      case param_type::text: out = text; return true;
+    }
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
+std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
+  std::vector<diagnostic> out;
+  const std::string file = g.file().string();
+  auto report = [&](const std::string& where, const std::string& what) {
+    out.push_back({file + ": " + where + ": " + what});
+  };
+  auto graph = g.reader();
+
+  std::map<std::string, const kind_descriptor*> kind_of;
+  std::string known;
+  for (const auto& n : kinds.names()) known += (known.empty() ? "" : ", ") + n;
+  for (auto actor : graph.getActors()) {
+    std::string name = actor.getName();
+    std::string where = "actor '" + name + "'";
+    const kind_descriptor* kind = kinds.find(actor.getKind());
+    if (kind == nullptr) {
+      report(where, "field 'kind': unknown actor kind '" + std::string(actor.getKind()) +
+                        "' (known: " + (known.empty() ? "none" : known) + ")");
+      continue;
+    }
+    kind_of[name] = kind;
+    if (actor.getDeadlineSeconds() < 0 || std::isnan(actor.getDeadlineSeconds())) {
+      report(where, "field 'deadlineSeconds': must be >= 0");
+    }
+    if (kind->role != runtime::role::stage && actor.getReplicas() != 1) {
+      report(where, "field 'replicas': a " + std::string(runtime::to_string(kind->role)) +
+                        " runs as exactly one replica");
+    }
+
+    // Parameters: a params struct for built-in kinds that have one, a declared list otherwise.
+    std::string member = union_member(actor);
+    if (!kind->params_member.empty()) {
+      if (member != "none" && member != kind->params_member) {
+        report(where, "field 'params': kind '" + kind->name + "' takes params (" +
+                          kind->params_member + " = (...)), not " + member);
+      }
+      continue;
+    }
+    if (member != "none" && member != "custom") {
+      report(where, "field 'params': kind '" + kind->name + "' takes params (custom = [...]), not " +
+                        member);
+      continue;
+    }
+    std::set<std::string> given;
+    if (member == "custom") {
+      for (auto p : actor.getParams().getCustom()) {
+        std::string pname = p.getName();
+        const param_spec* spec = nullptr;
+        for (const auto& s : kind->params)
+          if (s.name == pname) spec = &s;
+        if (spec == nullptr) {
+          std::string declared;
+          for (const auto& s : kind->params) declared += (declared.empty() ? "" : ", ") + s.name;
+          report(where, "param '" + pname + "': kind '" + kind->name + "' has no such parameter" +
+                            " (declared: " + (declared.empty() ? "none" : declared) + ")");
+          continue;
+        }
+        if (!given.insert(pname).second) report(where, "param '" + pname + "': set twice");
+        param_type t = type_of(p.getValue());
+        if (t != spec->type) {
+          report(where, "param '" + pname + "': expected " + to_string(spec->type) + ", got " +
+                            to_string(t));
+          continue;
+        }
+        double number = t == param_type::integer ? double(p.getValue().getInt())
+                        : t == param_type::real  ? p.getValue().getFloat()
+                                                 : 0.0;
+        if ((t == param_type::integer || t == param_type::real) &&
+            ((spec->min && number < *spec->min) || (spec->max && number > *spec->max) ||
+             std::isnan(number))) {
+          report(where, "param '" + pname + "': value " + std::to_string(number) +
+                            " out of range [" + (spec->min ? std::to_string(*spec->min) : "-inf") +
+                            ", " + (spec->max ? std::to_string(*spec->max) : "inf") + "]");
+        }
+      }
+    }
+    for (const auto& s : kind->params) {
+      if (s.required && given.count(s.name) == 0) {
+        report(where, "param '" + s.name + "': required by kind '" + kind->name + "' (" +
+                          to_string(s.type) + (s.help.empty() ? "" : ", " + s.help) + ")");
+      }
+    }
+  }
+
+  // Edges: ports exist on the kinds and carry the same type.
+  std::map<std::string, std::set<std::string>> downstream;
+  unsigned i = 0;
+  for (auto edge : graph.getEdges()) {
+    endpoint from, to;
+    std::string where = "edge " + std::to_string(i++) + " (" + std::string(edge.getFrom()) +
+                        " -> " + std::string(edge.getTo()) + ")";
+    if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
+    auto fk = kind_of.find(from.actor), tk = kind_of.find(to.actor);
+    if (fk == kind_of.end() || tk == kind_of.end()) continue;
+    const port_spec* op = find_port(fk->second->outputs, from.port);
+    const port_spec* ip = find_port(tk->second->inputs, to.port);
+    if (op == nullptr) {
+      report(where, "field 'from': actor '" + from.actor + "' (kind " + fk->second->name +
+                        ") has no output port '" + from.port + "' (outputs: " +
+                        port_list(fk->second->outputs) + ")");
+    }
+    if (ip == nullptr) {
+      report(where, "field 'to': actor '" + to.actor + "' (kind " + tk->second->name +
+                        ") has no input port '" + to.port + "' (inputs: " +
+                        port_list(tk->second->inputs) + ")");
+    }
+    if (op != nullptr && ip != nullptr && op->type != ip->type) {
+      report(where, "port type mismatch: " + from.actor + "." + from.port + " carries '" +
+                        op->type + "' but " + to.actor + "." + to.port + " takes '" + ip->type +
+                        "'");
+    }
+    downstream[from.actor].insert(to.actor);
+  }
+
+  // The schedule drives one source and one learner; every actor must be reachable from the source.
+  std::vector<std::string> sources, learners;
+  for (const auto& [name, kind] : kind_of) {
+    if (kind->role == runtime::role::source) sources.push_back(name);
+    if (kind->role == runtime::role::learner) learners.push_back(name);
+  }
+  if (kind_of.size() == graph.getActors().size()) {
+    if (sources.size() != 1) {
+      report("graph", "field 'actors': the schedule drives exactly one source actor, found " +
+                          std::to_string(sources.size()));
+    }
+    if (learners.size() != 1) {
+      report("graph", "field 'actors': the schedule drives exactly one learner actor, found " +
+                          std::to_string(learners.size()));
+    }
+    if (sources.size() == 1) {
+      std::set<std::string> reached{sources[0]};
+      std::queue<std::string> todo;
+      todo.push(sources[0]);
+      while (!todo.empty()) {
+        auto n = todo.front();
+        todo.pop();
+        for (const auto& d : downstream[n])
+          if (reached.insert(d).second) todo.push(d);
+      }
+      for (auto actor : graph.getActors()) {
+        if (reached.count(actor.getName()) == 0) {
+          report("actor '" + std::string(actor.getName()) + "'",
+                 "no schedule can drive it: no path of edges leads to it from the source '" +
+                     sources[0] + "'");
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::map<std::string, param_value> resolve_params(schema::ActorSpec::Reader actor,
+                                                  const kind_descriptor& kind) {
+  std::map<std::string, param_value> out;
+  for (const auto& s : kind.params)
+    if (s.fallback) out[s.name] = *s.fallback;
+  if (actor.getParams().isCustom()) {
+    for (auto p : actor.getParams().getCustom()) out[p.getName()] = value_of(p.getValue());
+  }
+  return out;
+}
+
+}  // namespace milesrt::graph

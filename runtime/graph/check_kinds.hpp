@@ -1,0 +1,25 @@
+#pragma once
+/// Checks of a graph against the registry of actor kinds: kinds, ports and their types, parameters,
+/// and whether the schedule can drive every actor.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/core/kind.hpp"
+#include "runtime/graph/loader.hpp"
+
+namespace milesrt::graph {
+
+/// Every problem, each naming the file, the actor or edge, and the field. Empty when runnable.
+std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds);
+
+/// A custom kind's parameters for one actor: the graph's values over the declared defaults.
+/// Call only on a graph that validate_kinds accepted.
+std::map<std::string, runtime::param_value> resolve_params(schema::ActorSpec::Reader actor,
+                                                           const runtime::kind_descriptor& kind);
+
+/// Parses `text` as a value of type `t`; false when it is not one.
+bool parse_param(const std::string& text, runtime::param_type t, runtime::param_value& out);
+
+}  // namespace milesrt::graph

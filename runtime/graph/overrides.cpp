@@ -1,0 +1,144 @@
+#include "runtime/graph/overrides.hpp"
+
+#include <capnp/dynamic.h>
+#include <capnp/schema.h>
+
+#include "runtime/graph/check_kinds.hpp"
+
+namespace milesrt::graph {
+namespace {
+
+std::string field_names(capnp::StructSchema schema) {
+  std::string s;
+  for (auto f : schema.getFields()) s += (s.empty() ? "" : ", ") + std::string(f.getProto().getName());
+  return s;
+}
+
+/// Sets a scalar, text or enum field of `target` from its text form; an error message or "".
+std::string set_field(capnp::DynamicStruct::Builder target, const std::string& name,
+                      const std::string& text) {
+  KJ_IF_MAYBE(field, target.getSchema().findFieldByName(name)) {
+    auto type = field->getType();
+    runtime::param_value v;
+    switch (type.which()) {
+      case capnp::schema::Type::BOOL:
+        if (!parse_param(text, runtime::param_type::boolean, v)) return "expected true or false";
+        target.set(*field, std::get<bool>(v));
+        return "";
+      case capnp::schema::Type::INT8: case capnp::schema::Type::INT16:
+      case capnp::schema::Type::INT32: case capnp::schema::Type::INT64:
+        if (!parse_param(text, runtime::param_type::integer, v)) return "expected an integer";
+        try { target.set(*field, std::get<int64_t>(v)); } catch (const kj::Exception&) { return "value out of range"; }
+        return "";
+      case capnp::schema::Type::UINT8: case capnp::schema::Type::UINT16:
+      case capnp::schema::Type::UINT32: case capnp::schema::Type::UINT64:
+        if (!parse_param(text, runtime::param_type::integer, v) || std::get<int64_t>(v) < 0) {
+          return "expected a non-negative integer";
+        }
+        try { target.set(*field, static_cast<uint64_t>(std::get<int64_t>(v))); } catch (const kj::Exception&) { return "value out of range"; }
+        return "";
+      case capnp::schema::Type::FLOAT32: case capnp::schema::Type::FLOAT64:
+        if (!parse_param(text, runtime::param_type::real, v)) return "expected a number";
+        target.set(*field, std::get<double>(v));
+        return "";
+      case capnp::schema::Type::TEXT:
+        target.set(*field, capnp::Text::Reader(text.c_str()));
+        return "";
+      case capnp::schema::Type::ENUM: {
+        KJ_IF_MAYBE(e, type.asEnum().findEnumerantByName(text)) {
+          target.set(*field, capnp::DynamicEnum(*e));
+          return "";
+        }
+        return "not a value of this enum";
+      }
+      default:
+        return "field '" + name + "' cannot be set from the command line";
+    }
+  }
+  return "no field '" + name + "' (fields: " + field_names(target.getSchema()) + ")";
+}
+
+}  // namespace
+
+std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
+                                         const std::string& assignment) {
+  auto fail = [&](const std::string& why) {
+    return diagnostic{"--set " + assignment + ": " + why};
+  };
+  auto eq = assignment.find('=');
+  auto dot = assignment.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) {
+    return fail("expected actor.param=value or run.field=value");
+  }
+  std::string head = assignment.substr(0, dot);
+  std::string field = assignment.substr(dot + 1, eq - dot - 1);
+  std::string value = assignment.substr(eq + 1);
+  auto graph = g.builder();
+
+  if (head == "run") {
+    auto err = set_field(capnp::toDynamic(graph.getRun()), field, value);
+    if (!err.empty()) return fail(err);
+    return std::nullopt;
+  }
+
+  for (auto actor : graph.getActors()) {
+    if (std::string(actor.getName().cStr()) != head) continue;
+    if (field == "replicas" || field == "placement" || field == "deadlineSeconds") {
+      auto err = set_field(capnp::toDynamic(actor), field, value);
+      if (!err.empty()) return fail(err);
+      return std::nullopt;
+    }
+    const runtime::kind_descriptor* kind = kinds.find(actor.getKind().cStr());
+    if (kind == nullptr) return fail("actor '" + head + "' has unknown kind '" + std::string(actor.getKind().cStr()) + "'");
+    if (!kind->params_member.empty()) {
+      capnp::DynamicStruct::Builder params = capnp::toDynamic(actor.getParams());
+      auto member = params.getSchema().getFieldByName(kind->params_member);
+      bool present = false;
+      KJ_IF_MAYBE(which, params.which()) { present = *which == member; }
+      auto target = present ? params.get(member).as<capnp::DynamicStruct>()
+                            : params.init(member).as<capnp::DynamicStruct>();
+      auto err = set_field(target, field, value);
+      if (!err.empty()) return fail(err);
+      return std::nullopt;
+    }
+    const runtime::param_spec* spec = nullptr;
+    for (const auto& s : kind->params)
+      if (s.name == field) spec = &s;
+    if (spec == nullptr) return fail("kind '" + kind->name + "' has no parameter '" + field + "'");
+    runtime::param_value v;
+    if (!parse_param(value, spec->type, v)) {
+      return fail(std::string("expected ") + to_string(spec->type) + " for '" + field + "'");
+    }
+    // Rebuild the custom list with the value replaced or appended.
+    std::vector<std::pair<std::string, runtime::param_value>> items;
+    if (actor.getParams().isCustom()) {
+      for (auto p : actor.getParams().getCustom()) {
+        runtime::param_value old;
+        switch (p.getValue().which()) {
+          case schema::Param::Value::BOOL: old = p.getValue().getBool(); break;
+          case schema::Param::Value::INT: old = p.getValue().getInt(); break;
+          case schema::Param::Value::FLOAT: old = p.getValue().getFloat(); break;
+          case schema::Param::Value::TEXT: old = std::string(p.getValue().getText().cStr()); break;
+        }
+        if (std::string(p.getName().cStr()) != field) items.emplace_back(p.getName().cStr(), old);
+      }
+    }
+    items.emplace_back(field, v);
+    auto list = actor.getParams().initCustom(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      list[i].setName(items[i].first);
+      auto val = list[i].getValue();
+      std::visit([&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) val.setBool(x);
+        else if constexpr (std::is_same_v<T, int64_t>) val.setInt(x);
+        else if constexpr (std::is_same_v<T, double>) val.setFloat(x);
+        else val.setText(x);
+      }, items[i].second);
+    }
+    return std::nullopt;
+  }
+  return fail("no actor named '" + head + "'");
+}
+
+}  // namespace milesrt::graph

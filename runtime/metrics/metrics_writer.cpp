@@ -1,0 +1,92 @@
+#include "runtime/metrics/metrics_writer.hpp"
+
+#include <unistd.h>
+
+namespace milesrt::runtime {
+namespace fs = std::filesystem;
+
+nlohmann::json to_json(const step_record& r) {
+  nlohmann::json j;
+  j["step"] = r.step;
+  j["version"] = r.version;
+  j["seconds"] = r.seconds;
+  j["busy_seconds"] = r.busy_seconds;
+  nlohmann::json hist = nlohmann::json::object();
+  for (const auto& [s, n] : r.staleness) hist[std::to_string(s)] = n;
+  j["staleness"] = hist;
+  j["counters"] = r.counters;
+  j["metrics"] = r.metrics;
+  return j;
+}
+
+metrics_writer::metrics_writer(const fs::path& run_dir, std::string graph_name,
+                               std::string progress_metric, uint64_t total_steps,
+                               std::FILE* progress, bool append)
+    : run_dir_(run_dir),
+      graph_name_(std::move(graph_name)),
+      progress_metric_(std::move(progress_metric)),
+      total_steps_(total_steps),
+      progress_(progress),
+      tty_(progress != nullptr && isatty(fileno(progress))) {
+  fs::create_directories(run_dir_);
+  jsonl_.open(run_dir_ / "metrics.jsonl", append ? std::ios::app : std::ios::trunc);
+  if (!jsonl_) throw std::runtime_error("cannot write " + (run_dir_ / "metrics.jsonl").string());
+}
+
+void metrics_writer::on_step(const step_record& r) {
+  jsonl_ << to_json(r).dump() << "\n";
+  jsonl_.flush();
+  last_metrics_ = r.metrics;
+  ++steps_seen_;
+  if (progress_ == nullptr) return;
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double per_step = elapsed / double(steps_seen_);
+  double eta = per_step * double(total_steps_ > r.step ? total_steps_ - r.step : 0);
+  std::string line = "step " + std::to_string(r.step) + "/" + std::to_string(total_steps_);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  %.2f s/step  ETA %.0f s", per_step, eta);
+  line += buf;
+  if (!progress_metric_.empty()) {
+    auto it = r.metrics.find(progress_metric_);
+    if (it != r.metrics.end()) {
+      std::snprintf(buf, sizeof buf, "  %s=%.4g", progress_metric_.c_str(), it->second);
+      line += buf;
+    }
+  }
+  if (tty_) {
+    std::fprintf(progress_, "\r\033[K%s", line.c_str());
+  } else {
+    std::fprintf(progress_, "%s\n", line.c_str());
+  }
+  std::fflush(progress_);
+}
+
+std::string metrics_writer::on_finish(const run_outcome& o) {
+  if (tty_ && steps_seen_ > 0) std::fprintf(progress_, "\n");
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  nlohmann::json s;
+  s["graph"] = graph_name_;
+  s["ok"] = o.ok;
+  s["error"] = o.error;
+  s["note"] = o.note;
+  s["steps"] = o.steps;
+  s["version"] = o.version;
+  s["seconds"] = elapsed;
+  s["counters"] = o.counters;
+  s["last_metrics"] = last_metrics_;
+  std::ofstream(run_dir_ / "summary.json") << s.dump(2) << "\n";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", elapsed);
+  std::string line = graph_name_ + ": " + std::to_string(o.steps) + " steps in " + buf +
+                     " s, version " + std::to_string(o.version);
+  for (const char* c : {"admitted", "accepted", "dropped_stale", "filtered", "restarts"}) {
+    auto it = o.counters.find(c);
+    if (it != o.counters.end() && it->second > 0) line += ", " + std::string(c) + " " + std::to_string(it->second);
+  }
+  if (!o.note.empty()) line += " (" + o.note + ")";
+  return line;
+}
+
+}  // namespace milesrt::runtime

@@ -1,0 +1,43 @@
+#pragma once
+/// Metrics of a run: RUN_DIR/metrics.jsonl (one JSON object per step), RUN_DIR/summary.json at the
+/// end, and a live progress line on a terminal.
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/driver/driver.hpp"
+
+namespace milesrt::runtime {
+
+/// The JSON form of one step (the line written to metrics.jsonl).
+nlohmann::json to_json(const step_record& r);
+
+class metrics_writer {
+ public:
+  /// `progress` is where the progress line goes (stderr), or null for none. On a terminal the line
+  /// is redrawn in place; elsewhere one line per step is printed.
+  metrics_writer(const std::filesystem::path& run_dir, std::string graph_name,
+                 std::string progress_metric, uint64_t total_steps, std::FILE* progress,
+                 bool append);
+  void on_step(const step_record& r);
+  /// Writes summary.json; returns the one-line summary printed at the end.
+  std::string on_finish(const run_outcome& o);
+
+ private:
+  std::filesystem::path run_dir_;
+  std::string graph_name_, progress_metric_;
+  uint64_t total_steps_;
+  std::FILE* progress_;
+  bool tty_;
+  std::ofstream jsonl_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  uint64_t steps_seen_ = 0;
+  nlohmann::json last_metrics_ = nlohmann::json::object();
+};
+
+}  // namespace milesrt::runtime
