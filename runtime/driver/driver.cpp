@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <fstream>
 #include <set>
 
@@ -26,6 +27,8 @@ struct edge_rt {
   edge_plan plan;
   std::deque<pending> queue;
   uint32_t inflight = 0;
+  /// The newest publication sent along this edge: a restarted receiver gets it again first.
+  std::optional<envelope> last_publish;
 };
 
 struct node_rt {
@@ -62,7 +65,7 @@ struct driver_state {
   uint64_t published = 0;  // the version whose outputs have been fully routed
   uint64_t next_origin = 1;
   std::map<uint64_t, uint32_t> live_work;  // origin -> envelopes alive (queued or in requests)
-  std::set<uint64_t> accepted_origins;     // live origins with at least one item accepted
+  std::set<uint64_t> arrived_origins;      // live origins with an item at the buffer (kept or dropped)
   uint32_t live_publish = 0;
   std::deque<envelope> buffer;
   std::map<std::string, uint64_t> counters{{"admitted", 0},      {"accepted", 0},
@@ -170,7 +173,7 @@ void release(driver self, const pending& p) {
   auto it = st.live_work.find(p.item.origin);
   if (it == st.live_work.end()) return;
   if (--it->second == 0) {
-    if (st.accepted_origins.erase(p.item.origin) == 0) st.counters["filtered"]++;
+    if (st.arrived_origins.erase(p.item.origin) == 0) st.counters["filtered"]++;
     st.live_work.erase(it);
   }
 }
@@ -178,13 +181,13 @@ void release(driver self, const pending& p) {
 void accept(driver self, const envelope& item) {
   auto& st = self->state;
   uint64_t staleness = st.version > item.min_version ? st.version - item.min_version : 0;
+  st.arrived_origins.insert(item.origin);
   if (st.plan.schedule.async && st.plan.schedule.drop_stale &&
       staleness > st.plan.schedule.max_staleness) {
     st.counters["dropped_stale"]++;
     return;
   }
   st.counters["accepted"]++;
-  st.accepted_origins.insert(item.origin);
   st.buffer.push_back(item);
 }
 
@@ -202,6 +205,7 @@ void route(driver self, size_t node, std::vector<output>& outputs, bool publish)
       }
       if (publish) {
         // Every replica of the receiver must hold the new version.
+        edge.last_publish = out.item;
         auto replicas = st.nodes[edge.plan.to].plan.replicas.size();
         for (size_t r = 0; r < replicas; ++r) {
           st.live_publish++;
@@ -374,6 +378,8 @@ void try_train(driver self) {
     if (st.plan.schedule.async && staleness > st.plan.schedule.max_staleness) {
       // The buffer held it while the learner moved on.
       if (st.plan.schedule.drop_stale) {
+        // Counted once: no longer accepted, now dropped.
+        st.counters["accepted"]--;
         st.counters["dropped_stale"]++;
         continue;
       }
@@ -491,7 +497,7 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   st.counters = snap.counters;
   st.exhausted = snap.exhausted;
   st.buffer.assign(snap.buffer.begin(), snap.buffer.end());
-  for (const auto& e : st.buffer) st.accepted_origins.erase(e.origin);
+  st.arrived_origins.clear();
 }
 
 /// Asks every actor for its state, writes the checkpoint and commits it. Runs only when nothing
@@ -629,7 +635,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
     st.nodes.push_back(std::move(rt));
   }
   for (size_t e = 0; e < st.plan.edges.size(); ++e) {
-    st.edges.push_back({st.plan.edges[e], {}, 0});
+    st.edges.push_back({st.plan.edges[e], {}, 0, std::nullopt});
     st.nodes[st.plan.edges[e].from].routes[st.plan.edges[e].from_port].push_back(e);
   }
   for (auto& n : st.nodes)
@@ -637,13 +643,21 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& s = self->state;
     if (s.done) return;
-    for (auto& n : s.nodes) {
+    for (size_t i = 0; i < s.nodes.size(); ++i) {
+      auto& n = s.nodes[i];
       for (uint32_t r = 0; r < n.plan.replicas.size(); ++r) {
         if (n.plan.replicas[r].address() != dm.source) continue;
         if (n.plan.kind->restartable && n.plan.respawn) {
           n.plan.replicas[r] = n.plan.respawn(r);
           self->monitor(n.plan.replicas[r]);
           s.counters["restarts"]++;
+          // The new replica first gets the newest version published to it, then its old work.
+          for (size_t e = 0; e < s.edges.size(); ++e) {
+            if (s.edges[e].plan.to != i || !s.edges[e].last_publish) continue;
+            s.live_publish++;
+            s.edges[e].queue.push_front({*s.edges[e].last_publish, true, static_cast<int>(r)});
+            dispatch(self, e);
+          }
           // Whatever the dead replica had not answered goes to the new one.
           auto open = std::move(n.tickets[r]);
           n.tickets[r].clear();
@@ -654,7 +668,10 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
         finish(self, false,
                "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
                    n.plan.kind->name + (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") +
-                   ") died: " + describe_error(self, dm.reason));
+                   ") died: " + describe_error(self, dm.reason) +
+                   (dm.reason == caf::exit_reason::remote_link_unreachable
+                        ? " (its worker process went away)"
+                        : ""));
         return;
       }
     }

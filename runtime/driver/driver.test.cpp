@@ -1,1 +1,381 @@
-#include <gtest/gtest.h>
+// The schedule driver with real CAF actors (the toy kinds): lockstep and bounded staleness,
+// filters, deadlines, dead and restarted actors, checkpoints and resume; then the schedule
+// properties over many random delivery orders under CAF's deterministic test scheduler.
+#include "runtime/driver/driver.hpp"
+
+#include <random>
+#include <set>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/driver/run.hpp"
+#include "runtime/graph/check_kinds.hpp"
+#include "runtime/graph/overrides.hpp"
+#include "runtime/graph/validate.hpp"
+#include "runtime/testing.hpp"
+
+namespace milesrt::runtime {
+namespace {
+
+using records = std::vector<step_record>;
+
+std::string sync_schedule() { return "(sync = void)"; }
+std::string async_schedule(int s, bool drop) {
+  return "(async = (maxStaleness = " + std::to_string(s) + ", onStale = " +
+         (drop ? "drop" : "wait") + "))";
+}
+
+/// Checks what must hold for every run: trained items are never duplicated, the staleness bound
+/// holds, and every admitted item is accounted for.
+void check_run(const run_outcome& o, const records& steps, bool async, uint64_t max_staleness,
+               uint64_t batch, std::set<uint64_t>* trained = nullptr) {
+  std::set<uint64_t> local;
+  if (trained == nullptr) trained = &local;
+  for (const auto& r : steps) {
+    EXPECT_EQ(r.batch_origins.size(), batch) << "step " << r.step;
+    for (auto origin : r.batch_origins) {
+      EXPECT_TRUE(trained->insert(origin).second) << "item " << origin << " trained twice";
+    }
+    for (const auto& [staleness, n] : r.staleness) {
+      if (async) {
+        EXPECT_LE(staleness, max_staleness) << "step " << r.step;
+      } else {
+        EXPECT_EQ(staleness, 0u) << "step " << r.step;
+      }
+    }
+  }
+  auto c = o.counters;
+  EXPECT_EQ(c["stale_violations"], 0u);
+  EXPECT_EQ(c["in_flight"], 0u);
+  EXPECT_EQ(c["admitted"], c["accepted"] + c["dropped_stale"] + c["filtered"])
+      << "accepted " << c["accepted"] << ", dropped_stale " << c["dropped_stale"] << ", filtered "
+      << c["filtered"] << ", buffered " << c["buffered"] << ", surplus " << c["surplus"];
+  if (trained == &local) {
+    EXPECT_EQ(c["accepted"], steps.size() * batch + c["buffered"] + c["surplus"]);
+  }
+}
+
+class Driver : public testing::scratch_test {
+ protected:
+  run_outcome run(const std::string& fields, records* steps = nullptr, bool resume = false,
+                  const std::vector<std::string>& sets = {}) {
+    auto g = load("g" + std::to_string(++graphs_) + ".capnp", fields);
+    if (!g) return {};
+    for (const auto& s : sets) {
+      auto d = graph::apply_override(*g, kinds_, s);
+      EXPECT_FALSE(d) << d->text;
+    }
+    auto errors = graph::validate_structure(*g);
+    auto more = graph::validate_kinds(*g, kinds_);
+    errors.insert(errors.end(), more.begin(), more.end());
+    EXPECT_TRUE(errors.empty()) << errors[0].text;
+    caf::actor_system_config cfg;
+    cfg.add_message_types<caf::id_block::milesrt_runtime>();
+    caf::actor_system sys{cfg};
+    run_request req;
+    req.run_dir = dir_ / "run";
+    req.resume = resume;
+    req.progress = nullptr;
+    req.on_step = [steps](const step_record& r) {
+      if (steps) steps->push_back(r);
+    };
+    return run_graph(sys, *g, kinds_, req);
+  }
+  int graphs_ = 0;
+};
+
+const std::string kRun = "(steps = 5, batchSize = 4, deadlineSeconds = 10)";
+
+TEST_F(Driver, SyncIsLockstep) {
+  records steps;
+  auto o = run(testing::toy_graph(", replicas = 3", sync_schedule(), kRun), &steps);
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.steps, 5u);
+  EXPECT_EQ(o.version, 5u);
+  ASSERT_EQ(steps.size(), 5u);
+  std::set<uint64_t> trained;
+  check_run(o, steps, false, 0, 4, &trained);
+  EXPECT_EQ(trained, (std::set<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                        17, 18, 19, 20}));
+  EXPECT_EQ(o.counters["admitted"], 20u);
+  // The toy learner sums the numbers 0..19 it was given, in lockstep order.
+  EXPECT_EQ(steps.back().metrics.at("total"), 190.0);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "metrics.jsonl"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "summary.json"));
+}
+
+TEST_F(Driver, AsyncKeepsTheStalenessBound) {
+  for (int s : {0, 1, 3}) {
+    for (bool drop : {false, true}) {
+      records steps;
+      auto o = run(testing::toy_graph(", replicas = 2", async_schedule(s, drop), kRun), &steps);
+      ASSERT_TRUE(o.ok) << o.error;
+      EXPECT_EQ(o.steps, 5u);
+      check_run(o, steps, true, s, 4);
+    }
+  }
+}
+
+TEST_F(Driver, FilteredItemsAreReplacedByOverSampling) {
+  records steps;
+  auto o = run(testing::toy_graph(
+                   ", params = (custom = [(name = \"drop_every\", value = (int = 3))])",
+                   sync_schedule(), kRun),
+               &steps);
+  ASSERT_TRUE(o.ok) << o.error;
+  check_run(o, steps, false, 0, 4);
+  EXPECT_GT(o.counters["filtered"], 5u);
+  EXPECT_GT(o.counters["admitted"], 20u);
+}
+
+TEST_F(Driver, SourceRunningOutEndsTheRunWithANote) {
+  auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false, {"src.limit=9"});
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.steps, 2u);
+  EXPECT_EQ(o.note, "the source 'src' ran out of items after 2 of 5 steps");
+}
+
+// A stalled actor of each role: the error names the waiting actor, the awaited one, the message.
+TEST_F(Driver, DeadlineOfAStalledSource) {
+  auto o = run(testing::toy_graph("", sync_schedule(), "(steps = 5, batchSize = 4)"), nullptr,
+               false, {"src.stall_after=4", "src.deadlineSeconds=0.25"});
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ(o.error,
+            "deadline of 0.25 s passed: the driver, admitting 4 new items, waited for actor 'src' "
+            "(replica 0, kind toy_source) to answer 'produce 4'");
+}
+
+TEST_F(Driver, DeadlineOfAStalledStage) {
+  auto o = run(testing::toy_graph("", sync_schedule(), "(steps = 5, batchSize = 4)"), nullptr,
+               false, {"stage.stall_after=2", "stage.deadlineSeconds=0.25"});
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ(o.error,
+            "deadline of 0.25 s passed: the driver, routing src.items -> stage.items (item 3), "
+            "waited for actor 'stage' (replica 0, kind toy_stage) to answer 'process items'");
+}
+
+TEST_F(Driver, DeadlineOfAStalledLearner) {
+  auto o = run(testing::toy_graph("", sync_schedule(), "(steps = 5, batchSize = 4)"), nullptr,
+               false, {"learner.stall_at_step=2", "learner.deadlineSeconds=0.25"});
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ(o.error,
+            "deadline of 0.25 s passed: the driver waited for actor 'learner' (replica 0, kind "
+            "toy_learner) to answer 'train step 2 (4 items)'");
+}
+
+TEST_F(Driver, ADeadActorFailsTheRunWithItsError) {
+  auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false,
+               {"stage.die_after=3"});
+  ASSERT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("actor 'stage' (replica 0, kind toy_stage) died: "), std::string::npos)
+      << o.error;
+  EXPECT_NE(o.error.find("toy_stage told to die after 3 items"), std::string::npos) << o.error;
+}
+
+TEST_F(Driver, ADeadLearnerFailsTheRun) {
+  auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false,
+               {"learner.die_at_step=3"});
+  ASSERT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("actor 'learner' (replica 0, kind toy_learner) died: "),
+            std::string::npos) << o.error;
+}
+
+TEST_F(Driver, ARestartableActorIsRestartedAndNothingIsLost) {
+  auto fields = testing::toy_graph(", replicas = 2", sync_schedule(), kRun);
+  fields.replace(fields.find("\"toy_stage\""), 11, "\"toy_flaky_stage\"");
+  records steps;
+  auto o = run(fields, &steps, false, {"stage.die_after=3"});
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.counters["restarts"], 2u);  // each replica dies once
+  std::set<uint64_t> trained;
+  check_run(o, steps, false, 0, 4, &trained);
+  EXPECT_EQ(trained.size(), 20u);
+}
+
+TEST_F(Driver, SyncResumeContinuesBitwise) {
+  const std::string run6 = "(steps = 6, batchSize = 3, checkpointInterval = 2)";
+  records full;
+  auto a = run(testing::toy_graph(", replicas = 2", sync_schedule(), run6), &full);
+  ASSERT_TRUE(a.ok) << a.error;
+  std::filesystem::remove_all(dir_ / "run");
+
+  records first, second;
+  auto b = run(testing::toy_graph(", replicas = 2", sync_schedule(), run6), &first, false,
+               {"run.steps=4"});
+  ASSERT_TRUE(b.ok) << b.error;
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "run" / "checkpoints" / "step-4" / "manifest.json"));
+  auto c = run(testing::toy_graph(", replicas = 2", sync_schedule(), run6), &second, true);
+  ASSERT_TRUE(c.ok) << c.error;
+  ASSERT_EQ(second.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(second[i].step, full[4 + i].step);
+    EXPECT_EQ(second[i].version, full[4 + i].version);
+    EXPECT_EQ(second[i].batch_origins, full[4 + i].batch_origins);
+    EXPECT_EQ(second[i].metrics, full[4 + i].metrics);
+    EXPECT_EQ(second[i].staleness, full[4 + i].staleness);
+  }
+}
+
+TEST_F(Driver, AsyncResumeLosesAndDuplicatesNothing) {
+  const std::string run8 = "(steps = 8, batchSize = 3, checkpointInterval = 3)";
+  records first, second;
+  auto b = run(testing::toy_graph(", replicas = 2", async_schedule(1, false), run8), &first, false,
+               {"run.steps=5"});
+  ASSERT_TRUE(b.ok) << b.error;
+  // The newest checkpoint is step 3: steps 4 and 5 of the first run are redone after resuming.
+  std::filesystem::remove_all(dir_ / "run" / "checkpoints" / "step-5");
+  auto c = run(testing::toy_graph(", replicas = 2", async_schedule(1, false), run8), &second, true);
+  ASSERT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(second.front().step, 4u);
+  EXPECT_EQ(c.steps, 8u);
+  std::set<uint64_t> trained;
+  records kept(first.begin(), first.begin() + 3);
+  check_run(b, kept, true, 1, 3, &trained);
+  check_run(c, second, true, 1, 3, &trained);
+  EXPECT_EQ(trained.size(), 24u);
+}
+
+TEST_F(Driver, ResumeWithoutACheckpointIsRefused) {
+  auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, true);
+  ASSERT_FALSE(o.ok);
+  EXPECT_EQ(o.error, "cannot resume: no complete checkpoint under " +
+                         (dir_ / "run" / "checkpoints").string());
+}
+
+// -- The schedule properties under random delivery orders -------------------------------------
+
+struct schedule_case {
+  bool async = false;
+  bool drop = false;
+  int staleness = 0;
+  int batch = 2;
+  int replicas = 1;
+  int steps = 3;
+  int drop_every = 0;
+  int capacity = 0;
+};
+
+class Schedules : public testing::scratch_test {
+ protected:
+  /// Runs one graph to the end under the test scheduler, picking the next job at random.
+  run_outcome run_random(const graph::loaded_graph& g, std::mt19937& rng, records& steps,
+                         const std::filesystem::path& run_dir, bool resume) {
+    caf::actor_system_config cfg;
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.add_message_types<caf::id_block::milesrt_runtime>();
+    caf::actor_system sys{cfg};
+    auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+    run_outcome outcome;
+    driver_options opts;
+    opts.on_step = [&](const step_record& r) { steps.push_back(r); };
+    opts.on_finish = [&](const run_outcome& o) { outcome = o; };
+    if (resume) {
+      auto latest = latest_checkpoint(run_dir);
+      EXPECT_TRUE(latest);
+      opts.resume = true;
+      opts.resume_dir = *latest;
+    }
+    spawn_driver(sys, build_plan(sys, g, kinds_, run_dir, nullptr), opts);
+    size_t jobs = 0;
+    while (!outcome.finished) {
+      if (sched.jobs.empty()) {
+        ADD_FAILURE() << "the run stalled: no actor has work and the run has not ended";
+        break;
+      }
+      std::uniform_int_distribution<size_t> pick(0, sched.jobs.size() - 1);
+      std::swap(sched.jobs.front(), sched.jobs[pick(rng)]);
+      sched.run_once();
+      ++jobs;
+    }
+    sched.run();
+    jobs_ += jobs;
+    return outcome;
+  }
+
+  std::string fields(const schedule_case& c, int steps, int interval) {
+    std::string stage = ", replicas = " + std::to_string(c.replicas) +
+                        ", params = (custom = [(name = \"drop_every\", value = (int = " +
+                        std::to_string(c.drop_every) + "))])";
+    std::string f = testing::toy_graph(
+        stage, c.async ? async_schedule(c.staleness, c.drop) : sync_schedule(),
+        "(steps = " + std::to_string(steps) + ", batchSize = " + std::to_string(c.batch) +
+            ", checkpointInterval = " + std::to_string(interval) + ")");
+    if (c.capacity > 0) {
+      f.replace(f.find("to = \"stage.items\")"), 19,
+                "to = \"stage.items\", capacity = " + std::to_string(c.capacity) + ")");
+    }
+    return f;
+  }
+
+  schedule_case random_case(std::mt19937& rng) {
+    auto in = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    schedule_case c;
+    int mode = in(0, 2);
+    c.async = mode > 0;
+    c.drop = mode == 2;
+    c.staleness = in(0, 2);
+    c.batch = in(1, 3);
+    c.replicas = in(1, 3);
+    c.steps = in(2, 4);
+    c.drop_every = in(0, 1) ? 0 : in(2, 4);
+    c.capacity = in(0, 2);
+    return c;
+  }
+
+  size_t jobs_ = 0;
+};
+
+TEST_F(Schedules, ThousandRandomDeliveryOrdersKeepEveryProperty) {
+  std::mt19937 rng(20261202);
+  const int kSchedules = 2000;
+  size_t stale_items = 0, dropped = 0;
+  for (int i = 0; i < kSchedules && !HasFailure(); ++i) {
+    auto c = random_case(rng);
+    auto g = load("s" + std::to_string(i) + ".capnp", fields(c, c.steps, 0));
+    ASSERT_TRUE(g);
+    records steps;
+    auto o = run_random(*g, rng, steps, dir_ / ("run" + std::to_string(i)), false);
+    SCOPED_TRACE("schedule " + std::to_string(i) + (c.async ? " async" : " sync") +
+                 (c.drop ? " drop" : "") + " s=" + std::to_string(c.staleness) +
+                 " batch=" + std::to_string(c.batch) + " replicas=" + std::to_string(c.replicas));
+    ASSERT_TRUE(o.ok) << o.error;
+    ASSERT_EQ(o.steps, uint64_t(c.steps));
+    check_run(o, steps, c.async, c.staleness, c.batch);
+    for (const auto& r : steps)
+      for (const auto& [staleness, n] : r.staleness) stale_items += staleness > 0 ? n : 0;
+    dropped += o.counters.at("dropped_stale");
+  }
+  // The async runs really ran ahead of the learner, and `drop` really dropped.
+  EXPECT_GT(stale_items, 100u);
+  EXPECT_GT(dropped, 10u);
+  EXPECT_GT(jobs_, 50000u);
+}
+
+TEST_F(Schedules, RandomOrdersAcrossACheckpointAndResume) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200 && !HasFailure(); ++i) {
+    auto c = random_case(rng);
+    const int total = c.steps + 3, interval = 2;
+    auto run_dir = dir_ / ("run" + std::to_string(i));
+    // First part: stop after `interval` + 1 steps; the checkpoint at `interval` is the newest.
+    auto g1 = load("a" + std::to_string(i) + ".capnp", fields(c, interval + 1, interval));
+    records first, second;
+    auto o1 = run_random(*g1, rng, first, run_dir, false);
+    ASSERT_TRUE(o1.ok) << o1.error;
+    auto g2 = load("b" + std::to_string(i) + ".capnp", fields(c, total, interval));
+    auto o2 = run_random(*g2, rng, second, run_dir, true);
+    ASSERT_TRUE(o2.ok) << o2.error;
+    ASSERT_EQ(o2.steps, uint64_t(total));
+    ASSERT_EQ(second.front().step, uint64_t(interval + 1));
+    std::set<uint64_t> trained;
+    records kept(first.begin(), first.begin() + interval);
+    check_run(o1, kept, c.async, c.staleness, c.batch, &trained);
+    check_run(o2, second, c.async, c.staleness, c.batch, &trained);
+    EXPECT_EQ(trained.size(), size_t(total * c.batch));
+  }
+}
+
+}  // namespace
+}  // namespace milesrt::runtime

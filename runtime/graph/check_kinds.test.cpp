@@ -1,1 +1,169 @@
-#include <gtest/gtest.h>
+#include "runtime/graph/check_kinds.hpp"
+
+#include "runtime/graph/overrides.hpp"
+#include "runtime/graph/validate.hpp"
+#include "runtime/testing.hpp"
+
+namespace milesrt::graph {
+namespace {
+
+class CheckKinds : public testing::scratch_test {
+ protected:
+  /// All diagnostics of a graph, joined by newlines.
+  std::string problems(const std::string& fields) {
+    auto g = load("g.capnp", fields);
+    if (!g) return "<load failed>";
+    std::string s;
+    for (const auto& d : validate_structure(*g)) s += d.text + "\n";
+    for (const auto& d : validate_kinds(*g, kinds_)) s += d.text + "\n";
+    return s;
+  }
+  std::string file() const { return (dir_ / "g.capnp").string() + ": "; }
+};
+
+const std::string kSync = "(sync = void)";
+const std::string kRun = "(steps = 2, batchSize = 2)";
+
+TEST_F(CheckKinds, TheToyPipelineIsRunnable) {
+  EXPECT_EQ(problems(testing::toy_graph("", kSync, kRun)), "");
+}
+
+TEST_F(CheckKinds, UnknownKindNamesActorAndKnownKinds) {
+  auto s = problems(R"(actors = [(name = "x", kind = "nope")])");
+  EXPECT_NE(s.find(file() + "actor 'x': field 'kind': unknown actor kind 'nope' (known: "
+                            "toy_flaky_stage, toy_learner, toy_source, toy_stage)"),
+            std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, UnknownOutputAndInputPorts) {
+  auto fields = testing::toy_graph("", kSync, kRun);
+  fields.replace(fields.find("src.items"), 9, "src.itemz");
+  fields.replace(fields.find("learner.items"), 13, "learner.batch");
+  auto s = problems(fields);
+  EXPECT_NE(s.find("edge 0 (src.itemz -> stage.items): field 'from': actor 'src' (kind "
+                   "toy_source) has no output port 'itemz' (outputs: items)"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("edge 1 (stage.items -> learner.batch): field 'to': actor 'learner' (kind "
+                   "toy_learner) has no input port 'batch' (inputs: items)"),
+            std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, PortTypeMismatch) {
+  auto fields = testing::toy_graph("", kSync, kRun);
+  fields.replace(fields.find("to = \"stage.weights\""), 20, "to = \"stage.items\"");
+  auto s = problems(fields);
+  EXPECT_NE(s.find("edge 2 (learner.weights -> stage.items): port type mismatch: "
+                   "learner.weights carries 'toy.version' but stage.items takes 'toy.item'"),
+            std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, DanglingAndDuplicateEdges) {
+  auto fields = testing::toy_graph("", kSync, kRun);
+  fields.replace(fields.find("edges = ["), 9,
+                 "edges = [(from = \"ghost.items\", to = \"stage.items\"), "
+                 "(from = \"src.items\", to = \"stage.items\"), ");
+  auto s = problems(fields);
+  EXPECT_NE(s.find("edge 0 (ghost.items -> stage.items): field 'from': no actor named 'ghost'"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("edge 2 (src.items -> stage.items): duplicate edge"), std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, ParameterErrors) {
+  auto s = problems(testing::toy_graph(
+      R"(, params = (custom = [(name = "stall_after", value = (int = -5)),
+                               (name = "die_after", value = (text = "soon")),
+                               (name = "colour", value = (int = 1)),
+                               (name = "drop_every", value = (int = 1)),
+                               (name = "drop_every", value = (int = 2))]))",
+      kSync, kRun));
+  EXPECT_NE(s.find("actor 'stage': param 'stall_after': value -5.000000 out of range [-1.000000, inf]"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("actor 'stage': param 'die_after': expected int, got text"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("actor 'stage': param 'colour': kind 'toy_stage' has no such parameter "
+                   "(declared: stall_after, die_after, drop_every)"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("actor 'stage': param 'drop_every': set twice"), std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, MissingRequiredParameter) {
+  runtime::kind_descriptor k = *kinds_.find("toy_stage");
+  k.name = "picky_stage";
+  k.params.push_back({"url", runtime::param_type::text, "where to send items", true,
+                      std::nullopt, std::nullopt, std::nullopt});
+  kinds_.add(k);
+  auto fields = testing::toy_graph("", kSync, kRun);
+  fields.replace(fields.find("\"toy_stage\""), 11, "\"picky_stage\"");
+  auto s = problems(fields);
+  EXPECT_NE(s.find("actor 'stage': param 'url': required by kind 'picky_stage' (text, where to "
+                   "send items)"),
+            std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, ActorsNoScheduleCanDrive) {
+  auto s = problems(R"(
+    actors = [(name = "src", kind = "toy_source"), (name = "s2", kind = "toy_source"),
+              (name = "orphan", kind = "toy_stage"),
+              (name = "a", kind = "toy_learner"), (name = "b", kind = "toy_learner", replicas = 2)],
+    edges = [(from = "src.items", to = "a.items")])");
+  EXPECT_NE(s.find("graph: field 'actors': the schedule drives exactly one source actor, found 2"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("graph: field 'actors': the schedule drives exactly one learner actor, found 2"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("actor 'b': field 'replicas': a learner runs as exactly one replica"),
+            std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, UnreachableActor) {
+  auto fields = testing::toy_graph("", kSync, kRun);
+  fields.replace(fields.find("actors = ["), 10,
+                 "actors = [(name = \"idle\", kind = \"toy_stage\"), ");
+  auto s = problems(fields);
+  EXPECT_NE(s.find("actor 'idle': no schedule can drive it: no path of edges leads to it from "
+                   "the source 'src'"),
+            std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, ParamsOfTheWrongShape) {
+  auto s = problems(testing::toy_graph(", params = (none = void)", kSync, kRun));
+  EXPECT_EQ(s, "");
+}
+
+TEST_F(CheckKinds, OverridesSetRunFieldsActorFieldsAndParams) {
+  auto g = load("g.capnp", testing::toy_graph("", kSync, kRun));
+  ASSERT_TRUE(g);
+  EXPECT_FALSE(apply_override(*g, kinds_, "run.steps=7"));
+  EXPECT_FALSE(apply_override(*g, kinds_, "stage.replicas=3"));
+  EXPECT_FALSE(apply_override(*g, kinds_, "stage.drop_every=4"));
+  EXPECT_FALSE(apply_override(*g, kinds_, "stage.drop_every=5"));  // replaces, not appends
+  EXPECT_FALSE(apply_override(*g, kinds_, "run.dir=elsewhere"));
+  auto r = g->reader();
+  EXPECT_EQ(r.getRun().getSteps(), 7u);
+  EXPECT_EQ(std::string(r.getRun().getDir()), "elsewhere");
+  EXPECT_EQ(r.getActors()[1].getReplicas(), 3u);
+  auto params = resolve_params(r.getActors()[1], *kinds_.find("toy_stage"));
+  EXPECT_EQ(std::get<int64_t>(params.at("drop_every")), 5);
+  EXPECT_EQ(std::get<int64_t>(params.at("stall_after")), -1);  // the declared default
+  EXPECT_EQ(r.getActors()[1].getParams().getCustom().size(), 1u);
+}
+
+TEST_F(CheckKinds, BadOverridesNameTheProblem) {
+  auto g = load("g.capnp", testing::toy_graph("", kSync, kRun));
+  ASSERT_TRUE(g);
+  auto msg = [&](const std::string& a) {
+    auto d = apply_override(*g, kinds_, a);
+    return d ? d->text : std::string("<accepted>");
+  };
+  EXPECT_EQ(msg("steps=3"), "--set steps=3: expected actor.param=value or run.field=value");
+  EXPECT_EQ(msg("run.stepz=3"),
+            "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
+            "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds)");
+  EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
+  EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
+  EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");
+  EXPECT_EQ(msg("stage.colour=1"), "--set stage.colour=1: kind 'toy_stage' has no parameter 'colour'");
+  EXPECT_EQ(msg("stage.drop_every=many"), "--set stage.drop_every=many: expected int for 'drop_every'");
+}
+
+}  // namespace
+}  // namespace milesrt::graph

@@ -85,6 +85,10 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
     auto it = o.counters.find(c);
     if (it != o.counters.end() && it->second > 0) line += ", " + std::string(c) + " " + std::to_string(it->second);
   }
+  auto left = o.counters.find("buffered");
+  if (left != o.counters.end() && left->second > 0) {
+    line += ", " + std::to_string(left->second) + " left unused in the buffer";
+  }
   if (!o.note.empty()) line += " (" + o.note + ")";
   return line;
 }

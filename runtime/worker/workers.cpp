@@ -35,8 +35,9 @@ void worker_rendezvous::wait_for(const std::set<std::string>& names,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      throw std::runtime_error("worker(s) " + missing() + " did not join within " +
-                               std::to_string(deadline.count() / 1000.0).substr(0, 5) +
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", deadline.count() / 1000.0);
+      throw std::runtime_error("worker(s) " + missing() + " did not join within " + secs +
                                " s (start them with: milesrt worker --connect HOST:" +
                                std::to_string(port_) + " --name NAME)");
     }

@@ -1,10 +1,10 @@
-# A toy graph for the runtime's tests: no model, just numbers and versions.
+# The toy kinds in a graph: no model, just numbers and versions (the kinds come from a plugin).
 #   src (toy_source) -> stage (toy_stage) -> learner (toy_learner) -> stage.weights
-@0xd3a1b2c3d4e5f607;
+@0xd3a1b2c3d4e5f608;
 using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
-  name = "toy_sync",
+  name = "toy_async",
   plugins = ["libmilesrt_toy.so"],
   actors = [
     (name = "src", kind = "toy_source"),
@@ -16,7 +16,7 @@ const graph :Graph = (
     (from = "stage.items", to = "learner.items"),
     (from = "learner.weights", to = "stage.weights"),
   ],
-  schedule = (sync = void),
-  run = (steps = 5, batchSize = 4, dir = "runs/toy_sync", progressMetric = "loss",
+  schedule = (async = (maxStaleness = 1, onStale = wait)),
+  run = (steps = 5, batchSize = 4, dir = "runs/toy_async", progressMetric = "loss",
          deadlineSeconds = 10),
 );

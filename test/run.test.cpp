@@ -1,0 +1,131 @@
+// End to end: `milesrt run` on the toy graphs (kinds from a plugin), resume, bad plugins, and a run
+// spread over two processes, once to the end and once with the worker killed.
+#include <csignal>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "test/support.hpp"
+
+namespace {
+using namespace milesrt::testing;
+
+nlohmann::json summary(const fs::path& run_dir) {
+  return nlohmann::json::parse(slurp(run_dir / "summary.json"));
+}
+
+TEST(Run, ToyGraphsRunToTheEnd) {
+  for (const char* g : {"toy_sync", "toy_async"}) {
+    auto dir = scratch(std::string("run-") + g);
+    auto r = run_milesrt(std::string("run examples/toy/") + g + ".capnp --run-dir '" + dir.string() +
+                     "' --set run.steps=7");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("step 7/7"), std::string::npos) << r.err;
+    auto s = summary(dir);
+    EXPECT_TRUE(s["ok"].get<bool>());
+    EXPECT_EQ(s["steps"], 7);
+    EXPECT_EQ(lines(slurp(dir / "metrics.jsonl")), 7u);
+    auto last = nlohmann::json::parse(slurp(dir / "metrics.jsonl").substr(
+        slurp(dir / "metrics.jsonl").rfind('\n', slurp(dir / "metrics.jsonl").size() - 2) + 1));
+    EXPECT_EQ(last["step"], 7);
+    EXPECT_TRUE(last.contains("staleness"));
+    EXPECT_TRUE(last.contains("busy_seconds"));
+    EXPECT_TRUE(last["metrics"].contains("loss"));
+  }
+}
+
+TEST(Run, ResumePicksTheNewestCheckpoint) {
+  auto dir = scratch("resume");
+  auto a = run_milesrt("run examples/toy/toy_sync.capnp --quiet --run-dir '" + dir.string() +
+                   "' --set run.steps=4 --set run.checkpointInterval=2");
+  ASSERT_EQ(a.status, 0) << a.err;
+  auto b = run_milesrt("run examples/toy/toy_sync.capnp --quiet --resume '" + dir.string() +
+                   "' --set run.steps=6 --set run.checkpointInterval=2");
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(summary(dir)["steps"], 6);
+  EXPECT_EQ(lines(slurp(dir / "metrics.jsonl")), 6u);  // appended after the first four
+  EXPECT_TRUE(fs::exists(dir / "checkpoints" / "step-6" / "manifest.json"));
+}
+
+TEST(Run, MissingPluginIsBadInput) {
+  auto dir = scratch("plugin");
+  auto g = dir / "g.capnp";
+  std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
+  text.replace(text.find("libmilesrt_toy.so"), 17, "libnope.so");
+  std::ofstream(g) << text;
+  auto r = run_milesrt("run '" + g.string() + "'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find(g.string() + ": plugin 'libnope.so': not found (looked at " +
+                       (dir / "libnope.so").string()),
+            std::string::npos) << r.err;
+}
+
+/// The toy graph with its stage placed on the worker "w1".
+fs::path placed_graph(const fs::path& dir, int steps) {
+  std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
+  const std::string stage = "kind = \"toy_stage\", replicas = 2";
+  text.replace(text.find(stage), stage.size(), stage + ", placement = \"w1\"");
+  text.replace(text.find("steps = 5"), 9, "steps = " + std::to_string(steps));
+  auto g = dir / "placed.capnp";
+  std::ofstream(g) << text;
+  return g;
+}
+
+std::string plugin() { return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so"; }
+
+int free_port() { return 20000 + ::getpid() % 20000; }
+
+TEST(TwoProcesses, ARunSpreadOverTwoProcesses) {
+  auto dir = scratch("two");
+  int port = free_port();
+  auto run = start("run '" + placed_graph(dir, 6).string() + "' --quiet --listen 127.0.0.1:" +
+                       std::to_string(port) + " --run-dir '" + (dir / "run").string() + "'",
+                   "two-run");
+  auto worker = start("worker --connect 127.0.0.1:" + std::to_string(port) +
+                          " --name w1 --plugin '" + plugin() + "'",
+                      "two-worker");
+  auto r = run.wait(std::chrono::seconds(60));
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(summary(dir / "run")["steps"], 6);
+  auto w = worker.wait(std::chrono::seconds(30));
+  EXPECT_EQ(w.status, 0) << w.err;  // the worker ends with the run
+}
+
+TEST(TwoProcesses, AKilledWorkerFailsTheRunWithAClearError) {
+  auto dir = scratch("killed");
+  int port = free_port() + 1;
+  auto run = start("run '" + placed_graph(dir, 100000000).string() +
+                       "' --quiet --listen 127.0.0.1:" + std::to_string(port) + " --run-dir '" +
+                       (dir / "run").string() + "'",
+                   "killed-run");
+  auto worker = start("worker --connect 127.0.0.1:" + std::to_string(port) +
+                          " --name w1 --plugin '" + plugin() + "'",
+                      "killed-worker");
+  // Let the run get going, then kill the worker.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!fs::exists(dir / "run" / "metrics.jsonl") || slurp(dir / "run" / "metrics.jsonl").empty()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), until) << "the run never made a step";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(worker.pid(), SIGKILL);
+  auto r = run.wait(std::chrono::seconds(60));
+  ASSERT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("milesrt run: error: actor 'stage' (replica "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kind toy_stage, on worker 'w1')"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  std::cout << "the run's error: " << r.err;
+}
+
+TEST(TwoProcesses, AMissingWorkerIsNamed) {
+  auto dir = scratch("missing");
+  auto g = placed_graph(dir, 3);
+  auto r = run_milesrt("run '" + g.string() + "' --quiet --set run.workerWaitSeconds=0.5 --listen 127.0.0.1:" +
+                   std::to_string(free_port() + 2));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("worker(s) w1 did not join within 0.5 s"), std::string::npos) << r.err;
+  auto no_listen = run_milesrt("run '" + g.string() + "' --quiet");
+  EXPECT_EQ(no_listen.status, 2);
+  EXPECT_NE(no_listen.err.find("no --listen HOST:PORT was given"), std::string::npos) << no_listen.err;
+}
+
+}  // namespace
