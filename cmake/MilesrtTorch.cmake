@@ -40,6 +40,9 @@ find_package(CUDAToolkit QUIET)
 
 add_library(milesrt_torch INTERFACE)
 add_library(milesrt::torch ALIAS milesrt_torch)
+# libtorch.so exports its own copies of std::filesystem (unversioned), which crash when called from
+# our code. Listing libstdc++ before libtorch makes the dynamic linker find the real ones first.
+target_link_libraries(milesrt_torch INTERFACE "-Wl,--push-state,--no-as-needed" stdc++ "-Wl,--pop-state")
 
 if(CUDAToolkit_FOUND AND NOT MILESRT_TORCH_CPU_ONLY)
   # Silences TorchConfig's arch detection; we compile no .cu file against ATen.

@@ -5,6 +5,7 @@
 #include <caf/config.hpp>
 #include <capnp/common.h>
 
+#include "actors/llm/commands.hpp"
 #include "actors/llm/device.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
       cli::make_validate_command(),
       cli::make_graph_command(),
       cli::make_worker_command(),
+      llm::make_score_command(),
   };
   return cli::run_main(argc, argv, commands, ctx, version_text);
 }

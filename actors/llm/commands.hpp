@@ -1,0 +1,11 @@
+#pragma once
+/// The subcommands the LLM code adds to milesrt (registered in runtime/cli/main.cpp).
+
+#include "runtime/cli/command.hpp"
+
+namespace milesrt::llm {
+
+/// score_command.cpp: `milesrt score --model DIR`: log-probs and entropies of token sequences.
+cli::command make_score_command();
+
+}  // namespace milesrt::llm
