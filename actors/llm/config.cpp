@@ -31,6 +31,9 @@ int64_t model_config::num_moe_layers() const {
 }
 
 model_config load_config(const fs::path& path) {
+  if (!fs::exists(path)) {
+    throw config_error(path.string() + ": no such model folder (it needs config.json and safetensors weights)");
+  }
   fs::path file = fs::is_directory(path) ? path / "config.json" : path;
   std::ifstream in(file);
   if (!in) throw config_error(file.string() + ": cannot read");
