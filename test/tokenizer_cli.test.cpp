@@ -1,0 +1,65 @@
+// `milesrt tokenize`: JSON lines through the real executable, on the oracle's Qwen3 tokenizer.
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "test/support.hpp"
+
+namespace milesrt::testing {
+namespace {
+
+using json = nlohmann::json;
+const std::string kData = MILESRT_TOKENIZER_DATA;
+
+std::vector<json> parse_lines(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) v.push_back(json::parse(line));
+  return v;
+}
+
+TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
+  fs::path d = scratch("tokenize");
+  {
+    std::ofstream in(d / "in.jsonl");
+    in << R"({"text": "hello <|im_end|> wörld", "add_special_tokens": false})" << "\n"
+       << R"({"ids": [1, 2, 3], "skip_special_tokens": true})" << "\n"
+       << "this is not json\n"
+       << R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true, "enable_thinking": false})"
+       << "\n"
+       << R"({"ids": "nope"})" << "\n"
+       << R"({"text": "last"})" << "\n";
+  }
+  auto r = run_milesrt("tokenize --model '" + kData + "/qwen3' < '" + (d / "in.jsonl").string() + "'", "tok");
+  EXPECT_EQ(r.status, 2) << r.err;  // some lines were bad
+  auto out = parse_lines(r.out);
+  ASSERT_EQ(out.size(), 6u) << r.out;
+  ASSERT_TRUE(out[0].contains("ids"));
+  EXPECT_FALSE(out[0]["ids"].empty());
+  EXPECT_TRUE(out[1].contains("text"));
+  EXPECT_NE(out[2]["error"].get<std::string>().find("line 3: "), std::string::npos) << out[2];
+  EXPECT_EQ(out[3]["text"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_FALSE(out[3]["ids"].empty());
+  EXPECT_NE(out[4]["error"].get<std::string>().find("line 5: 'ids' must be a list"), std::string::npos);
+  EXPECT_TRUE(out[5].contains("ids"));
+
+  // Round trip: the ids of line 1 decode back to its text.
+  {
+    std::ofstream in(d / "in2.jsonl");
+    in << json{{"ids", out[0]["ids"]}}.dump() << "\n";
+  }
+  auto r2 = run_milesrt("tokenize --model '" + kData + "/qwen3' < '" + (d / "in2.jsonl").string() + "'", "tok2");
+  EXPECT_EQ(r2.status, 0) << r2.err;
+  EXPECT_EQ(parse_lines(r2.out).at(0)["text"], "hello <|im_end|> wörld");
+}
+
+TEST(TokenizeCli, MissingModelIsBadInput) {
+  auto r = run_milesrt("tokenize --model /nonexistent/model < /dev/null", "tok3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("milesrt tokenize: error: /nonexistent/model/tokenizer.json: cannot open"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace milesrt::testing

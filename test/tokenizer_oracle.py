@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Test oracle for milesrt's tokenizer: HF `tokenizers` and `transformers` (PyPI) produce the expected
+ids, decoded text and chat text; the C++ tests compare against what this script writes.
+
+    tokenizer_oracle.py make OUT TEMPLATES_DIR
+
+trains one byte-level BPE (>= 32k merges, on the Qwen2 pre-tokenizer regex) and writes, under OUT:
+  <family>/tokenizer.json, tokenizer_config.json   families: qwen2, qwen3, llama3, gpt2, flags
+  corpus.jsonl          one test string per line, as hex of its bytes (some are invalid UTF-8)
+  <family>/expected.jsonl   per corpus line: ids (with and without special tokens), decode of them
+  chat_cases.jsonl      conversations; <family>/chat_expected.jsonl: apply_chat_template text and ids
+
+Invalid UTF-8: HF's encode takes a str, so bytes must be decoded first; the oracle decodes them the way
+Python does with errors="replace" (each maximal invalid subpart becomes one U+FFFD), which is what
+milesrt's encode does with raw bytes.
+"""
+import json
+import os
+import random
+import sys
+
+QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+SYLLABLES = ["ka", "to", "ri", "mu", "sen", "dra", "pol", "ve", "qui", "zy", "th", "ch", "ou", "ea", "ing",
+             "er", "st", "pr", "bl", "gn", "Th", "The", "An", "def", "int", "self", "return", "    ", "\t",
+             "当", "的", "是", "人", "中", "国", "语", "言", "日本", "語", "を", "は", "ка", "ро", "ва", "ст",
+             "ни", "ال", "م", "ر", "ب", "س", "ت", "ي", "한", "국", "어", "é", "ü", "ß", "ñ"]
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+QWEN3_EXTRA = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+LLAMA_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+                  "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"]
+
+
+def train_base():
+    from tokenizers import Tokenizer, Regex, decoders, models, normalizers, pre_tokenizers, trainers
+    rng = random.Random(1)
+    words = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 5))) for _ in range(60000)]
+    text = [" ".join(rng.choice(words) for _ in range(50)) + "\n12345 67890 3.14159" for _ in range(4000)]
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_RE), "isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=33500, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(text, trainer)
+    base = json.loads(tok.to_str())
+    assert len(base["model"]["merges"]) >= 32000, len(base["model"]["merges"])
+    return base
+
+
+def added(content, id_, special=True, lstrip=False, rstrip=False, single_word=False, normalized=False):
+    return {"id": id_, "content": content, "single_word": single_word, "lstrip": lstrip, "rstrip": rstrip,
+            "normalized": normalized, "special": special}
+
+
+def split_pre(regex, trim_offsets):
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": trim_offsets, "use_regex": False}]}
+
+
+def families(base, templates):
+    n = len(base["model"]["vocab"])
+    legacy = [" ".join(m) for m in base["model"]["merges"]]
+    out = {}
+
+    def with_added(j, names, start, **flags):
+        j["added_tokens"] = [added(s, start + i, **flags) for i, s in enumerate(names)]
+        return j
+
+    # Qwen2: NFC, the Qwen2 regex, merges as "a b" strings, a ByteLevel post-processor.
+    q = json.loads(json.dumps(base))
+    q["normalizer"] = {"type": "NFC"}
+    q["pre_tokenizer"] = split_pre(QWEN2_RE, False)
+    q["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                           "use_regex": False}
+    q["model"]["merges"] = legacy
+    with_added(q, QWEN_SPECIALS, n)
+    out["qwen2"] = (q, {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
+                        "pad_token": "<|endoftext|>", "bos_token": None,
+                        "chat_template": open(os.path.join(templates, "qwen2_5.jinja")).read()})
+
+    # Qwen3: as Qwen2 plus the think/tool tokens as non-special added tokens.
+    q3 = json.loads(json.dumps(q))
+    q3["added_tokens"] += [added(s, n + len(QWEN_SPECIALS) + i, special=False)
+                           for i, s in enumerate(QWEN3_EXTRA)]
+    out["qwen3"] = (q3, {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>",
+                         "pad_token": "<|endoftext|>", "bos_token": None,
+                         "chat_template": open(os.path.join(templates, "qwen3.jinja")).read()})
+
+    # Llama-3: no normalizer, the Llama-3 regex, ignore_merges, merges as pairs, BOS by TemplateProcessing.
+    l = json.loads(json.dumps(base))
+    l["normalizer"] = None
+    l["pre_tokenizer"] = split_pre(LLAMA3_RE, True)
+    l["model"]["ignore_merges"] = True
+    with_added(l, LLAMA_SPECIALS, n)
+    bos = n
+    l["post_processor"] = {"type": "Sequence", "processors": [
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        {"type": "TemplateProcessing",
+         "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                    {"Sequence": {"id": "A", "type_id": 0}}],
+         "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}},
+                  {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}},
+                  {"Sequence": {"id": "B", "type_id": 1}}],
+         "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [bos],
+                                                  "tokens": ["<|begin_of_text|>"]}}}]}
+    out["llama3"] = (l, {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+                         "eos_token": "<|eot_id|>",
+                         "chat_template": open(os.path.join(templates, "llama3.jinja")).read()})
+
+    # GPT-2 style: a ByteLevel pre-tokenizer with its own regex and a prefix space, no normalizer.
+    g = json.loads(json.dumps(base))
+    g["normalizer"] = None
+    g["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    g["post_processor"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    with_added(g, ["<|endoftext|>"], n)
+    out["gpt2"] = (g, {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"})
+
+    # Added-token flags: lstrip/rstrip/single_word/normalized, non-special added tokens, a Digits
+    # pre-tokenizer in the sequence, a NFKC normalizer, and a Roberta-style post-processor.
+    f = json.loads(json.dumps(base))
+    f["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFKC"}]}
+    f["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": False},
+        {"type": "Split", "pattern": {"String": "--"}, "behavior": "MergedWithNext", "invert": False},
+        {"type": "Split", "pattern": {"Regex": LLAMA3_RE}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+    f["added_tokens"] = [
+        added("<s>", n, special=True),
+        added("</s>", n + 1, special=True),
+        added("<mask>", n + 2, special=True, lstrip=True),
+        added("[R]", n + 3, special=True, rstrip=True),
+        added("word", n + 4, special=False, single_word=True),
+        added("ﬁx", n + 5, special=False, normalized=True),
+        added("<sep>", n + 6, special=False, normalized=False),
+        added("<sepx>", n + 7, special=True),
+    ]
+    f["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", n + 1], "cls": ["<s>", n],
+                           "trim_offsets": True, "add_prefix_space": False}
+    out["flags"] = (f, {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>"})
+    return out
+
+
+def corpus():
+    items = [
+        "Hello, world! It's a test: we'll see what they've done, I'm sure they'd LIKE it. DON'T STOP.",
+        "def f(x):\n\treturn x * 2\n\n\nclass A:\n    def __init__(self):\n        self.x = [1, 2, 3]  # ok\n",
+        "if (a != b) {\r\n\t\tprintf(\"%d\\n\", a);\r\n}\r\n",
+        "中文分词测试：我们的语言是中国人的语言。日本語のテキストを読む。한국어 텍스트입니다.",
+        "مرحبا بالعالم، هذا اختبار للغة العربية.",
+        "Привет, мир! Это проверка кириллицы: съешь ещё этих мягких французских булок.",
+        "Family: 👨‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 heart ❤️ rainbow 🏳️‍🌈 zwj 🧑‍💻",
+        "digits 1234567890123456789012345678901234567890 and 3.14159265358979 and 1,000,000",
+        "spaces     between      words\n\n\n\n   \t \t  trailing    \n  ",
+        "   leading spaces and a lone\ttab",
+        "special inside: <|im_start|>user\nhi<|im_end|> and <|endoftext|> and <|begin_of_text|><|eot_id|>",
+        "half specials: <|im_start <|im_end|| <|endoftext|>> <think>reason</think> <tool_call>{}</tool_call>",
+        "flags: a <mask> b   <mask>c [R]   d word words aword word_ x ﬁx fix <sep><sepx> <s></s>",
+        "NFC: e\u0301 vs \u00e9, A\u030a vs \u00c5, hangul \u1100\u1161\u11a8, ligature \ufb01 and \u2460 \uff21",
+        "apostrophes: it's IT'S it\u2019s 'ſ 'S 'Ll 'LL",
+        "mixed--dashes--here and -- lone",
+        "",
+        " ",
+        "\n",
+        "a",
+        "x" * 300,
+        "zero width\u200bspace\u200dnon\u00a0breaking\u2003em\u3000ideographic\u0085nel\u2028ls",
+        "\u0000\u0001\u001f control \u007f del",
+        "math 𝐀𝐁𝐂 ∑∫√ and astral 𠀀𠀁 and private \ue000",
+    ]
+    out = [s.encode("utf-8") for s in items]
+    out += [b"invalid \xff\xfe bytes", b"truncated \xe4\xb8", b"surrogate \xed\xa0\x80 end",
+            b"overlong \xc0\xaf and \xf8\x88\x80\x80\x80", b"\x80\x80lead", b"mixed \xe2\x82\xac\xe2\x82 ok"]
+    rng = random.Random(7)
+    pool = [s for s in items if s] + [" ", "  ", "\n", "\t", "'s", "12", "<|im_end|>", "<mask>", "word"]
+    ranges = [(0x20, 0x7e), (0xa0, 0x17f), (0x300, 0x36f), (0x400, 0x4ff), (0x600, 0x6ff), (0x900, 0x97f),
+              (0x2000, 0x206f), (0x3040, 0x30ff), (0x4e00, 0x9fff), (0xac00, 0xd7a3), (0x1f300, 0x1faff),
+              (0x10000, 0x1000f)]
+    for _ in range(300):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            if rng.random() < 0.5:
+                s = rng.choice(pool)
+                a = rng.randint(0, len(s))
+                parts.append(s[a:a + rng.randint(0, 40)])
+            else:
+                lo, hi = rng.choice(ranges)
+                parts.append("".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(1, 6))))
+        out.append("".join(parts).encode("utf-8"))
+    return out
+
+
+CHAT_CASES = [
+    {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi there"}],
+     "add_generation_prompt": True},
+    {"messages": [{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "4"},
+                  {"role": "user", "content": "  And 3+3?  \n"}], "add_generation_prompt": True},
+    {"messages": [{"role": "user", "content": "一句中文 and emoji 👨‍👩‍👧"},
+                  {"role": "assistant", "content": "Sure."}], "add_generation_prompt": False},
+    {"messages": [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"type": "function", "function": {"name": "get_weather",
+                                                           "arguments": {"city": "Paris", "unit": "c"}}}]},
+        {"role": "tool", "content": "{\"temp\": 21}"},
+        {"role": "assistant", "content": "It is 21 degrees."},
+        {"role": "user", "content": "Thanks"}],
+     "tools": [{"type": "function", "function": {
+         "name": "get_weather", "description": "Get the weather \"now\" – für eine Stadt",
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+                                                         "unit": {"type": "string", "enum": ["c", "f"]}},
+                        "required": ["city"]}}}],
+     "add_generation_prompt": True},
+    {"messages": [
+        {"role": "user", "content": "Solve x+1=2"},
+        {"role": "assistant", "content": "<think>\nx = 2 - 1\n</think>\n\nx = 1"},
+        {"role": "user", "content": "And x+2=5?"},
+        {"role": "assistant", "content": "<think>x=3</think>x = 3"}], "add_generation_prompt": False},
+    {"messages": [
+        {"role": "user", "content": "Call two tools"},
+        {"role": "assistant", "content": "Calling.", "tool_calls": [
+            {"type": "function", "function": {"name": "a", "arguments": {"n": 1}}}]},
+        {"role": "tool", "content": "one"},
+        {"role": "assistant", "content": "<think>\nkeep going\n</think>\n\nnow b",
+         "tool_calls": [{"type": "function", "function": {"name": "b", "arguments": {"s": "x y", "l": [1, 2]}}}]},
+        {"role": "tool", "content": "two"}], "add_generation_prompt": True},
+    {"messages": [{"role": "user", "content": "no thinking please"}], "add_generation_prompt": True,
+     "enable_thinking": False},
+    {"messages": [{"role": "user", "content": "q"},
+                  {"role": "assistant", "content": "final", "reasoning_content": "because"}],
+     "add_generation_prompt": False},
+]
+# Which families can render which cases (Llama-3's template takes one tool call per message).
+CHAT_FAMILIES = {"qwen2": range(len(CHAT_CASES)), "qwen3": range(len(CHAT_CASES)),
+                 "llama3": [0, 1, 2, 3, 4, 6, 7]}
+
+
+def make(out_dir, templates):
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+    os.makedirs(out_dir, exist_ok=True)
+    texts = corpus()
+    with open(os.path.join(out_dir, "corpus.jsonl"), "w") as f:
+        for b in texts:
+            f.write(json.dumps({"hex": b.hex()}) + "\n")
+    with open(os.path.join(out_dir, "chat_cases.jsonl"), "w") as f:
+        for c in CHAT_CASES:
+            f.write(json.dumps(c, ensure_ascii=False) + "\n")
+    for name, (tj, cfg) in families(train_base(), templates).items():
+        d = os.path.join(out_dir, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokenizer.json"), "w") as f:
+            json.dump(tj, f, ensure_ascii=False)
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            json.dump(cfg, f, ensure_ascii=False, indent=1)
+        tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+        with open(os.path.join(d, "expected.jsonl"), "w") as f:
+            for b in texts:
+                s = b.decode("utf-8", errors="replace")
+                plain = tok.encode(s, add_special_tokens=False).ids
+                special = tok.encode(s, add_special_tokens=True).ids
+                f.write(json.dumps({"ids": plain, "ids_special": special,
+                                    "text": tok.decode(special, skip_special_tokens=False),
+                                    "text_skip": tok.decode(special, skip_special_tokens=True)},
+                                   ensure_ascii=False) + "\n")
+        if name in CHAT_FAMILIES:
+            hf = AutoTokenizer.from_pretrained(d)
+            with open(os.path.join(d, "chat_expected.jsonl"), "w") as f:
+                for i in CHAT_FAMILIES[name]:
+                    c = CHAT_CASES[i]
+                    kw = {k: v for k, v in c.items() if k not in ("messages", "tools")}
+                    text = hf.apply_chat_template(c["messages"], tools=c.get("tools"), tokenize=False, **kw)
+                    ids = tok.encode(text, add_special_tokens=False).ids
+                    f.write(json.dumps({"case": i, "text": text, "ids": ids}, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("usage: tokenizer_oracle.py make OUT TEMPLATES_DIR")

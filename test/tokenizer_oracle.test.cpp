@@ -1,0 +1,142 @@
+// milesrt's tokenizer against HF `tokenizers` and transformers' apply_chat_template: the expected
+// ids, decoded text and chat text were written by test/tokenizer_oracle.py during the build, from a
+// >= 32k-merge byte-level BPE that HF trained on the spot.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "actors/llm/tokenizer/chat_template.hpp"
+#include "actors/llm/tokenizer/tokenizer.hpp"
+
+namespace milesrt::llm {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+const std::string kData = MILESRT_TOKENIZER_DATA;
+
+std::vector<ojson> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<ojson> out;
+  for (std::string line; std::getline(in, line);) out.push_back(ojson::parse(line));
+  return out;
+}
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+std::shared_ptr<const tokenizer> load(const std::string& family) {
+  auto r = tokenizer::load(kData + "/" + family);
+  EXPECT_TRUE(r.tok) << r.error;
+  return r.tok;
+}
+
+class Oracle : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Oracle, CorpusIdsAndDecodeEqualHf) {
+  auto tok = load(GetParam());
+  ASSERT_TRUE(tok);
+  auto corpus = read_lines(kData + "/corpus.jsonl");
+  auto expected = read_lines(kData + "/" + GetParam() + "/expected.jsonl");
+  ASSERT_EQ(corpus.size(), expected.size());
+  ASSERT_GT(corpus.size(), 300u);
+  size_t bad = 0;
+  for (size_t i = 0; i < corpus.size() && bad < 5; ++i) {
+    std::string text = unhex(corpus[i]["hex"].get<std::string>());
+    auto want = expected[i]["ids"].get<std::vector<token_id>>();
+    auto want_special = expected[i]["ids_special"].get<std::vector<token_id>>();
+    auto ids = tok->encode(text, false);
+    auto ids_special = tok->encode(text, true);
+    bool ok = ids == want && ids_special == want_special &&
+              tok->decode(ids_special, false) == expected[i]["text"].get<std::string>() &&
+              tok->decode(ids_special, true) == expected[i]["text_skip"].get<std::string>();
+    EXPECT_EQ(ids, want) << "item " << i << ": " << corpus[i]["hex"];
+    EXPECT_EQ(ids_special, want_special) << "item " << i;
+    EXPECT_EQ(tok->decode(ids_special, false), expected[i]["text"].get<std::string>()) << "item " << i;
+    EXPECT_EQ(tok->decode(ids_special, true), expected[i]["text_skip"].get<std::string>()) << "item " << i;
+    bad += !ok;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Oracle, ::testing::Values("qwen2", "qwen3", "llama3", "gpt2", "flags"));
+
+class ChatOracle : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChatOracle, TextAndIdsEqualTransformers) {
+  auto tok = load(GetParam());
+  ASSERT_TRUE(tok);
+  auto family = detect_chat_family(tok->chat_template());
+  ASSERT_TRUE(family.has_value()) << "template of " << GetParam() << " not recognised";
+  auto cases = read_lines(kData + "/chat_cases.jsonl");
+  auto expected = read_lines(kData + "/" + GetParam() + "/chat_expected.jsonl");
+  ASSERT_GE(expected.size(), 7u);
+  for (const auto& e : expected) {
+    const auto& c = cases.at(e["case"].get<size_t>());
+    chat_options o;
+    o.add_generation_prompt = c.value("add_generation_prompt", false);
+    if (c.contains("enable_thinking")) o.enable_thinking = c["enable_thinking"].get<bool>();
+    if (c.contains("tools")) o.tools = c["tools"];
+    o.bos_token = tok->bos_token();
+    auto r = render_chat(*family, c["messages"], o);
+    ASSERT_EQ(r.error, "") << "case " << e["case"];
+    EXPECT_EQ(r.text, e["text"].get<std::string>()) << "case " << e["case"];
+    EXPECT_EQ(tok->encode(r.text), e["ids"].get<std::vector<token_id>>()) << "case " << e["case"];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ChatOracle, ::testing::Values("qwen2", "qwen3", "llama3"));
+
+// Append-only multi-turn: the next turn's ids extend the exact past ids (sampled ones included).
+TEST(AppendOnly, NextTurnExtendsSampledIds) {
+  for (std::string name : {"qwen2", "llama3", "qwen3"}) {
+    auto tok = load(name);
+    ASSERT_TRUE(tok);
+    auto family = *detect_chat_family(tok->chat_template());
+    chat_options o;
+    o.add_generation_prompt = true;
+    o.bos_token = tok->bos_token();
+    ojson msgs = ojson::parse(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])");
+    auto start = chat_start(*tok, family, msgs, o);
+    ASSERT_EQ(start.error, "");
+    std::string end = family == chat_family::llama3 ? "<|eot_id|>" : "<|im_end|>";
+    // "Sampled" ids: a deliberately non-canonical split of the answer ("fo" + "ur" as single bytes),
+    // so re-tokenizing the history would give other ids.
+    std::vector<token_id> sampled;
+    for (char c : std::string("four")) sampled.push_back(tok->token_to_id(std::string(1, c)));
+    sampled.push_back(tok->token_to_id(end));
+    auto state = chat_append_sampled(*tok, start.state, sampled);
+    msgs.push_back({{"role", "assistant"}, {"content", "four"}});
+    msgs.push_back({{"role", "user"}, {"content", "3+3?"}});
+    auto next = chat_append(*tok, family, state, msgs, o);
+    ASSERT_EQ(next.error, "") << name;
+    ASSERT_GE(next.state.ids.size(), state.ids.size());
+    EXPECT_TRUE(std::equal(state.ids.begin(), state.ids.end(), next.state.ids.begin())) << name;
+    auto full = render_chat(family, msgs, o);
+    EXPECT_EQ(next.state.text, full.text) << name;
+    EXPECT_EQ(tok->decode(next.state.ids), full.text) << name;
+  }
+}
+
+TEST(AppendOnly, Qwen3PastReasoningIsReportedNotRewritten) {
+  auto tok = load("qwen3");
+  ASSERT_TRUE(tok);
+  chat_options o;
+  o.add_generation_prompt = true;
+  ojson msgs = ojson::parse(R"([{"role": "user", "content": "2+2?"}])");
+  auto start = chat_start(*tok, chat_family::qwen3, msgs, o);
+  auto state = chat_append_sampled(*tok, start.state, tok->encode("<think>\nadd\n</think>\n\n4<|im_end|>"));
+  msgs.push_back({{"role", "assistant"}, {"content", "<think>\nadd\n</think>\n\n4"}});
+  msgs.push_back({{"role", "user"}, {"content", "3+3?"}});
+  auto next = chat_append(*tok, chat_family::qwen3, state, msgs, o);
+  EXPECT_NE(next.error.find("not append-only"), std::string::npos) << next.error;
+  EXPECT_NE(next.error.find("drops the reasoning"), std::string::npos) << next.error;
+  EXPECT_EQ(next.state.ids, state.ids);
+}
+
+}  // namespace
+}  // namespace milesrt::llm
