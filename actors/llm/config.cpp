@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -37,14 +38,20 @@ model_config load_config(const fs::path& path) {
   fs::path file = fs::is_directory(path) ? path / "config.json" : path;
   std::ifstream in(file);
   if (!in) throw config_error(file.string() + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), file.string());
+}
+
+model_config parse_config(const std::string& json_text, const std::string& origin) {
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(json_text);
   } catch (const std::exception& e) {
-    throw config_error(file.string() + ": not valid JSON: " + e.what());
+    throw config_error(origin + ": not valid JSON: " + e.what());
   }
   auto fail = [&](const std::string& field, const std::string& what) {
-    return config_error(file.string() + ": field '" + field + "': " + what);
+    return config_error(origin + ": field '" + field + "': " + what);
   };
   auto get_int = [&](const std::string& key, std::optional<int64_t> fallback = std::nullopt) -> int64_t {
     if (!j.contains(key) || j[key].is_null()) {

@@ -60,4 +60,7 @@ struct model_config {
 /// Reads DIR/config.json (or the given file). Throws config_error naming the field.
 model_config load_config(const std::filesystem::path& path);
 
+/// Parses config.json text; `origin` names it in errors.
+model_config parse_config(const std::string& json_text, const std::string& origin);
+
 }  // namespace milesrt::llm

@@ -1,6 +1,7 @@
 #include "actors/llm/model.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
 #include <fstream>
@@ -200,6 +201,20 @@ std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype
   }
   return std::unique_ptr<decoder>(
       new decoder(std::move(config), text.str(), std::move(params), dtype, device));
+}
+
+std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::ScalarType dtype,
+                                         at::Device device, uint64_t seed) {
+  auto config = parse_config(config_json, "config");
+  auto params = std::make_unique<flat_params>(parameter_specs(config), dtype, device);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const auto& name : params->names()) {
+    auto& t = const_cast<at::Tensor&>(params->get(name));
+    auto values = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kFloat));
+    values = name.find("norm") != std::string::npos ? 1.0 + 0.1 * values : 0.02 * values;
+    t.copy_(values);
+  }
+  return std::unique_ptr<decoder>(new decoder(std::move(config), config_json, std::move(params), dtype, device));
 }
 
 void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
@@ -449,14 +464,13 @@ at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) co
   return padded_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
 }
 
-token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& targets,
-                                 double temperature, int64_t chunk) const {
+token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
+                            const at::Tensor& targets, double temperature, int64_t chunk) {
   TORCH_CHECK(temperature > 0, "temperature must be positive");
+  TORCH_CHECK(chunk > 0, "chunk must be positive");
   const int64_t n = hidden.size(0);
   std::vector<at::Tensor> lps, ents;
-  auto tgt = targets.to(device_).to(at::kLong);
-  const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
-                                                 : params_->get("lm_head.weight");
+  auto tgt = targets.to(hidden.device()).to(at::kLong);
   for (int64_t from = 0; from < n; from += chunk) {
     const int64_t m = std::min(chunk, n - from);
     auto logits = padded_logits(hidden.narrow(0, from, m), head, temperature);  // [m+pad, vocab]
@@ -471,6 +485,13 @@ token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& tar
     return {empty, empty};
   }
   return {at::cat(lps), at::cat(ents)};
+}
+
+token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& targets,
+                                 double temperature, int64_t chunk) const {
+  const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
+                                                 : params_->get("lm_head.weight");
+  return chunked_scores(hidden, head, targets, temperature, chunk);
 }
 
 std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector<int64_t>>& seqs,

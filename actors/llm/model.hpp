@@ -84,6 +84,9 @@ class decoder {
   /// `dtype` on `device`. Throws config_error / safetensors_error naming the file and tensor.
   static std::unique_ptr<decoder> load(const std::filesystem::path& dir, at::ScalarType dtype,
                                        at::Device device);
+  /// A model with random weights (norms near 1, the rest N(0, 0.02)), for benchmarks and tests.
+  static std::unique_ptr<decoder> random(const std::string& config_json, at::ScalarType dtype,
+                                         at::Device device, uint64_t seed);
   /// Saves config.json and model.safetensors (sharded with an index past `max_shard_bytes`) so
   /// that transformers loads them.
   void save(const std::filesystem::path& dir, uint64_t max_shard_bytes = 5ull << 30) const;
@@ -124,6 +127,11 @@ class decoder {
   at::Device device_;
   at::Tensor inv_freq_;
 };
+
+/// The chunked log-prob kernel behind decoder::score_rows: `hidden` [n, d] against `head`
+/// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab).
+token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
+                            const at::Tensor& targets, double temperature, int64_t chunk);
 
 /// The names and shapes of every parameter of a model, in the Hugging Face layout.
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const model_config& c);

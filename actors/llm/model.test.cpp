@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <unistd.h>
 
@@ -234,6 +235,37 @@ TEST_F(ModelFiles, ConfigAndWeightErrorsNameTheFieldOrTensor) {
     "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2})";
   EXPECT_EQ(load_error(), (dir_ / "config.json").string() +
                               ": field 'num_key_value_heads': must divide num_attention_heads");
+}
+
+const char* kBf16Config = R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 128,
+  "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "head_dim": 32, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+  "tie_word_embeddings": true, "hidden_act": "silu"})";
+
+std::vector<std::vector<int64_t>> bf16_sequences() {
+  std::vector<std::vector<int64_t>> seqs;
+  for (int len : {5, 40, 200}) {
+    std::vector<int64_t> s;
+    for (int i = 0; i < len; ++i) s.push_back((i * 37 + len) % 512);
+    seqs.push_back(s);
+  }
+  return seqs;
+}
+
+double bf16_max_diff(const std::vector<token_scores>& a, const std::vector<token_scores>& b) {
+  double worst = 0;
+  for (size_t s = 0; s < a.size(); ++s) {
+    worst = std::max(worst, (a[s].logprobs - b[s].logprobs).abs().max().item<double>());
+  }
+  return worst;
+}
+
+TEST(ModelBf16, CpuBf16IsCloseToFp32) {
+  auto fp32 = decoder::random(kBf16Config, at::kFloat, at::kCPU, 5);
+  auto bf16 = decoder::random(kBf16Config, at::kBFloat16, at::kCPU, 5);
+  auto d = bf16_max_diff(fp32->score_sequences(bf16_sequences(), 1.0), bf16->score_sequences(bf16_sequences(), 1.0));
+  EXPECT_LT(d, 0.1);
+  std::cout << "cpu bf16 vs fp32: max |diff| = " << d << "\n";
 }
 
 }  // namespace

@@ -54,7 +54,9 @@ safetensors_header parse_safetensors_header(const uint8_t* bytes, size_t availab
   if (!j.is_object()) throw fail("header is not a JSON object");
   safetensors_header h;
   h.header_size = n;
-  for (auto& [name, entry] : j.items()) {
+  for (auto& item : j.items()) {
+    const std::string name = item.key();
+    auto& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) throw fail("__metadata__ is not an object");
       for (auto& [k, v] : entry.items())

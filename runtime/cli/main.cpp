@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
       cli::make_graph_command(),
       cli::make_worker_command(),
       llm::make_score_command(),
+      llm::make_bench_command(),
       llm::make_tokenize_command(),
   };
   return cli::run_main(argc, argv, commands, ctx, version_text);

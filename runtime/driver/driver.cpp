@@ -1,5 +1,6 @@
 #include "runtime/driver/driver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -395,6 +396,10 @@ void try_train(driver self) {
     st.counters["surplus"] += st.buffer.size();
     st.buffer.clear();
   }
+  // Arrival order depends on which replica answered first; the learner sees admission order, so
+  // that a step (and a resumed run) trains on the same batch in the same order every time.
+  std::stable_sort(batch.begin(), batch.end(),
+                   [](const envelope& a, const envelope& b) { return a.origin < b.origin; });
   st.training = true;
   size_t learner = st.plan.learner;
   auto target = st.nodes[learner].plan.replicas[0];
