@@ -30,6 +30,9 @@ void engine::add(const generate_request& r) {
   if (r.params.top_k < 0) throw std::invalid_argument(where + "top_k must be >= 0");
   if (r.params.max_new_tokens < 1) throw std::invalid_argument(where + "max_new_tokens must be >= 1");
   if (r.params.n < 1) throw std::invalid_argument(where + "n must be >= 1");
+  if (!r.params.stop_strings.empty() && !config_.detokenize) {
+    throw std::invalid_argument(where + "stop strings need a tokenizer");
+  }
   const int64_t need = (int64_t(r.prompt.size()) + r.params.max_new_tokens + config_.block_size - 1) /
                        config_.block_size;
   if (need > config_.num_blocks) {
@@ -232,8 +235,13 @@ std::vector<sample> engine::step() {
       s.tokens.push_back(token);
       s.logprobs.push_back(lp.logprobs.item<float>());
       s.versions.push_back(version_);
-      const bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
-                                  token) != s.params.stop_token_ids.end();
+      bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
+                            token) != s.params.stop_token_ids.end();
+      if (!stop && !s.params.stop_strings.empty()) {
+        std::vector<int64_t> out(s.tokens.begin() + s.prompt_len, s.tokens.end());
+        const std::string text = config_.detokenize(out);
+        for (const auto& st : s.params.stop_strings) stop = stop || (!st.empty() && text.find(st) != std::string::npos);
+      }
       const bool length = static_cast<int64_t>(s.tokens.size()) - s.prompt_len >= s.params.max_new_tokens;
       if (stop || length) {
         finished.push_back(finish(s, stop ? "stop" : "length"));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -24,6 +25,7 @@ struct sampling_params {
   int64_t top_k = 0;  ///< 0: the whole vocabulary
   int64_t max_new_tokens = 16;
   std::vector<int64_t> stop_token_ids;
+  std::vector<std::string> stop_strings;  ///< needs engine_config::detokenize
   uint64_t seed = 0;
   int64_t n = 1;  ///< samples of the prompt
 };
@@ -53,6 +55,8 @@ struct engine_config {
   int64_t block_size = 16;
   int64_t max_tokens_per_step = 256;  ///< prefill chunks and decode tokens share this budget
   int64_t max_running = 64;
+  /// Turns output ids into text, for stop strings (null: stop strings are refused).
+  std::function<std::string(const std::vector<int64_t>&)> detokenize;
 };
 
 /// What happens to sequences in flight when the weights change.

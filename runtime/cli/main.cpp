@@ -8,6 +8,7 @@
 #include "actors/llm/commands.hpp"
 #include "actors/llm/device.hpp"
 #include "actors/llm/tokenize_command.hpp"
+#include "actors/rollout/generate_command.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/core/kind.hpp"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
       cli::make_worker_command(),
       llm::make_score_command(),
       llm::make_bench_command(),
+      rollout::make_generate_command(),
       llm::make_tokenize_command(),
   };
   return cli::run_main(argc, argv, commands, ctx, version_text);
