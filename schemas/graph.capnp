@@ -36,6 +36,7 @@ struct ActorSpec {
     custom @5 :List(Param);
     # Named typed values, checked against the parameter list the kind declares.
     # Each built-in kind with its own params struct (schemas/<kind>.capnp) adds a member here.
+    rollout @7 :import "/milesrt/rollout.capnp".RolloutParams;
   }
   deadlineSeconds @6 :Float64 = 0;
   # Deadline of each request to this actor; 0 = the run's deadlineSeconds.

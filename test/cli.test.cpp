@@ -79,8 +79,8 @@ TEST(Cli, SyntaxErrorGivesFileLineColumn) {
 TEST(Cli, UnknownKindsAreRefusedBeforeAnythingStarts) {
   auto r = run_milesrt("run graphs/grpo_sync.capnp --run-dir /nonexistent/never-created");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("milesrt run: error: graphs/grpo_sync.capnp: actor 'rollout': field "
-                       "'kind': unknown actor kind 'rollout'"),
+  EXPECT_NE(r.err.find("milesrt run: error: graphs/grpo_sync.capnp: actor 'reward': field "
+                       "'kind': unknown actor kind 'reward' (known: rollout)"),
             std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists("/nonexistent/never-created"));
 }

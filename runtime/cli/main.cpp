@@ -9,6 +9,7 @@
 #include "actors/llm/device.hpp"
 #include "actors/llm/tokenize_command.hpp"
 #include "actors/rollout/generate_command.hpp"
+#include "actors/rollout/rollout_kind.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/core/kind.hpp"
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   using namespace milesrt;
   // The registry of built-in actor kinds; the actors/ folders add theirs here as they land.
   runtime::kind_registry kinds;
+  rollout::register_rollout_kind(kinds);
   cli::context ctx{std::cout, std::cerr, {}, &kinds};
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
   std::vector<cli::command> commands = {

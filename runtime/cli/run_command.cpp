@@ -77,6 +77,7 @@ command make_run_command() {
                                 ") but no --listen HOST:PORT was given for them to join");
                 return exit_status::bad_input;
               }
+              prepared->kinds.register_types(config);
               if (!opt->listen.empty()) config.load<caf::io::middleman>();
               caf::actor_system sys{config};
 

@@ -48,6 +48,7 @@ command make_worker_command() {
                   return exit_status::bad_input;
                 }
               }
+              kinds.register_types(config);
               config.load<caf::io::middleman>();
               caf::actor_system sys{config};
               auto error = runtime::serve_as_worker(

@@ -87,9 +87,16 @@ class kind_registry {
   void add(kind_descriptor kind);
   const kind_descriptor* find(const std::string& name) const;
   std::vector<std::string> names() const;
+  /// Message types the kinds send: each hook adds its CAF type-ID block to a config before the
+  /// actor system starts (CAF 0.17 cannot add types later).
+  void add_types(std::function<void(caf::actor_system_config&)> hook) { types_.push_back(std::move(hook)); }
+  void register_types(caf::actor_system_config& config) const {
+    for (const auto& hook : types_) hook(config);
+  }
 
  private:
   std::map<std::string, kind_descriptor> kinds_;
+  std::vector<std::function<void(caf::actor_system_config&)>> types_;
 };
 
 }  // namespace milesrt::runtime

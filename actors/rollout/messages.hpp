@@ -1,0 +1,64 @@
+#pragma once
+/// The messages of the rollout kind, owned here: prompts in, sample groups out. Every sample
+/// carries the weight version of each token.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+
+#include "runtime/core/messages.hpp"
+
+namespace milesrt::rollout {
+
+/// One prompt of a group (port type "llm.prompt").
+struct prompt_msg {
+  uint64_t group_id = 0;
+  std::vector<int64_t> ids;
+  std::string label;  ///< the reference answer, for reward actors
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, prompt_msg& x) {
+  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label);
+}
+
+/// One sampled completion.
+struct sample_msg {
+  std::vector<int64_t> prompt;
+  std::vector<int64_t> output;
+  std::vector<float> logprobs;      ///< per output token, full vocabulary, sampling temperature
+  std::vector<uint64_t> versions;   ///< per output token
+  std::vector<int64_t> experts;     ///< MoE: per token of prompt+output-1, per layer, top-k (flat)
+  std::string finish_reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sample_msg& x) {
+  return f(caf::meta::type_name("sample_msg"), x.prompt, x.output, x.logprobs, x.versions,
+           x.experts, x.finish_reason);
+}
+
+/// The n samples of one prompt (port type "llm.sample_group").
+struct sample_group {
+  uint64_t group_id = 0;
+  std::string label;
+  std::vector<sample_msg> samples;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sample_group& x) {
+  return f(caf::meta::type_name("sample_group"), x.group_id, x.label, x.samples);
+}
+
+}  // namespace milesrt::rollout
+
+// Built-in kinds own [first + 100, first + 1000) in blocks of 100; rollout has the first.
+CAF_BEGIN_TYPE_ID_BLOCK(milesrt_rollout, caf::first_custom_type_id + 100)
+CAF_ADD_TYPE_ID(milesrt_rollout, (milesrt::rollout::prompt_msg))
+CAF_ADD_TYPE_ID(milesrt_rollout, (milesrt::rollout::sample_msg))
+CAF_ADD_TYPE_ID(milesrt_rollout, (milesrt::rollout::sample_group))
+CAF_ADD_TYPE_ID(milesrt_rollout, (std::vector<milesrt::rollout::sample_msg>))
+CAF_END_TYPE_ID_BLOCK(milesrt_rollout)

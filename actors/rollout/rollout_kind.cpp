@@ -1,0 +1,186 @@
+#include "actors/rollout/rollout_kind.hpp"
+
+#include <ATen/ATen.h>
+
+#include <caf/all.hpp>
+
+#include "actors/llm/model.hpp"
+#include "actors/rollout/engine.hpp"
+#include "actors/rollout/messages.hpp"
+#include "milesrt/rollout.capnp.h"
+#include "runtime/core/interfaces.hpp"
+
+namespace milesrt::rollout {
+namespace {
+using namespace milesrt::runtime;
+
+using rstep_atom = caf::atom_constant<caf::atom("rstep")>;
+
+/// The stage interface plus the engine's own step messages.
+using rollout_actor = stage_actor::extend<caf::reacts_to<rstep_atom>>;
+
+struct pending_group {
+  caf::typed_response_promise<node_reply> promise;
+  uint64_t group_id = 0;
+  std::string label;
+  std::vector<sample_msg> samples;
+};
+
+struct rollout_state {
+  std::shared_ptr<llm::decoder> model;
+  std::unique_ptr<engine> eng;
+  sampling_params base;
+  pause_mode mode = pause_mode::retract;
+  std::map<uint64_t, pending_group> groups;  // engine request id -> group
+  uint64_t next_request = 1;
+  bool stepping = false;
+};
+
+sample_msg to_msg(const sample& s) {
+  sample_msg m;
+  m.prompt = s.prompt;
+  m.output = s.output;
+  m.logprobs = s.logprobs;
+  m.versions = s.versions;
+  for (const auto& e : s.experts) m.experts.insert(m.experts.end(), e.begin(), e.end());
+  m.finish_reason = s.finish_reason;
+  return m;
+}
+
+/// Delivers every group whose samples are all in.
+void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const std::vector<sample>& done) {
+  auto& st = self->state;
+  for (const auto& s : done) {
+    auto it = st.groups.find(s.request_id);
+    if (it == st.groups.end()) continue;
+    it->second.samples.push_back(to_msg(s));
+    if (static_cast<int64_t>(it->second.samples.size()) < st.base.n) continue;
+    auto& g = it->second;
+    sample_group group{g.group_id, g.label, std::move(g.samples)};
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const auto& m : group.samples) {
+      for (auto v : m.versions) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+    envelope out;
+    out.min_version = lo == UINT64_MAX ? st.eng->version() : lo;
+    out.max_version = lo == UINT64_MAX ? st.eng->version() : hi;
+    out.payload = caf::make_message(std::move(group));
+    node_reply reply;
+    reply.outputs.push_back({"groups", std::move(out)});
+    auto stats = st.eng->stats();
+    reply.metrics["rollout_prefix_hit_rate"] = stats.prefix_hit_rate;
+    reply.metrics["rollout_preemptions"] = double(stats.preemptions);
+    reply.metrics["rollout_kv_blocks_used"] = double(stats.used_blocks);
+    g.promise.deliver(std::move(reply));
+    st.groups.erase(it);
+  }
+}
+
+void schedule_step(rollout_actor::stateful_pointer<rollout_state> self) {
+  if (self->state.stepping) return;
+  self->state.stepping = true;
+  self->send(self, rstep_atom::value);
+}
+
+rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
+                                        std::shared_ptr<llm::decoder> model_holder,
+                                        engine_config cfg, sampling_params base, pause_mode mode) {
+  auto& st = self->state;
+  st.model = std::move(model_holder);
+  st.eng = std::make_unique<engine>(*st.model, cfg);
+  st.base = base;
+  st.mode = mode;
+  return {
+      [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
+        auto& s = self->state;
+        if (port == "weights") {
+          uint64_t version = e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0)
+                                                                  : e.max_version;
+          deliver_complete(self, s.eng->update_weights(version, s.mode));
+          return node_reply{};
+        }
+        if (!e.payload.match_elements<prompt_msg>()) {
+          return caf::make_error(caf::sec::unexpected_message, "rollout: port 'prompts' expects a prompt_msg");
+        }
+        const auto& p = e.payload.get_as<prompt_msg>(0);
+        generate_request r;
+        r.id = s.next_request++;
+        r.prompt = p.ids;
+        r.params = s.base;
+        r.params.seed = s.base.seed * 1000003 + p.group_id;  // each group its own streams
+        try {
+          s.eng->add(r);
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+        }
+        auto promise = self->make_response_promise<node_reply>();
+        s.groups[r.id] = {promise, p.group_id, p.label, {}};
+        schedule_step(self);
+        return promise;
+      },
+      [=](rstep_atom) {
+        auto& s = self->state;
+        s.stepping = false;
+        try {
+          deliver_complete(self, s.eng->step());
+        } catch (const std::exception& ex) {
+          for (auto& [id, g] : s.groups) g.promise.deliver(caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what()));
+          s.groups.clear();
+          return;
+        }
+        if (!s.eng->idle()) schedule_step(self);
+      },
+      [=](snapshot_atom, const std::string&) {
+        // Nothing to keep: checkpoints are taken with no group in flight, and the weights are the
+        // trainer's to save.
+        return actor_state{};
+      },
+      [=](restore_atom, const std::string&, const actor_state&) { return true; },
+  };
+}
+
+}  // namespace
+
+void register_rollout_kind(runtime::kind_registry& registry) {
+  kind_descriptor k;
+  k.name = "rollout";
+  k.summary = "samples groups of completions with the rollout engine";
+  k.role = role::stage;
+  k.inputs = {{"prompts", "llm.prompt", "one prompt per group"},
+              {"weights", "llm.weights", "a new weight version (the parameters are updated in place)"}};
+  k.outputs = {{"groups", "llm.sample_group", "the samples of one prompt"}};
+  k.params_member = "rollout";
+  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
+    auto p = s.params_struct->as<schema::RolloutParams>();
+    if (p.getModel().size() == 0) throw std::invalid_argument("params.rollout.model: a model folder is required");
+    const std::string device = p.getDevice();
+    if (device != "cpu" && device != "cuda") throw std::invalid_argument("params.rollout.device: cpu or cuda");
+    auto model = llm::decoder::load(std::string(p.getModel()),
+                                    std::string(p.getDtype()) == "bf16" ? at::kBFloat16 : at::kFloat,
+                                    at::Device(device == "cuda" ? at::kCUDA : at::kCPU));
+    engine_config cfg;
+    cfg.num_blocks = p.getKvBlocks();
+    cfg.block_size = p.getBlockSize();
+    cfg.max_tokens_per_step = p.getStepTokens();
+    sampling_params base;
+    base.n = p.getSamplesPerPrompt();
+    base.max_new_tokens = p.getMaxNewTokens();
+    base.temperature = p.getTemperature();
+    base.top_p = p.getTopP();
+    base.top_k = p.getTopK();
+    base.seed = p.getSeed() + s.seed * 7919 + s.replica;
+    pause_mode mode = p.getPauseMode() == schema::RolloutParams::PauseMode::ABORT     ? pause_mode::abort
+                      : p.getPauseMode() == schema::RolloutParams::PauseMode::IN_PLACE ? pause_mode::in_place
+                                                                                       : pause_mode::retract;
+    auto holder = std::shared_ptr<llm::decoder>(model.release());
+    // Engine steps are heavy: the actor gets a thread of its own.
+    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(rollout_fn, holder, cfg, base, mode));
+  };
+  registry.add(k);
+  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_rollout>(); });
+}
+
+}  // namespace milesrt::rollout

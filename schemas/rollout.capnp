@@ -1,0 +1,32 @@
+# Parameters of the `rollout` actor kind (selected in a graph file by `params = (rollout = (...))`).
+@0xe4b7c1d2a3f59b61;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("milesrt::schema");
+
+struct RolloutParams {
+  model @0 :Text;
+  # A Hugging Face model folder (config.json, safetensors, tokenizer.json for text prompts).
+  device @1 :Text = "cpu";
+  dtype @2 :Text = "fp32";
+  kvBlocks @3 :UInt32 = 512;
+  blockSize @4 :UInt32 = 16;
+  stepTokens @5 :UInt32 = 512;
+  # Tokens per engine step: prefill chunks and decode tokens share it.
+  samplesPerPrompt @6 :UInt32 = 4;
+  # n: the size of each sample group (GRPO's group).
+  maxNewTokens @7 :UInt32 = 32;
+  temperature @8 :Float64 = 1.0;
+  topP @9 :Float64 = 1.0;
+  topK @10 :UInt32 = 0;
+  seed @11 :UInt64 = 0;
+  pauseMode @12 :PauseMode = retract;
+  chatTemplate @13 :Text;
+  # qwen2.5, qwen3 or llama3; "" = detected from tokenizer_config.json.
+
+  enum PauseMode {
+    abort @0;
+    retract @1;
+    inPlace @2;
+  }
+}
