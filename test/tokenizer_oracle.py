@@ -4,10 +4,13 @@ ids, decoded text and chat text; the C++ tests compare against what this script 
 
     tokenizer_oracle.py make OUT TEMPLATES_DIR
 
-trains one byte-level BPE (>= 32k merges, on the Qwen2 pre-tokenizer regex) and writes, under OUT:
-  <family>/tokenizer.json, tokenizer_config.json   families: qwen2, qwen3, llama3, gpt2, flags
+trains one byte-level BPE (>= 32k merges, on the Qwen2 pre-tokenizer regex), and two smaller ones (about
+8k merges) on DeepSeek-V3's Split sequence and on GPT-4o's o200k pattern, and writes, under OUT:
+  <family>/tokenizer.json, tokenizer_config.json   families: qwen2, qwen3, llama3, gpt2, flags,
+                                                   deepseek_v3, o200k
   corpus.jsonl          one test string per line, as hex of its bytes (some are invalid UTF-8)
-  <family>/expected.jsonl   per corpus line: ids (with and without special tokens), decode of them
+  <family>/expected.jsonl   per corpus line: ids (with and without special tokens), decode of them,
+                        and the pre-tokenizer's pieces (pre_tokenize_str)
   chat_cases.jsonl      conversations; <family>/chat_expected.jsonl: apply_chat_template text and ids
 
 Invalid UTF-8: HF's encode takes a str, so bytes must be decoded first; the oracle decodes them the way
@@ -23,6 +26,25 @@ QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s
             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
              r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# DeepSeek-V3's tokenizer.json: a Sequence of three isolating Splits (digits in runs of up to three; CJK
+# ideographs and kana, U+4E00-U+9FA5 and U+3040-U+30FF; then the main pattern), then ByteLevel without
+# a regex.
+DEEPSEEK_V3_SPLITS = [
+    r"\p{N}{1,3}",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+""",
+]
+# GPT-4o's o200k pattern (tiktoken's o200k_base): case-aware letter runs with optional contractions.
+O200K_RE = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
 
 SYLLABLES = ["ka", "to", "ri", "mu", "sen", "dra", "pol", "ve", "qui", "zy", "th", "ch", "ou", "ea", "ing",
              "er", "st", "pr", "bl", "gn", "Th", "The", "An", "def", "int", "self", "return", "    ", "\t",
@@ -35,23 +57,38 @@ LLAMA_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                   "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"]
 
 
-def train_base():
-    from tokenizers import Tokenizer, Regex, decoders, models, normalizers, pre_tokenizers, trainers
+def train(pre_tokenizer, vocab_size, documents, min_merges):
+    """A byte-level BPE trained by HF on `documents` synthetic lines, split by `pre_tokenizer`."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     rng = random.Random(1)
     words = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 5))) for _ in range(60000)]
-    text = [" ".join(rng.choice(words) for _ in range(50)) + "\n12345 67890 3.14159" for _ in range(4000)]
+    text = [" ".join(rng.choice(words) for _ in range(50)) + "\n12345 67890 3.14159" for _ in range(documents)]
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_RE), "isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        pre_tokenizer + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=33500, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   show_progress=False)
     tok.train_from_iterator(text, trainer)
     base = json.loads(tok.to_str())
-    assert len(base["model"]["merges"]) >= 32000, len(base["model"]["merges"])
+    assert len(base["model"]["merges"]) >= min_merges, len(base["model"]["merges"])
     return base
+
+
+def train_base():
+    from tokenizers import Regex, pre_tokenizers
+    return train([pre_tokenizers.Split(Regex(QWEN2_RE), "isolated")], 33500, 4000, 32000)
+
+
+def train_deepseek_v3():
+    from tokenizers import Regex, pre_tokenizers
+    return train([pre_tokenizers.Split(Regex(r), "isolated") for r in DEEPSEEK_V3_SPLITS], 8500, 1000, 8000)
+
+
+def train_o200k():
+    from tokenizers import Regex, pre_tokenizers
+    return train([pre_tokenizers.Split(Regex(O200K_RE), "isolated")], 8500, 1000, 8000)
 
 
 def added(content, id_, special=True, lstrip=False, rstrip=False, single_word=False, normalized=False):
@@ -149,6 +186,44 @@ def families(base, templates):
     return out
 
 
+def split_family(base, splits, specials, post_processor):
+    """A tokenizer.json with the pre-tokenizer its BPE was trained on: `splits` (isolating Split regexes in
+    a Sequence) then ByteLevel without a regex, no normalizer (an empty Sequence), ByteLevel decoder."""
+    j = json.loads(json.dumps(base))
+    j["normalizer"] = {"type": "Sequence", "normalizers": []}
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in splits] + [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    n = len(j["model"]["vocab"])
+    j["added_tokens"] = [added(s, n + i) for i, s in enumerate(specials)]
+    j["post_processor"] = post_processor(n)
+    return j
+
+
+def split_families():
+    """DeepSeek-V3's and o200k's pre-tokenizers, each on a BPE trained with it (about 8k merges)."""
+    ds_specials = ["<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<\uff5cend\u2581of\u2581sentence\uff5c>",
+                   "<\uff5cUser\uff5c>", "<\uff5cAssistant\uff5c>"]
+
+    def bos(n):  # BOS by TemplateProcessing, with a multi-byte special token
+        return {"type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": ds_specials[0], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": ds_specials[0], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                         {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {ds_specials[0]: {"id": ds_specials[0], "ids": [n], "tokens": [ds_specials[0]]}}}
+
+    def byte_level(n):
+        return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+
+    return {
+        "deepseek_v3": (split_family(train_deepseek_v3(), DEEPSEEK_V3_SPLITS, ds_specials, bos),
+                        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": ds_specials[0],
+                         "eos_token": ds_specials[1]}),
+        "o200k": (split_family(train_o200k(), [O200K_RE], ["<|endoftext|>", "<|endofprompt|>"], byte_level),
+                  {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}),
+    }
+
+
 def corpus():
     items = [
         "Hello, world! It's a test: we'll see what they've done, I'm sure they'd LIKE it. DON'T STOP.",
@@ -175,6 +250,17 @@ def corpus():
         "zero width\u200bspace\u200dnon\u00a0breaking\u2003em\u3000ideographic\u0085nel\u2028ls",
         "\u0000\u0001\u001f control \u007f del",
         "math 𝐀𝐁𝐂 ∑∫√ and astral 𠀀𠀁 and private \ue000",
+        # Case-aware letter classes (o200k): camel case, acronyms, titlecase letters, contractions in both cases.
+        "camelCase HTTPServer XMLHttpRequest iPhone McDONALD'S DON'T don't I'M I'm They'RE we'Ve ǅungla ǈJ Ǌ",
+        "ÉCOLE école ΣΊΣΥΦΟΣ σίσυφος ΑθΗνΑ Straße STRASSE ﬁne ǱZ ᾈᾼ",
+        # Combining marks and Lm/Lo letters: Devanagari, Thai, Hebrew points, spacing modifiers.
+        "नमस्ते दुनिया, किताबें ภาษาไทยง่ายนิดเดียว שָׁלוֹם ʰʲ ˈhɛloʊ cafe\u0301 A\u0308\u0301",
+        # Slashes after punctuation (o200k's [\r\n/]*), paths and URLs.
+        "path/to/file.txt ./a//b/// https://example.com/x?y=1&z=2 ;/\n ../../ \"/\"/",
+        # DeepSeek-V3: ASCII punctuation before letters, kana with voicing marks, CJK next to digits.
+        "foo.bar .NET ,hello !Wow @user #tag $HOME a1b2c3 x=12345678 ひらがな カタカナ゛゜ゟ゠ヿ ー・",
+        "漢字かな混じり文123漢字 2024年12月2日 第3章 価格¥1,980 ＡＢＣ１２３ 丿乀〇々〆",
+        "symbols ±×÷ $100 €5 © ® ™ — «quotes» „Anführung“ 『括弧』 ・・・ ……",
     ]
     out = [s.encode("utf-8") for s in items]
     out += [b"invalid \xff\xfe bytes", b"truncated \xe4\xb8", b"surrogate \xed\xa0\x80 end",
@@ -255,7 +341,9 @@ def make(out_dir, templates):
     with open(os.path.join(out_dir, "chat_cases.jsonl"), "w") as f:
         for c in CHAT_CASES:
             f.write(json.dumps(c, ensure_ascii=False) + "\n")
-    for name, (tj, cfg) in families(train_base(), templates).items():
+    all_families = families(train_base(), templates)
+    all_families.update(split_families())
+    for name, (tj, cfg) in all_families.items():
         d = os.path.join(out_dir, name)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "tokenizer.json"), "w") as f:
@@ -268,9 +356,12 @@ def make(out_dir, templates):
                 s = b.decode("utf-8", errors="replace")
                 plain = tok.encode(s, add_special_tokens=False).ids
                 special = tok.encode(s, add_special_tokens=True).ids
+                # The pre-tokenizer alone (no normalizer, no added tokens): the pieces BPE would see.
+                pre = [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(s)]
                 f.write(json.dumps({"ids": plain, "ids_special": special,
                                     "text": tok.decode(special, skip_special_tokens=False),
-                                    "text_skip": tok.decode(special, skip_special_tokens=True)},
+                                    "text_skip": tok.decode(special, skip_special_tokens=True),
+                                    "pre_tokens": pre},
                                    ensure_ascii=False) + "\n")
         if name in CHAT_FAMILIES:
             hf = AutoTokenizer.from_pretrained(d)

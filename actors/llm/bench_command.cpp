@@ -12,6 +12,7 @@
 
 #include "actors/llm/commands.hpp"
 #include "actors/llm/model.hpp"
+#include "actors/llm/tokenizer/tokenizer_bench.hpp"
 
 namespace milesrt::llm {
 namespace {
@@ -41,16 +42,17 @@ const char* kQwen3_0_6B = R"({"model_type": "qwen3", "architectures": ["Qwen3For
 }  // namespace
 
 cli::command make_bench_command() {
-  return {"bench", "Benchmarks: `bench forward` (tokens/s), `bench logprobs` (peak memory)",
+  return {"bench", "Benchmarks: `bench forward` (tokens/s), `bench logprobs` (peak memory), `bench tokenize` (MB/s)",
           [](CLI::App& app, cli::context& ctx) -> cli::runner {
             struct options {
               std::string what, model, mode = "chunked", device = "cpu", dtype = "fp32";
               int64_t tokens = 0, seqs = 4, vocab = 151936, hidden = 1024, chunk = 256, layers = 0;
+              tokenize_bench_options tokenize;
             };
             auto opt = std::make_shared<options>();
-            app.add_option("what", opt->what, "forward | logprobs")
+            app.add_option("what", opt->what, "forward | logprobs | tokenize")
                 ->required()
-                ->check(CLI::IsMember({"forward", "logprobs"}));
+                ->check(CLI::IsMember({"forward", "logprobs", "tokenize"}));
             app.add_option("--model", opt->model,
                            "forward: a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
             app.add_option("--layers", opt->layers, "forward: keep only this many layers of the default model");
@@ -63,7 +65,24 @@ cli::command make_bench_command() {
             app.add_option("--chunk", opt->chunk, "logprobs: rows per chunk");
             app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+            app.add_option("--corpus", opt->tokenize.corpus,
+                           "tokenize: JSON lines with \"text\" (.jsonl) or plain text split at blank lines");
+            app.add_option("--threads", opt->tokenize.threads, "tokenize: batch threads (default: all)");
             return [opt, &ctx] {
+              if (opt->what == "tokenize") {
+                opt->tokenize.model = opt->model;
+                if (opt->model.empty() || opt->tokenize.corpus.empty()) {
+                  cli::print_error(ctx.err, "bench", "tokenize needs --model DIR and --corpus FILE");
+                  return cli::exit_status::bad_input;
+                }
+                auto r = run_tokenize_bench(opt->tokenize);
+                if (!r.error.empty()) {
+                  cli::print_error(ctx.err, "bench", r.error);
+                  return cli::exit_status::bad_input;
+                }
+                ctx.out << r.report << "\n";
+                return cli::exit_status::ok;
+              }
               const auto device = at::Device(opt->device == "cuda" ? at::kCUDA : at::kCPU);
               const auto dtype = opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat;
               if (opt->device == "cuda" && !at::hasCUDA()) {

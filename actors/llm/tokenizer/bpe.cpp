@@ -1,6 +1,7 @@
 #include "actors/llm/tokenizer/bpe.hpp"
 
 #include <nlohmann/json.hpp>
+#include <tbb/enumerable_thread_specific.h>
 
 #include <cstdio>
 #include <queue>
@@ -18,7 +19,16 @@ std::string opt_string(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-bpe_model::bpe_model(const nlohmann::json& model) {
+// Per thread, so that lookups need no lock; native TLS keys make local() a pthread_getspecific.
+struct bpe_model::word_caches {
+  using cache = std::unordered_map<std::string, std::vector<token_id>>;
+  tbb::enumerable_thread_specific<cache, tbb::cache_aligned_allocator<cache>, tbb::ets_key_per_instance>
+      per_thread;
+};
+
+bpe_model::~bpe_model() = default;
+
+bpe_model::bpe_model(const nlohmann::json& model) : caches_(std::make_unique<word_caches>()) {
   if (model.value("type", std::string("BPE")) != "BPE") {
     throw std::invalid_argument("model type '" + model.value("type", std::string()) +
                                 "' is not supported (only BPE)");
@@ -97,6 +107,20 @@ const std::string* bpe_model::token(token_id id) const {
 
 void bpe_model::encode_word(std::string_view w, std::vector<token_id>& out) const {
   if (w.empty()) return;
+  if (w.size() > word_cache_max_bytes) return encode_uncached(w, out);
+  auto& cache = caches_->per_thread.local();
+  std::string key(w);
+  if (auto it = cache.find(key); it != cache.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
+  }
+  const size_t from = out.size();
+  encode_uncached(w, out);
+  if (cache.size() >= word_cache_capacity) cache.clear();
+  cache.emplace(std::move(key), std::vector<token_id>(out.begin() + static_cast<std::ptrdiff_t>(from), out.end()));
+}
+
+void bpe_model::encode_uncached(std::string_view w, std::vector<token_id>& out) const {
   if (ignore_merges_) {
     if (token_id id = find(w); id >= 0) {
       out.push_back(id);

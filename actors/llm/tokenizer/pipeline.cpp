@@ -263,6 +263,7 @@ void split_piece(const std::string& text, const std::vector<std::pair<size_t, si
 }  // namespace
 
 void pre_tokenizer::apply(const std::string& text, std::vector<std::string>& out) const {
+  if (text.empty()) return;  // HF: no piece at all, not even a ByteLevel prefix space
   std::vector<std::string> pieces{text}, next;
   for (const auto& st : steps_) {
     next.clear();
@@ -347,22 +348,22 @@ std::vector<token_id> post_processor::apply(const std::vector<token_id>& ids) co
 
 // ---- decoder ------------------------------------------------------------------------------------
 
-struct decoder::step {
+struct token_decoder::step {
   std::string type;
   std::unique_ptr<pattern> pat;
   std::string content;
   size_t start = 0, stop = 0;
 };
 
-decoder::decoder(const nlohmann::json& j) {
+token_decoder::token_decoder(const nlohmann::json& j) {
   if (!j.is_null()) {
     none_ = false;
     add(j);
   }
 }
-decoder::~decoder() = default;
+token_decoder::~token_decoder() = default;
 
-void decoder::add(const nlohmann::json& j) {
+void token_decoder::add(const nlohmann::json& j) {
   std::string type = type_of(j, "decoder");
   if (type == "Sequence") {
     for (const auto& d : j.at("decoders")) add(d);
@@ -383,7 +384,7 @@ void decoder::add(const nlohmann::json& j) {
   steps_.push_back(std::move(s));
 }
 
-std::string decoder::apply(std::vector<std::string> tokens) const {
+std::string token_decoder::apply(std::vector<std::string> tokens) const {
   if (none_) {
     std::string out;
     for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];

@@ -59,12 +59,13 @@ private:
   std::vector<token_id> prefix_, suffix_;
 };
 
-/// A decoder: ByteLevel, ByteFallback, Fuse, Replace (String), Strip, Sequence; or none, which joins
+/// tokenizer.json's "decoder" (token_decoder, as model.hpp's `decoder` is the LLM): ByteLevel,
+/// ByteFallback, Fuse, Replace (String), Strip, Sequence; or none, which joins
 /// tokens with spaces as HF does.
-class decoder {
+class token_decoder {
 public:
-  explicit decoder(const nlohmann::json& j);
-  ~decoder();
+  explicit token_decoder(const nlohmann::json& j);
+  ~token_decoder();
   std::string apply(std::vector<std::string> tokens) const;
 
   struct step;

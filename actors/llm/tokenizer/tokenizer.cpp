@@ -125,7 +125,7 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
   model_ = guarded("model", [&] { return std::make_unique<bpe_model>(component("model")); });
   post_processor_ =
       guarded("post_processor", [&] { return std::make_unique<post_processor>(component("post_processor")); });
-  decoder_ = guarded("decoder", [&] { return std::make_unique<decoder>(component("decoder")); });
+  decoder_ = guarded("decoder", [&] { return std::make_unique<token_decoder>(component("decoder")); });
   guarded("added_tokens", [&] {
     for (const auto& a : component("added_tokens")) {
       added_token t;

@@ -86,7 +86,7 @@ private:
   std::unique_ptr<pre_tokenizer> pre_tokenizer_;
   std::unique_ptr<bpe_model> model_;
   std::unique_ptr<post_processor> post_processor_;
-  std::unique_ptr<decoder> decoder_;
+  std::unique_ptr<token_decoder> decoder_;
   std::vector<added_token> added_;
   std::unordered_map<std::string, int> added_by_content_;
   std::unordered_map<token_id, int> added_by_id_;
