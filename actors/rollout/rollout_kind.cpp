@@ -74,6 +74,10 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
     reply.metrics["rollout_prefix_hit_rate"] = stats.prefix_hit_rate;
     reply.metrics["rollout_preemptions"] = double(stats.preemptions);
     reply.metrics["rollout_kv_blocks_used"] = double(stats.used_blocks);
+    reply.metrics["rollout_prefill_tokens"] = double(stats.prefill_tokens);
+    reply.metrics["rollout_decode_tokens"] = double(stats.decode_tokens);
+    reply.metrics["rollout_running"] = double(stats.running);
+    reply.metrics["rollout_waiting"] = double(stats.waiting);
     g.promise.deliver(std::move(reply));
     st.groups.erase(it);
   }
