@@ -13,16 +13,18 @@
 
 namespace milesrt::rollout {
 
-/// One prompt of a group (port type "llm.prompt").
+/// One prompt of a group (port type "llm.prompt"): token ids, or chat messages (a JSON array)
+/// that the rollout renders with its chat template and tokenizes.
 struct prompt_msg {
   uint64_t group_id = 0;
   std::vector<int64_t> ids;
   std::string label;  ///< the reference answer, for reward actors
+  std::string messages_json;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prompt_msg& x) {
-  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label);
+  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label, x.messages_json);
 }
 
 /// One sampled completion.

@@ -7,6 +7,7 @@
 #include "actors/llm/model.hpp"
 #include "actors/rollout/engine.hpp"
 #include "actors/rollout/messages.hpp"
+#include "actors/rollout/text_codec.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -28,6 +29,7 @@ struct pending_group {
 
 struct rollout_state {
   std::shared_ptr<llm::decoder> model;
+  std::shared_ptr<text_codec> codec;  ///< null without tokenizer.json: prompts must be ids
   std::unique_ptr<engine> eng;
   sampling_params base;
   pause_mode mode = pause_mode::retract;
@@ -91,9 +93,11 @@ void schedule_step(rollout_actor::stateful_pointer<rollout_state> self) {
 
 rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
                                         std::shared_ptr<llm::decoder> model_holder,
-                                        engine_config cfg, sampling_params base, pause_mode mode) {
+                                        std::shared_ptr<text_codec> codec, engine_config cfg,
+                                        sampling_params base, pause_mode mode) {
   auto& st = self->state;
   st.model = std::move(model_holder);
+  st.codec = std::move(codec);
   st.eng = std::make_unique<engine>(*st.model, cfg);
   st.base = base;
   st.mode = mode;
@@ -116,6 +120,10 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
         r.params = s.base;
         r.params.seed = s.base.seed * 1000003 + p.group_id;  // each group its own streams
         try {
+          if (r.prompt.empty() && !p.messages_json.empty()) {
+            if (!s.codec) throw std::invalid_argument("chat messages need a tokenizer.json in the model folder");
+            r.prompt = s.codec->encode(s.codec->render(p.messages_json));
+          }
           s.eng->add(r);
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
@@ -179,9 +187,20 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     pause_mode mode = p.getPauseMode() == schema::RolloutParams::PauseMode::ABORT     ? pause_mode::abort
                       : p.getPauseMode() == schema::RolloutParams::PauseMode::IN_PLACE ? pause_mode::in_place
                                                                                        : pause_mode::retract;
+    // With a tokenizer, chat prompts are rendered with the graph's chat template (or the one
+    // tokenizer_config.json names) and sampling stops at the end-of-sequence token.
+    std::string tok_error;
+    std::shared_ptr<text_codec> codec =
+        text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
+    if (!codec && p.getChatTemplate().size() > 0) {
+      throw std::invalid_argument("params.rollout.chatTemplate: " + tok_error);
+    }
+    if (codec && codec->eos()) base.stop_token_ids.push_back(*codec->eos());
+    if (codec) cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
     auto holder = std::shared_ptr<llm::decoder>(model.release());
     // Engine steps are heavy: the actor gets a thread of its own.
-    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(rollout_fn, holder, cfg, base, mode));
+    return caf::actor_cast<caf::actor>(
+        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode));
   };
   registry.add(k);
   registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_rollout>(); });

@@ -12,6 +12,7 @@
 
 #include "actors/llm/model.hpp"
 #include "actors/rollout/messages.hpp"
+#include "actors/rollout/text_codec.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
@@ -27,20 +28,25 @@ struct seen {
   std::vector<uint64_t> learner_versions;  // the learner's version when it trained each group
 };
 
-void register_test_kinds(kind_registry& kinds, std::shared_ptr<seen> log) {
+void register_test_kinds(kind_registry& kinds, std::shared_ptr<seen> log, bool chat) {
   kind_descriptor src;
   src.name = "test_prompts";
   src.role = role::source;
   src.outputs = {{"prompts", "llm.prompt", ""}};
-  src.spawn = [](caf::actor_system& sys, const actor_setup&) {
-    return sys.spawn([](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
+  src.spawn = [chat](caf::actor_system& sys, const actor_setup&) {
+    return sys.spawn([chat](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
       return {
           [=](produce_atom, uint64_t n) {
             node_reply r;
             for (uint64_t i = 0; i < n; ++i) {
               uint64_t g = self->state++;
               prompt_msg p{g, {}, "label-" + std::to_string(g)};
-              for (int t = 0; t < 11 + int(g % 5); ++t) p.ids.push_back((g * 13 + t * 7) % 128);
+              if (chat) {
+                p.messages_json = R"([{"role": "user", "content": "What is )" + std::to_string(g) +
+                                  R"( + 2? Answer briefly."}])";
+              } else {
+                for (int t = 0; t < 11 + int(g % 5); ++t) p.ids.push_back((g * 13 + t * 7) % 128);
+              }
               envelope e;
               e.payload = caf::make_message(p);
               r.outputs.push_back({"prompts", e});
@@ -97,14 +103,15 @@ class RolloutKind : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  run_outcome run(const std::string& schedule, std::shared_ptr<seen> log) {
+  run_outcome run(const std::string& schedule, std::shared_ptr<seen> log, bool chat = false) {
     auto file = dir_ / "g.capnp";
     std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
                         << "const graph :Graph = (name = \"rollout_test\",\n"
                         << "  actors = [(name = \"data\", kind = \"test_prompts\"),\n"
                         << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
-                        << (dir_ / "model").string()
-                        << "\", samplesPerPrompt = 4, maxNewTokens = 6, kvBlocks = 64, blockSize = 4))),\n"
+                        << (dir_ / (chat ? "chat_model" : "model")).string()
+                        << "\", samplesPerPrompt = 4, maxNewTokens = 6, kvBlocks = 64, blockSize = 4"
+                        << (chat ? ", chatTemplate = \"qwen3\"" : "") << "))),\n"
                         << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
                         << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
                         << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
@@ -115,7 +122,7 @@ class RolloutKind : public ::testing::Test {
     EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
     kind_registry kinds;
     register_rollout_kind(kinds);
-    register_test_kinds(kinds, log);
+    register_test_kinds(kinds, log, chat);
     auto errors = graph::validate_kinds(*loaded.graph, kinds);
     EXPECT_TRUE(errors.empty()) << errors[0].text;
     caf::actor_system_config cfg;
@@ -160,6 +167,34 @@ TEST_F(RolloutKind, ServesGroupsAsynchronouslyWithinTheBound) {
       for (auto v : s.versions) EXPECT_LE(log->learner_versions[i] - v, 1u);
     }
   }
+}
+
+TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
+  // A random model over the tokenizer the build trains (test/tokenizer_data/qwen3).
+  auto model = llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520, "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 16, "rope_theta": 10000.0, "tie_word_embeddings": true, "hidden_act": "silu"})",
+                                    at::kFloat, at::kCPU, 2);
+  model->save(dir_ / "chat_model");
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, dir_ / "chat_model" / f);
+  }
+  auto log = std::make_shared<seen>();
+  auto o = run("(sync = void)", log, true);
+  ASSERT_TRUE(o.ok) << o.error;
+  ASSERT_EQ(log->groups.size(), 6u);
+  std::string error;
+  auto codec = text_codec::load((dir_ / "chat_model").string(), "qwen3", error);
+  ASSERT_TRUE(codec) << error;
+  for (const auto& g : log->groups) {
+    auto text = codec->render(R"([{"role": "user", "content": "What is )" + std::to_string(g.group_id) +
+                              R"( + 2? Answer briefly."}])");
+    EXPECT_NE(text.find("<|im_start|>user\nWhat is "), std::string::npos) << text;
+    EXPECT_EQ(g.samples[0].prompt, codec->encode(text));
+  }
+  // A template the tokenizer does not know is refused when the actor starts.
+  EXPECT_FALSE(text_codec::load((dir_ / "chat_model").string(), "mistral", error));
+  EXPECT_NE(error.find("unknown family"), std::string::npos) << error;
 }
 
 }  // namespace
