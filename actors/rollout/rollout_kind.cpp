@@ -165,6 +165,26 @@ void register_rollout_kind(runtime::kind_registry& registry) {
               {"weights", "llm.weights", "a new weight version (the parameters are updated in place)"}};
   k.outputs = {{"groups", "llm.sample_group", "the samples of one prompt"}};
   k.params_member = "rollout";
+  k.check_params = [](capnp::DynamicStruct::Reader reader) {
+    auto p = reader.as<schema::RolloutParams>();
+    std::vector<std::string> problems;
+    if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
+    const std::string device = p.getDevice(), dtype = p.getDtype(), chat = p.getChatTemplate();
+    if (device != "cpu" && device != "cuda") problems.push_back("device: '" + device + "' is not cpu or cuda");
+    if (dtype != "fp32" && dtype != "bf16") problems.push_back("dtype: '" + dtype + "' is not fp32 or bf16");
+    if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
+    if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
+    if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
+    if (p.getSamplesPerPrompt() == 0) problems.push_back("samplesPerPrompt: must be at least 1");
+    if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
+    if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
+    if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
+    if (!chat.empty() && chat != "qwen2.5" && chat != "qwen2_5" && chat != "qwen2" && chat != "qwen3" &&
+        chat != "llama3" && chat != "llama3.1" && chat != "llama3.3") {
+      problems.push_back("chatTemplate: '" + chat + "' is not qwen2.5, qwen3 or llama3");
+    }
+    return problems;
+  };
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();
     if (p.getModel().size() == 0) throw std::invalid_argument("params.rollout.model: a model folder is required");

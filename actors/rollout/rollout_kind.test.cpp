@@ -169,6 +169,29 @@ TEST_F(RolloutKind, ServesGroupsAsynchronouslyWithinTheBound) {
   }
 }
 
+TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
+  auto file = dir_ / "bad.capnp";
+  std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+                      << "const graph :Graph = (actors = [(name = \"data\", kind = \"test_prompts\"),\n"
+                      << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = (device = \"tpu\","
+                      << " temperature = 0, chatTemplate = \"mistral\"))),\n"
+                      << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
+                      << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
+                      << "    (from = \"rollout.groups\", to = \"trainer.groups\")]);\n";
+  auto loaded = graph::load_graph(file, graph::default_import_dirs());
+  ASSERT_TRUE(loaded.ok());
+  kind_registry kinds;
+  register_rollout_kind(kinds);
+  register_test_kinds(kinds, std::make_shared<seen>(), false);
+  std::string all;
+  for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text + "\n";
+  const std::string f = file.string() + ": actor 'rollout': params.rollout.";
+  EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos) << all;
+  EXPECT_NE(all.find(f + "device: 'tpu' is not cpu or cuda"), std::string::npos) << all;
+  EXPECT_NE(all.find(f + "temperature: must be > 0"), std::string::npos) << all;
+  EXPECT_NE(all.find(f + "chatTemplate: 'mistral' is not qwen2.5, qwen3 or llama3"), std::string::npos) << all;
+}
+
 TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   // A random model over the tokenizer the build trains (test/tokenizer_data/qwen3).
   auto model = llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520, "hidden_size": 64,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -57,9 +58,11 @@ struct actor_setup {
   std::filesystem::path run_dir;
   /// Custom parameters after defaults, keyed by name (empty for kinds with a params struct).
   std::map<std::string, param_value> params;
-  /// The kind's params struct (a member of ActorSpec.params), valid during the factory call only;
-  /// null reader where the kind has none.
+  /// The kind's params struct (a member of ActorSpec.params, or its defaults when the graph says
+  /// none), valid during the factory call only; empty where the kind has none.
   std::optional<capnp::DynamicStruct::Reader> params_struct;
+  /// Keeps the defaults params_struct may point into.
+  std::shared_ptr<void> params_storage;
 };
 
 /// Builds one replica; returns an actor that answers the requests of the kind's role.
@@ -75,6 +78,9 @@ struct kind_descriptor {
   std::vector<param_spec> params;
   /// For built-in kinds with their own params struct: the ActorSpec.params union member.
   std::string params_member;
+  /// Checks of the params struct beyond its types (required fields, ranges), run by validation
+  /// before anything starts: one "field: problem" line per problem.
+  std::function<std::vector<std::string>(capnp::DynamicStruct::Reader)> check_params;
   actor_factory spawn;
   /// A dead actor of this kind is restarted (from its last snapshot) instead of failing the run.
   bool restartable = false;

@@ -23,10 +23,10 @@ actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader a
   s.run_dir = run_dir;
   s.params = graph::resolve_params(actor, kind);
   if (!kind.params_member.empty()) {
-    capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
-    auto member = params.getSchema().getFieldByName(kind.params_member);
     // An actor that leaves params at `none` gets the struct's defaults.
-    s.params_struct = params.get(member).as<capnp::DynamicStruct>();
+    std::shared_ptr<capnp::MallocMessageBuilder> storage;
+    s.params_struct = graph::params_struct(actor, kind.params_member, storage);
+    s.params_storage = storage;
   }
   return s;
 }

@@ -56,6 +56,15 @@ std::string union_member(schema::ActorSpec::Reader actor) {
 
 }  // namespace
 
+capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor, const std::string& member,
+                                           std::shared_ptr<capnp::MallocMessageBuilder>& storage) {
+  capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
+  auto field = params.getSchema().getFieldByName(member);
+  if (params.has(field)) return params.get(field).as<capnp::DynamicStruct>();
+  storage = std::make_shared<capnp::MallocMessageBuilder>();
+  return storage->initRoot<capnp::DynamicStruct>(field.getType().asStruct()).asReader();
+}
+
 bool parse_param(const std::string& text, param_type t, param_value& out) {
   try {
     size_t used = 0;
@@ -119,6 +128,11 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
       if (member != "none" && member != kind->params_member) {
         report(where, "field 'params': kind '" + kind->name + "' takes params (" +
                           kind->params_member + " = (...)), not " + member);
+      } else if (kind->check_params) {
+        std::shared_ptr<capnp::MallocMessageBuilder> storage;
+        for (const auto& problem : kind->check_params(params_struct(actor, kind->params_member, storage))) {
+          report(where, "params." + kind->params_member + "." + problem);
+        }
       }
       continue;
     }

@@ -3,6 +3,10 @@
 /// and whether the schedule can drive every actor.
 
 #include <map>
+#include <memory>
+
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,11 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
 /// Call only on a graph that validate_kinds accepted.
 std::map<std::string, runtime::param_value> resolve_params(schema::ActorSpec::Reader actor,
                                                            const runtime::kind_descriptor& kind);
+
+/// The actor's params struct for union member `member`, or the struct's defaults when the graph
+/// leaves params at `none` (those live in `storage`, which must outlive the reader).
+capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor, const std::string& member,
+                                           std::shared_ptr<capnp::MallocMessageBuilder>& storage);
 
 /// Parses `text` as a value of type `t`; false when it is not one.
 bool parse_param(const std::string& text, runtime::param_type t, runtime::param_value& out);
