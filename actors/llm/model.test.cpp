@@ -9,6 +9,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "actors/llm/bf16_testing.hpp"
 #include "actors/llm/safetensors.hpp"
 
 namespace milesrt::llm {
@@ -237,28 +238,9 @@ TEST_F(ModelFiles, ConfigAndWeightErrorsNameTheFieldOrTensor) {
                               ": field 'num_key_value_heads': must divide num_attention_heads");
 }
 
-const char* kBf16Config = R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 128,
-  "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-  "num_key_value_heads": 2, "head_dim": 32, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-  "tie_word_embeddings": true, "hidden_act": "silu"})";
-
-std::vector<std::vector<int64_t>> bf16_sequences() {
-  std::vector<std::vector<int64_t>> seqs;
-  for (int len : {5, 40, 200}) {
-    std::vector<int64_t> s;
-    for (int i = 0; i < len; ++i) s.push_back((i * 37 + len) % 512);
-    seqs.push_back(s);
-  }
-  return seqs;
-}
-
-double bf16_max_diff(const std::vector<token_scores>& a, const std::vector<token_scores>& b) {
-  double worst = 0;
-  for (size_t s = 0; s < a.size(); ++s) {
-    worst = std::max(worst, (a[s].logprobs - b[s].logprobs).abs().max().item<double>());
-  }
-  return worst;
-}
+using testing::bf16_max_diff;
+using testing::bf16_sequences;
+using testing::kBf16Config;
 
 TEST(ModelBf16, CpuBf16IsCloseToFp32) {
   auto fp32 = decoder::random(kBf16Config, at::kFloat, at::kCPU, 5);

@@ -3,41 +3,22 @@
 
 #include <ATen/ATen.h>
 
-#include "actors/llm/model.hpp"
+#include "actors/llm/bf16_testing.hpp"
 
 namespace milesrt::llm {
 namespace {
 
-const char* kConfig = R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 128,
-  "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-  "num_key_value_heads": 2, "head_dim": 32, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-  "tie_word_embeddings": true, "hidden_act": "silu"})";
-
-std::vector<std::vector<int64_t>> sequences() {
-  std::vector<std::vector<int64_t>> seqs;
-  for (int len : {5, 40, 200}) {
-    std::vector<int64_t> s;
-    for (int i = 0; i < len; ++i) s.push_back((i * 37 + len) % 512);
-    seqs.push_back(s);
-  }
-  return seqs;
-}
-
-double max_diff(const std::vector<token_scores>& a, const std::vector<token_scores>& b) {
-  double worst = 0;
-  for (size_t s = 0; s < a.size(); ++s) {
-    worst = std::max(worst, (a[s].logprobs.to(at::kCPU) - b[s].logprobs.to(at::kCPU)).abs().max().item<double>());
-  }
-  return worst;
-}
+using testing::bf16_max_diff;
+using testing::bf16_sequences;
+using testing::kBf16Config;
 
 TEST(ModelCuda, Bf16IsCloseToCpuFp32AndItsPathsAgree) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  auto cpu = decoder::random(kConfig, at::kFloat, at::kCPU, 5);
-  auto gpu = decoder::random(kConfig, at::kBFloat16, at::Device(at::kCUDA, 0), 5);
-  auto seqs = sequences();
+  auto cpu = decoder::random(kBf16Config, at::kFloat, at::kCPU, 5);
+  auto gpu = decoder::random(kBf16Config, at::kBFloat16, at::Device(at::kCUDA, 0), 5);
+  auto seqs = bf16_sequences();
   auto on_gpu = gpu->score_sequences(seqs, 1.0);
-  auto d = max_diff(cpu->score_sequences(seqs, 1.0), on_gpu);
+  auto d = bf16_max_diff(cpu->score_sequences(seqs, 1.0), on_gpu);
   EXPECT_LT(d, 0.1);
   std::cout << "cuda bf16 vs cpu fp32: max |diff| = " << d << "\n";
   // Prefill then decode through a paged cache on the GPU.
