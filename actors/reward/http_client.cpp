@@ -1,0 +1,118 @@
+#include "actors/reward/http_client.hpp"
+
+#include <stdexcept>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+
+namespace milesrt::reward {
+namespace {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%gs", s);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<http_url> parse_http_url(const std::string& url, std::string& error) {
+  const std::string scheme = "http://";
+  if (url.rfind("https://", 0) == 0) {
+    error = "https is not supported (use http://)";
+    return std::nullopt;
+  }
+  if (url.rfind(scheme, 0) != 0) {
+    error = "not an http:// URL";
+    return std::nullopt;
+  }
+  http_url u;
+  std::string rest = url.substr(scheme.size());
+  size_t slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  if (slash != std::string::npos) u.target = rest.substr(slash);
+  size_t colon = authority.rfind(':');
+  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    u.port = authority.substr(colon + 1);
+    authority = authority.substr(0, colon);
+    if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos || std::stoul(u.port) > 65535) {
+      error = "bad port '" + u.port + "'";
+      return std::nullopt;
+    }
+  }
+  if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']') {
+    authority = authority.substr(1, authority.size() - 2);  // [::1]
+  }
+  if (authority.empty()) {
+    error = "no host";
+    return std::nullopt;
+  }
+  u.host = authority;
+  return u;
+}
+
+http_response http_post(const http_url& url, const std::string& body, std::chrono::duration<double> timeout) {
+  asio::io_context ioc;
+  tcp::resolver resolver(ioc);
+  beast::tcp_stream stream(ioc);
+  beast::flat_buffer buffer;
+  http::request<http::string_body> req{http::verb::post, url.target, 11};
+  req.set(http::field::host, url.host);
+  req.set(http::field::user_agent, "milesrt");
+  req.set(http::field::content_type, "application/json");
+  req.body() = body;
+  req.prepare_payload();
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+
+  // Every step is asynchronous so that one deadline covers resolve, connect, write and read.
+  beast::error_code failure;
+  std::string failed_step;
+  bool done = false;
+  auto fail = [&](beast::error_code ec, const char* step) {
+    failure = ec;
+    failed_step = step;
+  };
+  const auto deadline = std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  stream.expires_after(deadline);
+  resolver.async_resolve(url.host, url.port, [&](beast::error_code ec, tcp::resolver::results_type results) {
+    if (ec) return fail(ec, "resolve");
+    stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
+      if (ec) return fail(ec, "connect");
+      http::async_write(stream, req, [&](beast::error_code ec, size_t) {
+        if (ec) return fail(ec, "send");
+        http::async_read(stream, buffer, parser, [&](beast::error_code ec, size_t) {
+          if (ec) return fail(ec, "read the answer");
+          done = true;
+        });
+      });
+    });
+  });
+  ioc.run_for(deadline);
+  if (!done && !failure) {
+    resolver.cancel();
+    beast::error_code ignored;
+    stream.socket().close(ignored);
+    throw std::runtime_error("timed out after " + seconds_text(timeout.count()));
+  }
+  if (failure) {
+    if (failure == beast::error::timeout) {
+      throw std::runtime_error("timed out after " + seconds_text(timeout.count()) + " (" + failed_step + ")");
+    }
+    throw std::runtime_error("cannot " + failed_step + ": " + failure.message());
+  }
+  beast::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  auto res = parser.release();
+  return {res.result_int(), std::move(res.body())};
+}
+
+}  // namespace milesrt::reward

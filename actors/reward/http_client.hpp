@@ -1,0 +1,31 @@
+#pragma once
+/// A small blocking HTTP/1.1 client (Boost.Beast) for reward servers: POST a JSON body, get the
+/// answer, with a deadline per attempt. Call it from detached actors or plain threads only.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace milesrt::reward {
+
+/// http://host[:port][/path]
+struct http_url {
+  std::string host;
+  std::string port = "80";
+  std::string target = "/";
+};
+
+/// Parses an http:// URL; nullopt with `error` set when it is not one (https is not supported).
+std::optional<http_url> parse_http_url(const std::string& url, std::string& error);
+
+struct http_response {
+  unsigned status = 0;
+  std::string body;
+};
+
+/// POSTs `body` (application/json) and reads the answer, all within `timeout`. Throws
+/// std::runtime_error naming the problem ("timed out after 2s", "connection refused", ...).
+http_response http_post(const http_url& url, const std::string& body, std::chrono::duration<double> timeout);
+
+}  // namespace milesrt::reward

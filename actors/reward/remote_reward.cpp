@@ -1,0 +1,86 @@
+#include "actors/reward/remote_reward.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/reward/http_client.hpp"
+
+namespace milesrt::reward {
+
+std::string reward_request_body(const rollout::sample_group& group) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& s : group.samples) {
+    samples.push_back({{"prompt_ids", s.prompt}, {"output_ids", s.output}, {"text", s.text}});
+  }
+  nlohmann::json body = {{"group_id", group.group_id}, {"label", group.label}, {"samples", std::move(samples)}};
+  // Completions may cut a UTF-8 sequence in half: replace, do not throw.
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
+  auto snippet = [&] { return body.size() > 80 ? body.substr(0, 80) + "..." : body; };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error&) {
+    throw std::invalid_argument("the answer is not JSON: '" + snippet() + "'");
+  }
+  if (!j.is_object() || !j.contains("rewards") || !j["rewards"].is_array()) {
+    throw std::invalid_argument("the answer has no \"rewards\" array: '" + snippet() + "'");
+  }
+  const auto& rewards = j["rewards"];
+  if (rewards.size() != count) {
+    throw std::invalid_argument("the answer has " + std::to_string(rewards.size()) + " rewards for " +
+                                std::to_string(count) + " samples");
+  }
+  std::vector<float> out;
+  for (size_t i = 0; i < rewards.size(); ++i) {
+    if (!rewards[i].is_number()) {
+      throw std::invalid_argument("rewards[" + std::to_string(i) + "] is " + rewards[i].type_name() +
+                                  ", not a number");
+    }
+    out.push_back(rewards[i].get<float>());
+  }
+  return out;
+}
+
+std::vector<float> fetch_rewards(const remote_reward_config& config, const rollout::sample_group& group) {
+  const std::string where = "POST " + config.url + ": ";
+  std::string error;
+  auto url = parse_http_url(config.url, error);
+  if (!url) throw std::runtime_error(where + error);
+  const std::string body = reward_request_body(group);
+  const uint32_t attempts = config.retries + 1;
+  double backoff = config.backoff_seconds;
+  std::string last;
+  for (uint32_t attempt = 1; attempt <= attempts; ++attempt) {
+    if (attempt > 1) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      backoff = std::min(backoff * 2, 5.0);
+    }
+    http_response res;
+    try {
+      res = http_post(*url, body, std::chrono::duration<double>(config.timeout_seconds));
+    } catch (const std::runtime_error& e) {
+      last = e.what();
+      continue;
+    }
+    if (res.status >= 500) {
+      last = "HTTP " + std::to_string(res.status);
+      continue;
+    }
+    if (res.status != 200) throw std::runtime_error(where + "HTTP " + std::to_string(res.status));
+    try {
+      return parse_reward_answer(res.body, group.samples.size());
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(where + e.what());
+    }
+  }
+  throw std::runtime_error(where + last + " (" + std::to_string(attempts) +
+                           (attempts == 1 ? " attempt)" : " attempts)"));
+}
+
+}  // namespace milesrt::reward

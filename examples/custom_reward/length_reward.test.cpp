@@ -1,0 +1,55 @@
+// The plugin as milesrt loads it: dlopen the built library, run its init, spawn the kind, score
+// a group.
+#include "examples/custom_reward/length_reward.hpp"
+
+#include <gtest/gtest.h>
+
+#include "actors/reward/kind_testing.hpp"
+#include "actors/rollout/messages.hpp"
+#include "runtime/core/plugins.hpp"
+
+namespace milesrt::examples {
+namespace {
+using namespace milesrt::runtime;
+using namespace milesrt::kind_testing;
+using rollout::sample_group;
+
+TEST(LengthReward, ScoresByDistanceToTheTarget) {
+  EXPECT_DOUBLE_EQ(length_score(10, 10, 2), 2);
+  EXPECT_DOUBLE_EQ(length_score(5, 10, 1), 0.5);
+  EXPECT_DOUBLE_EQ(length_score(15, 10, 1), 0.5);
+  EXPECT_DOUBLE_EQ(length_score(30, 10, 1), 0);
+}
+
+TEST(LengthReward, RunsFromThePlugin) {
+  kind_registry kinds;
+  caf::actor_system_config unused;
+  ASSERT_EQ(load_plugin_file(MILESRT_CUSTOM_REWARD_PLUGIN, {&kinds, &unused}), "");
+  const auto* kind = kinds.find("length_reward");
+  ASSERT_NE(kind, nullptr);
+  EXPECT_EQ(kind->outputs[0].type, "llm.scored_group");
+  test_system system(kinds);
+  actor_setup s;
+  s.store = std::make_shared<process_store>();
+  s.params = {{"target_length", int64_t{4}}, {"scale", 1.0}};
+  auto a = kind->spawn(system.sys(), s);
+  sample_group g{1, "", {}};
+  for (size_t n : {4, 2, 8}) {
+    rollout::sample_msg m;
+    m.output.assign(n, 7);
+    g.samples.push_back(m);
+  }
+  auto reply = ask<node_reply>(system.sys(), a, process_atom::value, std::string("groups"), wrap(g, 3));
+  ASSERT_TRUE(reply) << system.sys().render(reply.error());
+  ASSERT_EQ(reply->outputs.size(), 1u);
+  EXPECT_EQ(reply->outputs[0].port, "scored");
+  EXPECT_EQ(reply->outputs[0].item.origin, 3u);
+  auto scored = reply->outputs[0].item.payload.get_as<sample_group>(0);
+  EXPECT_FLOAT_EQ(scored.samples[0].reward, 1.0f);
+  EXPECT_FLOAT_EQ(scored.samples[1].reward, 0.5f);
+  EXPECT_FLOAT_EQ(scored.samples[2].reward, 0.0f);
+  EXPECT_DOUBLE_EQ(reply->metrics.at("reward_mean"), 0.5);
+}
+
+}  // namespace
+}  // namespace milesrt::examples
