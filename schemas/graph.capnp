@@ -37,6 +37,12 @@ struct ActorSpec {
     # Named typed values, checked against the parameter list the kind declares.
     # Each built-in kind with its own params struct (schemas/<kind>.capnp) adds a member here.
     rollout @7 :import "/milesrt/rollout.capnp".RolloutParams;
+    trainer @8 :import "/milesrt/trainer.capnp".TrainerParams;
+    publisher @9 :import "/milesrt/publisher.capnp".PublisherParams;
+    data @10 :import "/milesrt/data.capnp".DataParams;
+    mathReward @11 :import "/milesrt/reward.capnp".MathRewardParams;
+    remoteReward @12 :import "/milesrt/reward.capnp".RemoteRewardParams;
+    groupFilter @13 :import "/milesrt/reward.capnp".GroupFilterParams;
   }
   deadlineSeconds @6 :Float64 = 0;
   # Deadline of each request to this actor; 0 = the run's deadlineSeconds.

@@ -24,14 +24,27 @@ flat_params::flat_params(const std::vector<std::pair<std::string, std::vector<in
     total += n;
   }
   buffer_ = at::zeros({total}, at::TensorOptions().dtype(dtype).device(device));
-  int64_t offset = 0;
   for (const auto& [name, shape] : specs) {
+    names_.push_back(name);
+    shapes_.push_back(shape);
+  }
+  rebuild_views();
+}
+
+void flat_params::rebuild_views() {
+  views_.clear();
+  int64_t offset = 0;
+  for (const auto& shape : shapes_) {
     int64_t n = 1;
     for (auto s : shape) n *= s;
-    names_.push_back(name);
     views_.push_back(buffer_.narrow(0, offset, n).view(shape));
     offset += n;
   }
+}
+
+void flat_params::enable_grad() {
+  if (!buffer_.requires_grad()) buffer_.requires_grad_(true);
+  rebuild_views();
 }
 
 const at::Tensor& flat_params::get(const std::string& name) const {
@@ -220,7 +233,7 @@ std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::Sca
 void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << config_json_;
-  auto cpu = params_->buffer().to(at::kCPU).contiguous();
+  auto cpu = params_->buffer().detach().to(at::kCPU).contiguous();
   // Views into the CPU copy, in the same order and layout as the flat buffer.
   std::vector<tensor_bytes> tensors;
   int64_t offset = 0;
@@ -237,6 +250,15 @@ void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
     tensors.push_back(t);
   }
   write_safetensors(dir, tensors, max_shard_bytes);
+}
+
+void decoder::set_params(std::shared_ptr<flat_params> p) {
+  TORCH_CHECK(p != nullptr, "set_params: no parameters");
+  TORCH_CHECK(p->names() == params_->names() && p->shapes() == params_->shapes(),
+              "set_params: the parameters do not have this model's names and shapes");
+  TORCH_CHECK(p->buffer().scalar_type() == dtype_ && p->buffer().device() == device_,
+              "set_params: the parameters have another dtype or device");
+  params_ = std::move(p);
 }
 
 kv_cache decoder::make_cache(int64_t num_blocks, int64_t block_size) const {

@@ -36,11 +36,19 @@ class flat_params {
   /// The flat buffer itself.
   const at::Tensor& buffer() const { return buffer_; }
   const std::vector<std::string>& names() const { return names_; }
+  /// For training: makes the buffer a leaf that requires grad (its .grad() is then the one flat
+  /// gradient of all parameters) and makes the views again so that they derive from it.
+  void enable_grad();
+  /// Makes the views again (after the buffer was replaced or updated in place).
+  void rebuild_views();
+  /// The shape of each parameter, in order.
+  const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
 
  private:
   at::Tensor buffer_;
   std::vector<std::string> names_;
   std::vector<at::Tensor> views_;
+  std::vector<std::vector<int64_t>> shapes_;
 };
 
 /// The paged-KV interface. Per layer, K and V are [num_blocks * block_size, num_kv_heads,
@@ -93,6 +101,14 @@ class decoder {
 
   const model_config& config() const { return config_; }
   const flat_params& params() const { return *params_; }
+  flat_params& mutable_params() { return *params_; }
+  /// The parameters as a shared object: a colocated engine may use the trainer's own.
+  std::shared_ptr<flat_params> shared_params() const { return params_; }
+  /// Uses `p` (same names and shapes, any buffer) as this model's parameters from now on.
+  void set_params(std::shared_ptr<flat_params> p);
+  const std::string& config_json() const { return config_json_; }
+  at::ScalarType dtype() const { return dtype_; }
+  at::Device device() const { return device_; }
 
   /// One packed pass over all segments (both paths).
   forward_result forward(const std::vector<segment>& segments, const forward_options& opt) const;
@@ -122,7 +138,7 @@ class decoder {
 
   model_config config_;
   std::string config_json_;
-  std::unique_ptr<flat_params> params_;
+  std::shared_ptr<flat_params> params_;
   at::ScalarType dtype_;
   at::Device device_;
   at::Tensor inv_freq_;

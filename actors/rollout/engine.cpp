@@ -1,6 +1,7 @@
 #include "actors/rollout/engine.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <numeric>
@@ -136,6 +137,8 @@ sample engine::finish(sequence& s, const std::string& reason) {
 }
 
 std::vector<sample> engine::step() {
+  // The model may share a trainer's parameters, which require grad: build no autograd graph.
+  at::NoGradGuard no_grad;
   std::vector<sample> finished;
   int64_t budget = config_.max_tokens_per_step;
   std::vector<std::pair<sequence*, int64_t>> plan;  // filled after running_ stops changing

@@ -13,18 +13,23 @@
 
 namespace milesrt::rollout {
 
-/// One prompt of a group (port type "llm.prompt"): token ids, or chat messages (a JSON array)
-/// that the rollout renders with its chat template and tokenizes.
+/// One prompt of a group (port type "llm.prompt"): token ids, chat messages (a JSON array) that
+/// the rollout renders with its chat template and tokenizes, or plain text tokenized as it is.
+/// The first of ids / messages_json / text that is set is used. For SFT, `response` holds the
+/// target completion as text.
 struct prompt_msg {
   uint64_t group_id = 0;
   std::vector<int64_t> ids;
   std::string label;  ///< the reference answer, for reward actors
   std::string messages_json;
+  std::string text;
+  std::string response;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prompt_msg& x) {
-  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label, x.messages_json);
+  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label, x.messages_json,
+           x.text, x.response);
 }
 
 /// One sampled completion.
@@ -35,15 +40,22 @@ struct sample_msg {
   std::vector<uint64_t> versions;   ///< per output token
   std::vector<int64_t> experts;     ///< MoE: per token of prompt+output-1, per layer, top-k (flat)
   std::string finish_reason;
+  std::string text;                 ///< the output decoded (special tokens skipped); "" without a tokenizer
+  // Filled by later stages (port type "llm.scored_group" and after):
+  float reward = 0;                   ///< the reward actor's score
+  std::vector<float> ref_logprobs;    ///< a reference model's log-probs of the output tokens
+  std::vector<float> values;          ///< a critic's value estimate before each output token
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sample_msg& x) {
   return f(caf::meta::type_name("sample_msg"), x.prompt, x.output, x.logprobs, x.versions,
-           x.experts, x.finish_reason);
+           x.experts, x.finish_reason, x.text, x.reward, x.ref_logprobs, x.values);
 }
 
-/// The n samples of one prompt (port type "llm.sample_group").
+/// The n samples of one prompt. The same struct travels on three port types, so that the graph
+/// says what has been done to it: "llm.sample_group" (sampled), "llm.scored_group" (rewards set,
+/// maybe reference log-probs and values), which the trainer consumes.
 struct sample_group {
   uint64_t group_id = 0;
   std::string label;
@@ -57,7 +69,8 @@ typename Inspector::result_type inspect(Inspector& f, sample_group& x) {
 
 }  // namespace milesrt::rollout
 
-// Built-in kinds own [first + 100, first + 1000) in blocks of 100; rollout has the first.
+// Built-in kinds own [first + 100, first + 1000) in blocks of 100: rollout +100, publisher +200,
+// trainer +300, reward +400, data +500.
 CAF_BEGIN_TYPE_ID_BLOCK(milesrt_rollout, caf::first_custom_type_id + 100)
 CAF_ADD_TYPE_ID(milesrt_rollout, (milesrt::rollout::prompt_msg))
 CAF_ADD_TYPE_ID(milesrt_rollout, (milesrt::rollout::sample_msg))

@@ -5,6 +5,8 @@
 #include <caf/all.hpp>
 
 #include "actors/llm/model.hpp"
+#include "actors/publisher/apply.hpp"
+#include "actors/publisher/messages.hpp"
 #include "actors/rollout/engine.hpp"
 #include "actors/rollout/messages.hpp"
 #include "actors/rollout/text_codec.hpp"
@@ -34,12 +36,15 @@ struct rollout_state {
   sampling_params base;
   pause_mode mode = pause_mode::retract;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
+  std::shared_ptr<runtime::process_store> store;
+  publisher::receiver receiver;  ///< what this engine holds of the published versions
   uint64_t next_request = 1;
   bool stepping = false;
 };
 
-sample_msg to_msg(const sample& s) {
+sample_msg to_msg(const sample& s, const text_codec* codec) {
   sample_msg m;
+  if (codec) m.text = codec->decode(s.output);
   m.prompt = s.prompt;
   m.output = s.output;
   m.logprobs = s.logprobs;
@@ -55,7 +60,7 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
   for (const auto& s : done) {
     auto it = st.groups.find(s.request_id);
     if (it == st.groups.end()) continue;
-    it->second.samples.push_back(to_msg(s));
+    it->second.samples.push_back(to_msg(s, st.codec.get()));
     if (static_cast<int64_t>(it->second.samples.size()) < st.base.n) continue;
     auto& g = it->second;
     sample_group group{g.group_id, g.label, std::move(g.samples)};
@@ -94,8 +99,10 @@ void schedule_step(rollout_actor::stateful_pointer<rollout_state> self) {
 rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
                                         std::shared_ptr<llm::decoder> model_holder,
                                         std::shared_ptr<text_codec> codec, engine_config cfg,
-                                        sampling_params base, pause_mode mode) {
+                                        sampling_params base, pause_mode mode,
+                                        std::shared_ptr<runtime::process_store> store) {
   auto& st = self->state;
+  st.store = std::move(store);
   st.model = std::move(model_holder);
   st.codec = std::move(codec);
   st.eng = std::make_unique<engine>(*st.model, cfg);
@@ -107,8 +114,23 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
         if (port == "weights") {
           uint64_t version = e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0)
                                                                   : e.max_version;
+          node_reply reply;
+          if (e.payload.match_elements<publisher::weights_update>()) {
+            const auto& u = e.payload.get_as<publisher::weights_update>(0);
+            version = u.version;
+            try {
+              auto t0 = std::chrono::steady_clock::now();
+              s.receiver.apply(*s.model, u, *s.store);
+              reply.metrics["publish_apply_seconds"] =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            } catch (const std::exception& ex) {
+              return caf::make_error(caf::sec::runtime_error,
+                                     "rollout: cannot apply weights version " + std::to_string(u.version) +
+                                         " (" + u.transport + "): " + ex.what());
+            }
+          }
           deliver_complete(self, s.eng->update_weights(version, s.mode));
-          return node_reply{};
+          return reply;
         }
         if (!e.payload.match_elements<prompt_msg>()) {
           return caf::make_error(caf::sec::unexpected_message, "rollout: port 'prompts' expects a prompt_msg");
@@ -123,7 +145,11 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           if (r.prompt.empty() && !p.messages_json.empty()) {
             if (!s.codec) throw std::invalid_argument("chat messages need a tokenizer.json in the model folder");
             r.prompt = s.codec->encode(s.codec->render(p.messages_json));
+          } else if (r.prompt.empty() && !p.text.empty()) {
+            if (!s.codec) throw std::invalid_argument("text prompts need a tokenizer.json in the model folder");
+            r.prompt = s.codec->encode(p.text);
           }
+          if (r.prompt.empty()) throw std::invalid_argument("group " + std::to_string(p.group_id) + " has an empty prompt");
           s.eng->add(r);
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
@@ -162,7 +188,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.summary = "samples groups of completions with the rollout engine";
   k.role = role::stage;
   k.inputs = {{"prompts", "llm.prompt", "one prompt per group"},
-              {"weights", "llm.weights", "a new weight version (the parameters are updated in place)"}};
+              {"weights", "llm.weights", "a new weight version from a publisher"}};
   k.outputs = {{"groups", "llm.sample_group", "the samples of one prompt"}};
   k.params_member = "rollout";
   k.check_params = [](capnp::DynamicStruct::Reader reader) {
@@ -220,9 +246,10 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     auto holder = std::shared_ptr<llm::decoder>(model.release());
     // Engine steps are heavy: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(
-        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode));
+        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, s.store));
   };
   registry.add(k);
+  // The publisher's types (weights_update) are added by the publisher kind.
   registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_rollout>(); });
 }
 

@@ -10,6 +10,11 @@
 #include "actors/llm/tokenize_command.hpp"
 #include "actors/rollout/generate_command.hpp"
 #include "actors/rollout/rollout_kind.hpp"
+#include "actors/buffer/group_filter_kind.hpp"
+#include "actors/data/data_kind.hpp"
+#include "actors/publisher/publisher_kind.hpp"
+#include "actors/reward/reward_kinds.hpp"
+#include "actors/trainer/trainer_kind.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/core/kind.hpp"
@@ -29,9 +34,14 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   using namespace milesrt;
-  // The registry of built-in actor kinds; the actors/ folders add theirs here as they land.
+  // The registry of built-in actor kinds, in the dataflow's order.
   runtime::kind_registry kinds;
+  data::register_data_kind(kinds);
   rollout::register_rollout_kind(kinds);
+  reward::register_reward_kinds(kinds);
+  buffer::register_group_filter_kind(kinds);
+  trainer::register_trainer_kind(kinds);
+  publisher::register_publisher_kind(kinds);
   cli::context ctx{std::cout, std::cerr, {}, &kinds};
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
   std::vector<cli::command> commands = {

@@ -15,6 +15,8 @@
 #include <caf/fwd.hpp>
 #include <capnp/dynamic.h>
 
+#include "runtime/core/process_store.hpp"
+
 namespace milesrt::runtime {
 
 /// How the schedule driver talks to an actor of the kind (see messages.hpp for the requests).
@@ -56,6 +58,11 @@ struct actor_setup {
   uint32_t replica = 0;  ///< 0 .. replicas-1
   uint64_t seed = 0;     ///< the run's seed; kinds derive their own streams from it
   std::filesystem::path run_dir;
+  bool async_schedule = false;  ///< the graph's schedule is async (else sync lockstep)
+  uint64_t steps = 0;           ///< the run's training steps
+  uint32_t batch_size = 1;      ///< items per training step
+  /// Shared with the other actors of this process (never null).
+  std::shared_ptr<process_store> store;
   /// Custom parameters after defaults, keyed by name (empty for kinds with a params struct).
   std::map<std::string, param_value> params;
   /// The kind's params struct (a member of ActorSpec.params, or its defaults when the graph says

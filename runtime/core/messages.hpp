@@ -70,15 +70,18 @@ typename Inspector::result_type inspect(Inspector& f, node_reply& x) {
 }
 
 /// The reply to `train`: the learner's new version, what it emits (e.g. its weights), metrics.
+/// A non-empty `stop` ends the run after this step (e.g. early stopping), with `stop` as the
+/// reason the run reports.
 struct train_reply {
   uint64_t version = 0;
   std::vector<output> outputs;
   metric_map metrics;
+  std::string stop;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_reply& x) {
-  return f(caf::meta::type_name("train_reply"), x.version, x.outputs, x.metrics);
+  return f(caf::meta::type_name("train_reply"), x.version, x.outputs, x.metrics, x.stop);
 }
 
 /// An actor's state for a checkpoint, in a format of the kind's choosing.

@@ -436,6 +436,12 @@ void try_train(driver self) {
               s.checkpoint_due = s.step;
             }
             if (s.opts.on_step) s.opts.on_step(rec);
+            if (!reply.stop.empty()) {
+              // The learner ends the run: nothing new is admitted, in-flight work drains.
+              s.note = "actor '" + s.nodes[learner].plan.name + "' stopped the run after step " +
+                       std::to_string(s.step) + ": " + reply.stop;
+              s.plan.steps = s.step;
+            }
             after_progress(self);
           },
           [=](caf::error& err) {

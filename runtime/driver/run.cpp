@@ -15,8 +15,13 @@ namespace milesrt::runtime {
 namespace fs = std::filesystem;
 
 actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
-                       const kind_descriptor& kind, uint32_t replica, const fs::path& run_dir) {
+                       const kind_descriptor& kind, uint32_t replica, const fs::path& run_dir,
+                       std::shared_ptr<process_store> store) {
   actor_setup s;
+  s.store = store ? std::move(store) : std::make_shared<process_store>();
+  s.async_schedule = g.reader().getSchedule().isAsync();
+  s.steps = g.reader().getRun().getSteps();
+  s.batch_size = std::max<uint32_t>(1, g.reader().getRun().getBatchSize());
   s.name = actor.getName();
   s.replica = replica;
   s.seed = g.reader().getRun().getSeed();
@@ -51,6 +56,7 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   }
 
   std::map<std::string, size_t> index;
+  auto store = std::make_shared<process_store>();  // this process's actors share it
   for (auto actor : r.getActors()) {
     const kind_descriptor* kind = kinds.find(actor.getKind());
     node_plan n;
@@ -60,9 +66,9 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     double secs = actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds()
                                                  : run.getDeadlineSeconds();
     n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
-    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote,
+    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store,
                       placement = n.placement](uint32_t replica) -> caf::actor {
-      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir));
+      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store));
       if (!remote) {
         throw std::runtime_error("actor '" + std::string(actor.getName()) +
                                  "' is placed on worker '" + placement +

@@ -23,7 +23,8 @@ using remote_spawner = std::function<caf::actor(const std::string& worker, const
 /// The setup of one replica of `actor`, as its kind's factory receives it.
 actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
                        const kind_descriptor& kind, uint32_t replica,
-                       const std::filesystem::path& run_dir);
+                       const std::filesystem::path& run_dir,
+                       std::shared_ptr<process_store> store);
 
 /// Spawns every actor (locally, or through `remote` for placed ones) and builds the routes.
 /// Throws std::runtime_error naming the actor when a spawn fails. `g` must outlive the run.

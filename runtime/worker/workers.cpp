@@ -70,6 +70,7 @@ namespace {
 
 struct host_state {
   std::vector<caf::actor> children;
+  std::shared_ptr<process_store> store = std::make_shared<process_store>();
 };
 
 caf::behavior worker_host(caf::stateful_actor<host_state>* self, const kind_registry* kinds,
@@ -93,7 +94,8 @@ caf::behavior worker_host(caf::stateful_actor<host_state>* self, const kind_regi
                                          "' (start it with --plugin LIB)");
             }
             auto setup = make_setup(*g, actor, *kind, req.replica,
-                                    std::string(g->reader().getRun().getDir()));
+                                    std::string(g->reader().getRun().getDir()),
+                                    self->state.store);
             auto spawned = kind->spawn(self->system(), setup);
             self->state.children.push_back(spawned);
             return spawned;

@@ -1,0 +1,84 @@
+#include "actors/publisher/apply.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <caf/all.hpp>
+
+#include "actors/publisher/disk_delta.hpp"
+#include "actors/publisher/ipc.hpp"
+#include "actors/publisher/tensor_hash.hpp"
+
+namespace milesrt::publisher {
+
+
+receiver::receiver() = default;
+receiver::~receiver() = default;
+receiver::receiver(receiver&&) noexcept = default;
+receiver& receiver::operator=(receiver&&) noexcept = default;
+
+namespace {
+
+std::shared_ptr<llm::flat_params> copy_layout(const llm::flat_params& like, at::ScalarType dtype,
+                                              at::Device device) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+  for (size_t i = 0; i < like.names().size(); ++i) specs.push_back({like.names()[i], like.shapes()[i]});
+  return std::make_shared<llm::flat_params>(specs, dtype, device);
+}
+
+
+}  // namespace
+
+void receiver::apply(llm::decoder& model, const weights_update& u, runtime::process_store& store) {
+  at::NoGradGuard no_grad;
+  if (u.version < version_) {
+    throw std::runtime_error("version " + std::to_string(u.version) + " is older than the " +
+                             std::to_string(version_) + " the engine holds");
+  }
+  bool verify = !u.hashes.empty();
+  if (u.transport == "colocated") {
+    auto src = store.get<llm::flat_params>("weights/" + u.channel);
+    if (!src) {
+      throw std::runtime_error("no trainer '" + u.channel + "' in this process: colocated publishing needs "
+                               "the trainer and the engine in one process (the same placement)");
+    }
+    if (u.share && src->buffer().scalar_type() == model.dtype() && src->buffer().device() == model.device()) {
+      // Sync schedule: the engine reads the trainer's own weights; nothing is copied.
+      if (model.shared_params() != src) model.set_params(src);
+      verify = false;
+    } else {
+      // Async (or another dtype/device): one flat copy into the engine's own buffer.
+      if (model.shared_params() == src) model.set_params(copy_layout(*src, model.dtype(), model.device()));
+      model.mutable_params().buffer().detach().copy_(src->buffer().detach());
+      if (src->buffer().scalar_type() != model.dtype()) verify = false;  // hashes are of the trainer's dtype
+    }
+  } else if (u.transport == "disk_delta") {
+    if (!delta_) delta_ = std::make_unique<delta_reader>();
+    try {
+      delta_->apply(model.mutable_params(), u.location, version_, u.version);
+    } catch (const delta_error& e) {
+      // Refused (corrupt or missing): ask the publisher for a full copy of this version.
+      if (!u.publisher) throw;
+      caf::scoped_actor self{u.publisher->home_system()};
+      std::string error;
+      self->request(u.publisher, std::chrono::seconds(120), fullcopy_atom::value, u.version)
+          .receive([](const std::string&) {},
+                   [&](caf::error& err) { error = self->system().render(err); });
+      if (!error.empty()) {
+        throw std::runtime_error(std::string(e.what()) + "; the full copy could not be had: " + error);
+      }
+      delta_->apply_full(model.mutable_params(), u.location, u.version);
+      full_copies_++;
+    }
+  } else if (u.transport == "ipc") {
+    shm_receiver shm(u.location);
+    shm.apply(model.mutable_params(), u.version, std::chrono::seconds(60));
+  } else {
+    throw std::runtime_error("transport '" + u.transport + "' cannot be applied by this engine");
+  }
+  if (verify) verify_weights(model.params(), u.hashes);
+  model.mutable_params().rebuild_views();
+  version_ = u.version;
+}
+
+}  // namespace milesrt::publisher

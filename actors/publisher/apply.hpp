@@ -1,0 +1,37 @@
+#pragma once
+/// The engine side of weight publishing: applies a weights_update, whatever its transport, to a
+/// model, and verifies it.
+
+#include <cstdint>
+#include <memory>
+
+#include "actors/llm/model.hpp"
+#include "actors/publisher/messages.hpp"
+#include "runtime/core/process_store.hpp"
+
+namespace milesrt::publisher {
+
+class delta_reader;
+
+class receiver {
+ public:
+  receiver();
+  ~receiver();
+  receiver(receiver&&) noexcept;
+  receiver& operator=(receiver&&) noexcept;
+  /// Brings `model` to version u.version. Throws naming the transport and what is wrong; on a
+  /// failure the model keeps the version it had (disk_delta asks the publisher for a full copy
+  /// first).
+  void apply(llm::decoder& model, const weights_update& u, runtime::process_store& store);
+  /// The version the model holds (0 = as loaded).
+  uint64_t version() const { return version_; }
+  /// Full copies fetched after a delta could not be applied.
+  uint64_t full_copies() const { return full_copies_; }
+
+ private:
+  uint64_t version_ = 0;
+  uint64_t full_copies_ = 0;
+  std::unique_ptr<delta_reader> delta_;
+};
+
+}  // namespace milesrt::publisher

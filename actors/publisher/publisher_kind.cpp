@@ -1,0 +1,165 @@
+#include "actors/publisher/publisher_kind.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <chrono>
+
+#include "actors/publisher/disk_delta.hpp"
+#include "actors/publisher/ipc.hpp"
+#include "actors/publisher/messages.hpp"
+#include "actors/publisher/tensor_hash.hpp"
+#include "milesrt/publisher.capnp.h"
+#include "runtime/core/interfaces.hpp"
+
+namespace milesrt::publisher {
+namespace {
+using namespace milesrt::runtime;
+namespace fs = std::filesystem;
+
+using publisher_actor =
+    stage_actor::extend<caf::replies_to<fullcopy_atom, uint64_t>::with<std::string>>;
+
+struct publisher_state {
+  std::string name;
+  std::string transport;
+  bool verify = true;
+  bool async = false;
+  std::shared_ptr<process_store> store;
+  fs::path dir;
+  uint32_t full_every = 0;
+  std::unique_ptr<delta_writer> writer;
+  std::unique_ptr<shm_publisher> shm;
+  std::shared_ptr<llm::flat_params> last;  ///< the trainer weights of the last publish
+};
+
+std::string transport_name(schema::PublisherParams::Transport t) {
+  switch (t) {
+    case schema::PublisherParams::Transport::COLOCATED: return "colocated";
+    case schema::PublisherParams::Transport::IPC: return "ipc";
+    case schema::PublisherParams::Transport::BROADCAST: return "broadcast";
+    case schema::PublisherParams::Transport::P2P: return "p2p";
+    case schema::PublisherParams::Transport::DISK_DELTA: return "disk_delta";
+  }
+  return "?";
+}
+
+publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<publisher_state> self,
+                                            std::shared_ptr<publisher_state> init) {
+  self->state = std::move(*init);
+  return {
+      [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
+        auto& st = self->state;
+        if (port != "weights" || !e.payload.match_elements<weights_ref>()) {
+          return caf::make_error(caf::sec::unexpected_message,
+                                 "publisher '" + st.name + "': port '" + port + "' expects a weights_ref");
+        }
+        const auto& ref = e.payload.get_as<weights_ref>(0);
+        auto src = st.store->get<llm::flat_params>("weights/" + ref.channel);
+        if (!src) {
+          return caf::make_error(caf::sec::runtime_error,
+                                 "publisher '" + st.name + "': no trainer '" + ref.channel +
+                                     "' in this process (place the publisher with the trainer)");
+        }
+        st.last = src;
+        const auto t0 = std::chrono::steady_clock::now();
+        weights_update u;
+        u.version = ref.version;
+        u.transport = st.transport;
+        u.channel = ref.channel;
+        u.pid = static_cast<int64_t>(::getpid());
+        u.publisher = caf::actor_cast<caf::actor>(self);
+        node_reply reply;
+        try {
+          at::NoGradGuard no_grad;
+          const bool share = st.transport == "colocated" && !st.async;
+          if (st.verify && !share) u.hashes = param_hashes(*src);
+          if (st.transport == "colocated") {
+            u.share = share;
+          } else if (st.transport == "disk_delta") {
+            if (!st.writer) st.writer = std::make_unique<delta_writer>(st.dir, st.full_every);
+            st.writer->publish(*src, ref.version);
+            u.location = st.dir.string();
+          } else if (st.transport == "ipc") {
+            const size_t bytes = src->buffer().numel() * src->buffer().element_size();
+            if (!st.shm) {
+              u.location = "/milesrt-" + std::to_string(::getpid()) + "-" + st.name;
+              st.shm = std::make_unique<shm_publisher>(u.location, bytes);
+            }
+            u.location = "/milesrt-" + std::to_string(::getpid()) + "-" + st.name;
+            st.shm->publish(*src, ref.version);
+          } else {
+            throw std::runtime_error("transport '" + st.transport + "' needs NCCL ranks on several GPUs");
+          }
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "', version " +
+                                                              std::to_string(ref.version) + ": " + ex.what());
+        }
+        reply.metrics["publish_seconds"] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        reply.metrics["publish_bytes"] = static_cast<double>(src->buffer().numel() * src->buffer().element_size());
+        envelope out;
+        out.min_version = out.max_version = ref.version;
+        out.payload = caf::make_message(std::move(u));
+        reply.outputs.push_back({"updates", std::move(out)});
+        return reply;
+      },
+      [=](fullcopy_atom, uint64_t version) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (!st.writer || !st.last) {
+          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "' has published nothing on disk");
+        }
+        try {
+          return st.writer->write_full(*st.last, version).string();
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': " + ex.what());
+        }
+      },
+      [=](snapshot_atom, const std::string&) { return actor_state{}; },
+      [=](restore_atom, const std::string&, const actor_state&) { return true; },
+  };
+}
+
+std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+  auto p = reader.as<schema::PublisherParams>();
+  std::vector<std::string> problems;
+  auto t = p.getTransport();
+  if (t == schema::PublisherParams::Transport::BROADCAST || t == schema::PublisherParams::Transport::P2P) {
+    problems.push_back("transport: " + transport_name(t) +
+                       " moves weights between processes on several GPUs over NCCL; this build runs "
+                       "colocated, ipc and diskDelta (the multi-GPU layout is not runnable yet)");
+  }
+  return problems;
+}
+
+}  // namespace
+
+void register_publisher_kind(kind_registry& registry) {
+  kind_descriptor k;
+  k.name = "publisher";
+  k.summary = "moves each trained version to the rollout engines (colocated, ipc, disk_delta)";
+  k.role = role::stage;
+  k.inputs = {{"weights", "llm.trained_weights", "a new version from the trainer"}};
+  k.outputs = {{"updates", "llm.weights", "what each engine applies"}};
+  k.params_member = "publisher";
+  k.check_params = check;
+  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
+    auto p = s.params_struct->as<schema::PublisherParams>();
+    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.publisher." + problem);
+    auto init = std::make_shared<publisher_state>();
+    init->name = s.name;
+    init->transport = transport_name(p.getTransport());
+    init->verify = p.getVerify();
+    init->async = s.async_schedule;
+    init->store = s.store;
+    init->full_every = p.getFullEvery();
+    init->dir = p.getDir().size() ? fs::path(std::string(p.getDir())) : s.run_dir / "weights";
+    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(publisher_fn, init));
+  };
+  registry.add(k);
+  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_publisher>(); });
+}
+
+}  // namespace milesrt::publisher

@@ -1,0 +1,310 @@
+#include "actors/trainer/trainer_kind.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <sstream>
+
+#include "actors/data/jsonl_dataset.hpp"
+#include "actors/publisher/messages.hpp"
+#include "actors/rollout/messages.hpp"
+#include "actors/rollout/text_codec.hpp"
+#include "actors/trainer/evaluation.hpp"
+#include "actors/trainer/trainer_core.hpp"
+#include "milesrt/trainer.capnp.h"
+#include "runtime/core/interfaces.hpp"
+
+namespace milesrt::trainer {
+namespace {
+using namespace milesrt::runtime;
+namespace fs = std::filesystem;
+
+struct eval_settings {
+  std::vector<data::data_record> records;
+  uint32_t interval = 0, patience = 0;
+  int64_t max_new_tokens = 16;
+  size_t limit = 0;
+  fs::path export_dir;
+};
+
+struct trainer_state {
+  std::unique_ptr<policy_trainer> core;
+  std::shared_ptr<rollout::text_codec> codec;
+  std::string name;
+  uint64_t version = 0;
+  uint64_t total_steps = 0;
+  eval_settings eval;
+  double best_accuracy = -1;
+  uint64_t best_step = 0;
+  uint32_t evals_since_best = 0;
+};
+
+/// The actor's small state for checkpoints (the model and optimizer go to files).
+std::vector<uint8_t> encode_state(const trainer_state& st) {
+  std::ostringstream out;
+  out.precision(17);
+  out << "trainer-state 1 " << st.version << ' ' << st.best_accuracy << ' ' << st.best_step << ' '
+      << st.evals_since_best;
+  auto s = out.str();
+  return {s.begin(), s.end()};
+}
+
+bool decode_state(trainer_state& st, const std::vector<uint8_t>& bytes) {
+  std::istringstream in(std::string(bytes.begin(), bytes.end()));
+  std::string tag;
+  int format = 0;
+  in >> tag >> format >> st.version >> st.best_accuracy >> st.best_step >> st.evals_since_best;
+  return tag == "trainer-state" && format == 1 && !in.fail();
+}
+
+std::vector<int64_t> tokenize_prompt(const trainer_state& st, const rollout::prompt_msg& p) {
+  if (!p.ids.empty()) return p.ids;
+  if (!st.codec) throw std::invalid_argument("SFT items need a tokenizer.json in the trainer's model folder");
+  if (!p.messages_json.empty()) return st.codec->encode(st.codec->render(p.messages_json));
+  return st.codec->encode(p.text);
+}
+
+/// The batch's items as training sequences: scored groups (RL) or prompts with a response (SFT).
+std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vector<envelope>& batch,
+                                         std::map<std::string, double>& metrics) {
+  std::vector<train_sequence> out;
+  double correct = 0, samples = 0;
+  for (size_t g = 0; g < batch.size(); ++g) {
+    const auto& payload = batch[g].payload;
+    if (payload.match_elements<rollout::sample_group>()) {
+      const auto& group = payload.get_as<rollout::sample_group>(0);
+      for (const auto& s : group.samples) {
+        train_sequence t;
+        t.prompt = s.prompt;
+        t.output = s.output;
+        t.rollout_logprobs = s.logprobs;
+        t.ref_logprobs = s.ref_logprobs;
+        t.values = s.values;
+        t.experts = s.experts;
+        t.reward = s.reward;
+        t.group = static_cast<int64_t>(g);
+        out.push_back(std::move(t));
+        samples += 1;
+      }
+    } else if (payload.match_elements<rollout::prompt_msg>()) {
+      const auto& p = payload.get_as<rollout::prompt_msg>(0);
+      if (p.response.empty()) {
+        throw std::invalid_argument("SFT item of group " + std::to_string(p.group_id) + " has no response");
+      }
+      train_sequence t;
+      t.prompt = tokenize_prompt(st, p);
+      t.output = st.codec->encode(p.response);
+      if (auto eos = st.codec->eos()) t.output.push_back(*eos);
+      t.group = static_cast<int64_t>(g);
+      out.push_back(std::move(t));
+    } else {
+      throw std::invalid_argument("item " + std::to_string(batch[g].origin) +
+                                  " is neither a scored group nor a prompt: " + to_string(payload));
+    }
+  }
+  (void)correct;
+  return out;
+}
+
+learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_state> self,
+                                        std::shared_ptr<trainer_state> init) {
+  self->state = std::move(*init);
+  return {
+      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
+        auto& st = self->state;
+        train_reply reply;
+        try {
+          auto seqs = to_sequences(st, batch, reply.metrics);
+          auto m = st.core->train(seqs);
+          reply.metrics.insert(m.begin(), m.end());
+          st.version = step;
+          auto& ev = st.eval;
+          if (ev.interval > 0 && !ev.records.empty() && st.codec && step % ev.interval == 0) {
+            auto r = evaluate(st.core->model(), *st.codec, ev.records, ev.max_new_tokens, ev.limit);
+            reply.metrics["eval_accuracy"] = r.accuracy;
+            reply.metrics["eval_answer_found"] = r.answer_found;
+            reply.metrics["eval_seconds"] = r.seconds;
+            if (r.accuracy > st.best_accuracy) {
+              st.best_accuracy = r.accuracy;
+              st.best_step = step;
+              st.evals_since_best = 0;
+              if (!ev.export_dir.empty()) st.core->model().save(ev.export_dir);
+            } else {
+              st.evals_since_best++;
+            }
+            reply.metrics["eval_best_accuracy"] = st.best_accuracy;
+            if (ev.patience > 0 && st.evals_since_best >= ev.patience) {
+              char buf[256];
+              std::snprintf(buf, sizeof buf,
+                            "held-out accuracy has not improved for %u evaluations (best %.4f at step %llu%s)",
+                            ev.patience, st.best_accuracy, static_cast<unsigned long long>(st.best_step),
+                            ev.export_dir.empty() ? "" : ", exported");
+              reply.stop = buf;
+            }
+          } else if (!ev.export_dir.empty() && ev.interval == 0 && step == st.total_steps) {
+            st.core->model().save(ev.export_dir);
+          }
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "', step " +
+                                                              std::to_string(step) + ": " + e.what());
+        }
+        reply.version = step;
+        publisher::weights_ref ref;
+        ref.version = step;
+        ref.channel = st.name;
+        ref.pid = static_cast<int64_t>(::getpid());
+        envelope out;
+        out.min_version = out.max_version = step;
+        out.payload = caf::make_message(std::move(ref));
+        reply.outputs.push_back({"weights", std::move(out)});
+        return reply;
+      },
+      [=](snapshot_atom, const std::string& dir) -> caf::result<actor_state> {
+        auto& st = self->state;
+        try {
+          st.core->save(dir);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
+        }
+        return actor_state{encode_state(st)};
+      },
+      [=](restore_atom, const std::string& dir, const actor_state& state) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!decode_state(st, state.bytes)) return false;
+        try {
+          st.core->load(dir);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
+        }
+        return true;
+      },
+  };
+}
+
+std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+  auto p = reader.as<schema::TrainerParams>();
+  std::vector<std::string> problems;
+  auto bad = [&](const std::string& s) { problems.push_back(s); };
+  if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
+  const std::string device = p.getDevice(), dtype = p.getDtype(), objective = p.getObjective();
+  if (device != "cpu" && device != "cuda") bad("device: '" + device + "' is not cpu or cuda");
+  if (dtype != "fp32" && dtype != "bf16") bad("dtype: '" + dtype + "' is not fp32 or bf16");
+  if (objective != "rl" && objective != "sft") bad("objective: '" + objective + "' is not rl or sft");
+  auto try_parse = [&](const char* field, auto fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      bad(std::string(field) + ": " + e.what());
+    }
+  };
+  try_parse("estimator", [&] { parse_estimator(p.getEstimator()); });
+  try_parse("aggregation", [&] { parse_aggregation(p.getAggregation()); });
+  try_parse("klType", [&] { parse_kl(p.getKlType()); });
+  const std::string level = p.getRatioLevel(), mis = p.getMis(), sched = p.getLrSchedule();
+  if (level != "token" && level != "sequence") bad("ratioLevel: '" + level + "' is not token or sequence");
+  if (mis != "none" && mis != "token" && mis != "sequence") bad("mis: '" + mis + "' is not none, token or sequence");
+  if (sched != "constant" && sched != "cosine") bad("lrSchedule: '" + sched + "' is not constant or cosine");
+  if (!(p.getLr() > 0)) bad("lr: must be > 0");
+  if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
+  if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");
+  if (p.getTisLow() > p.getTisHigh()) bad("tisLow: must not exceed tisHigh");
+  if (p.getMisLow() > p.getMisHigh()) bad("misLow: must not exceed misHigh");
+  if (!(p.getTemperature() > 0)) bad("temperature: must be > 0");
+  if (p.getMicroBatchTokens() == 0) bad("microBatchTokens: must be at least 1");
+  if (p.getEvalInterval() > 0 && p.getEvalData().size() == 0) bad("evalData: required when evalInterval > 0");
+  if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
+    bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
+  }
+  if (p.getActivationCheckpointing()) bad("activationCheckpointing: not supported yet");
+  return problems;
+}
+
+}  // namespace
+
+void register_trainer_kind(kind_registry& registry) {
+  kind_descriptor k;
+  k.name = "trainer";
+  k.summary = "trains the policy: GRPO-family / PPO losses on scored groups, or SFT on prompts";
+  k.role = role::learner;
+  k.inputs = {{"batches", "llm.scored_group", "scored sample groups (RL)"},
+              {"sft", "llm.prompt", "prompts with a response (SFT)"}};
+  k.outputs = {{"weights", "llm.trained_weights", "where the new version's weights are"}};
+  k.params_member = "trainer";
+  k.check_params = check;
+  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
+    auto p = s.params_struct->as<schema::TrainerParams>();
+    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.trainer." + problem);
+    const std::string device = p.getDevice();
+    const bool bf16 = std::string(p.getDtype()) == "bf16";
+    auto model = llm::decoder::load(std::string(p.getModel()), bf16 ? at::kBFloat16 : at::kFloat,
+                                    at::Device(device == "cuda" ? at::kCUDA : at::kCPU));
+    trainer_options o;
+    o.objective = p.getObjective();
+    o.advantages.kind = parse_estimator(p.getEstimator());
+    if (o.advantages.kind == estimator::grpo && !p.getStdNormalize()) o.advantages.kind = estimator::dr_grpo;
+    o.advantages.gamma = p.getGamma();
+    o.advantages.lambda = p.getLambda();
+    o.loss.eps_clip = p.getEpsClip();
+    o.loss.eps_clip_high = p.getEpsClipHigh() > 0 ? p.getEpsClipHigh() : p.getEpsClip();
+    o.loss.dual_clip_c = p.getDualClipC();
+    o.loss.level = std::string(p.getRatioLevel()) == "sequence" ? ratio_level::sequence : ratio_level::token;
+    o.loss.agg = parse_aggregation(p.getAggregation());
+    o.loss.constant_normalizer = p.getConstantNormalizer();
+    o.loss.kl = parse_kl(p.getKlType());
+    o.kl_in_reward = p.getKlInReward();
+    // KL as a reward penalty takes the coefficient away from the loss term.
+    o.loss.kl_coef = o.kl_in_reward ? 0.0 : p.getKlCoef();
+    o.kl_reward_coef = o.kl_in_reward ? p.getKlCoef() : 0.0;
+    o.loss.entropy_coef = p.getEntropyCoef();
+    o.loss.tis = p.getTis();
+    o.loss.tis_low = p.getTisLow();
+    o.loss.tis_high = p.getTisHigh();
+    const std::string mis = p.getMis();
+    o.loss.mis = mis == "token" ? mis_level::token : mis == "sequence" ? mis_level::sequence : mis_level::none;
+    o.loss.mis_low = p.getMisLow();
+    o.loss.mis_high = p.getMisHigh();
+    o.loss.distill_coef = p.getDistillCoef();
+    o.use_rollout_logprobs = p.getUseRolloutLogprobs();
+    o.routing_replay = p.getRoutingReplay();
+    o.temperature = p.getTemperature();
+    o.optimizer.lr = p.getLr();
+    o.optimizer.weight_decay = p.getWeightDecay();
+    o.optimizer.beta1 = p.getBeta1();
+    o.optimizer.beta2 = p.getBeta2();
+    o.optimizer.eps = p.getAdamEps();
+    o.optimizer.grad_clip = p.getGradClip();
+    o.optimizer.warmup_steps = p.getWarmupSteps();
+    o.optimizer.schedule = p.getLrSchedule();
+    o.optimizer.min_lr = p.getMinLr();
+    o.optimizer.total_steps = s.steps * std::max<uint32_t>(1, p.getUpdatesPerStep());
+    o.micro_batch_tokens = p.getMicroBatchTokens();
+    o.updates_per_step = std::max<uint32_t>(1, p.getUpdatesPerStep());
+
+    auto init = std::make_shared<trainer_state>();
+    init->name = s.name;
+    init->total_steps = s.steps;
+    std::string tok_error;
+    init->codec = rollout::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
+    if (o.objective == "sft" && !init->codec) {
+      throw std::invalid_argument("params.trainer.objective sft needs a tokenizer: " + tok_error);
+    }
+    init->eval.interval = p.getEvalInterval();
+    init->eval.patience = p.getEvalPatience();
+    init->eval.max_new_tokens = p.getEvalMaxNewTokens();
+    init->eval.limit = p.getEvalLimit();
+    init->eval.export_dir = std::string(p.getExportDir());
+    if (p.getEvalData().size() > 0) init->eval.records = data::load_jsonl(std::string(p.getEvalData()));
+    if (init->eval.interval > 0 && !init->codec) {
+      throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);
+    }
+    init->core = std::make_unique<policy_trainer>(std::move(model), o);
+    // A colocated publisher (and engine) in this process reads the weights from here.
+    s.store->put("weights/" + s.name, init->core->model().shared_params());
+    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(trainer_fn, init));
+  };
+  registry.add(k);
+}
+
+}  // namespace milesrt::trainer

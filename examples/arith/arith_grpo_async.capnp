@@ -1,0 +1,36 @@
+# Stage 2 of the arithmetic example, asynchronous: the same actors as arith_grpo_sync.capnp, only
+# the schedule block differs. Generation runs ahead of training by at most one version; the
+# colocated publisher copies each version into the engine's own buffer (one flat copy).
+@0xd77a2c0e1b5f4a93;
+using import "/milesrt/graph.capnp".Graph;
+
+const graph :Graph = (
+  name = "arith_grpo_async",
+  description = "GRPO on arithmetic, bounded-staleness asynchronous",
+  actors = [
+    (name = "data", kind = "data",
+     params = (data = (path = "runs/arith/setup/rl.jsonl", epochs = 0, seed = 2))),
+    (name = "rollout", kind = "rollout",
+     params = (rollout = (model = "runs/arith/sft_model", samplesPerPrompt = 8, maxNewTokens = 4,
+                          temperature = 1.0, kvBlocks = 1024, blockSize = 16, stepTokens = 2048))),
+    (name = "reward", kind = "math_reward"),
+    (name = "filter", kind = "group_filter"),
+    (name = "trainer", kind = "trainer",
+     params = (trainer = (model = "runs/arith/sft_model", objective = "rl", estimator = "grpo",
+                          lr = 1e-3, gradClip = 1.0, epsClip = 0.2,
+                          evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
+                          evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_async_model"))),
+    (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
+  ],
+  edges = [
+    (from = "data.prompts", to = "rollout.prompts"),
+    (from = "rollout.groups", to = "reward.groups"),
+    (from = "reward.scored", to = "filter.groups"),
+    (from = "filter.groups", to = "trainer.batches"),
+    (from = "trainer.weights", to = "publisher.weights"),
+    (from = "publisher.updates", to = "rollout.weights"),
+  ],
+  schedule = (async = (maxStaleness = 1)),
+  run = (steps = 60, batchSize = 16, seed = 1, dir = "runs/arith/grpo_async",
+         progressMetric = "eval_accuracy"),
+);

@@ -1,0 +1,26 @@
+# Stage 1 of the arithmetic example: supervised warm start on the sloppy teacher's demonstrations,
+# until held-out accuracy stops improving (no gain over evalPatience evaluations); the best model
+# is exported for stage 2.
+@0xe1f2a3b4c5d6e7f8;
+using import "/milesrt/graph.capnp".Graph;
+
+const graph :Graph = (
+  name = "arith_sft",
+  description = "SFT warm start of the arithmetic model",
+  actors = [
+    (name = "data", kind = "data",
+     params = (data = (path = "runs/arith/setup/sft.jsonl", epochs = 0, seed = 1))),
+    (name = "trainer", kind = "trainer",
+     params = (trainer = (model = "runs/arith/setup/model", objective = "sft",
+                          lr = 3e-3, gradClip = 1.0, warmupSteps = 10,
+                          evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 25,
+                          evalMaxNewTokens = 4, evalPatience = 2,
+                          exportDir = "runs/arith/sft_model"))),
+  ],
+  edges = [
+    (from = "data.prompts", to = "trainer.sft"),
+  ],
+  schedule = (sync = void),
+  run = (steps = 600, batchSize = 64, seed = 1, dir = "runs/arith/sft",
+         progressMetric = "eval_accuracy"),
+);

@@ -1,0 +1,89 @@
+# Parameters of the `trainer` actor kind (the learner): `params = (trainer = (...))`.
+@0xd3a1b2c4e5f60718;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("milesrt::schema");
+
+struct TrainerParams {
+  model @0 :Text;
+  # The Hugging Face model folder training starts from (config.json + safetensors).
+  device @1 :Text = "cpu";
+  dtype @2 :Text = "fp32";
+  # fp32, or bf16 (bf16 weights with fp32 master weights and optimizer state).
+  objective @3 :Text = "rl";
+  # rl: policy-gradient on scored groups; sft: cross-entropy on prompt/response pairs.
+
+  # Advantage estimator: grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gae.
+  estimator @4 :Text = "grpo";
+  stdNormalize @5 :Bool = true;
+  # GRPO: divide by the group's standard deviation (off = Dr.GRPO).
+  gamma @6 :Float64 = 1.0;
+  lambda @7 :Float64 = 1.0;
+
+  # Policy loss.
+  epsClip @8 :Float64 = 0.2;
+  epsClipHigh @9 :Float64 = 0;
+  # Upper clip (DAPO clip-higher); 0 = epsClip.
+  dualClipC @10 :Float64 = 0;
+  # Dual-clip constant c > 1; 0 = off.
+  ratioLevel @11 :Text = "token";
+  # token, or sequence (GSPO).
+  aggregation @12 :Text = "token_mean";
+  # token_mean, seq_mean_token_sum, seq_mean_token_mean, constant (Dr.GRPO).
+  constantNormalizer @13 :Float64 = 1.0;
+  klType @14 :Text = "none";
+  # none, k1, k2, k3 (low-variance).
+  klCoef @15 :Float64 = 0;
+  klInReward @16 :Bool = false;
+  # KL as a per-token reward penalty instead of a loss term.
+  entropyCoef @17 :Float64 = 0;
+  tis @18 :Bool = false;
+  # Truncated importance sampling: weight clamp(exp(old - rollout), tisLow, tisHigh).
+  tisLow @19 :Float64 = 0;
+  tisHigh @20 :Float64 = 2;
+  mis @21 :Text = "none";
+  # Masked importance sampling: none, token, sequence.
+  misLow @22 :Float64 = 0.5;
+  misHigh @23 :Float64 = 2;
+  useRolloutLogprobs @24 :Bool = false;
+  # Use the rollout's log-probs as the old policy's (skips the old-policy forward).
+  distillCoef @25 :Float64 = 0;
+  # Reverse KL to a teacher whose log-probs arrive as ref_logprobs.
+  routingReplay @26 :Bool = true;
+  # MoE: the training forward uses the experts the rollout recorded.
+  temperature @27 :Float64 = 1.0;
+  # Must match the rollout's sampling temperature.
+
+  # Optimizer.
+  lr @28 :Float64 = 1e-5;
+  weightDecay @29 :Float64 = 0.0;
+  beta1 @30 :Float64 = 0.9;
+  beta2 @31 :Float64 = 0.999;
+  adamEps @32 :Float64 = 1e-8;
+  gradClip @33 :Float64 = 1.0;
+  # Global grad-norm clip; 0 = off.
+  warmupSteps @34 :UInt32 = 0;
+  lrSchedule @35 :Text = "constant";
+  # constant or cosine (to minLr over the run's steps).
+  minLr @36 :Float64 = 0;
+  microBatchTokens @37 :UInt32 = 4096;
+  # Micro-batches are packed up to this many tokens; gradients accumulate over them.
+  updatesPerStep @38 :UInt32 = 1;
+  # Optimizer steps per batch (mini-batches); > 1 makes the PPO ratio move.
+  activationCheckpointing @39 :Bool = false;
+
+  # Held-out evaluation (greedy decoding, answers checked like the math reward).
+  evalData @40 :Text;
+  # A JSONL file (keys as the data actor's defaults: prompt, label); relative to the working dir.
+  evalInterval @41 :UInt32 = 0;
+  # Steps between evaluations; 0 = never.
+  evalMaxNewTokens @42 :UInt32 = 16;
+  evalPatience @43 :UInt32 = 0;
+  # Stop the run when held-out accuracy has not improved for this many evaluations; 0 = never.
+  exportDir @44 :Text;
+  # Where the best-evaluated model (or, without evaluation, the last) is written as an HF folder.
+  evalLimit @45 :UInt32 = 0;
+  # Evaluate on the first N items only; 0 = all.
+  chatTemplate @46 :Text;
+  # For evalData items with messages; as the rollout's.
+}
