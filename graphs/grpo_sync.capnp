@@ -1,28 +1,38 @@
-# GRPO in lockstep: each step generates under weight version k, scores, trains and publishes k+1.
-# The dataflow of one step:
-#   data -> rollout -> reward -> buffer -> trainer -> publisher -> (rollout's weights)
-@0xc9d1e2f3a4b5c6d7;
+# Stage 2 of the arithmetic example: GRPO from the SFT model, synchronous schedule. Each step the
+# rollout samples a group of completions per prompt under version k, the math reward checks them
+# against the true sums, groups whose samples all agree are dropped (no signal), the trainer
+# takes a GRPO step and the colocated publisher hands version k+1 to the engine (in the sync
+# schedule the engine reads the trainer's own weights: nothing is copied).
+@0xf4433c33f532258d;
 using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_sync",
-  description = "GRPO, synchronous schedule",
+  description = "GRPO on arithmetic, synchronous",
   actors = [
-    (name = "data", kind = "data"),
-    (name = "rollout", kind = "rollout"),
-    (name = "reward", kind = "reward"),
-    (name = "buffer", kind = "buffer"),
-    (name = "trainer", kind = "trainer"),
-    (name = "publisher", kind = "publisher"),
+    (name = "data", kind = "data",
+     params = (data = (path = "runs/arith/setup/rl.jsonl", epochs = 0, seed = 2))),
+    (name = "rollout", kind = "rollout",
+     params = (rollout = (model = "runs/arith/sft_model", samplesPerPrompt = 8, maxNewTokens = 4,
+                          temperature = 1.0, kvBlocks = 1024, blockSize = 16, stepTokens = 2048))),
+    (name = "reward", kind = "math_reward"),
+    (name = "filter", kind = "group_filter"),
+    (name = "trainer", kind = "trainer",
+     params = (trainer = (model = "runs/arith/sft_model", objective = "rl", estimator = "grpo",
+                          lr = 5e-4, gradClip = 1.0, epsClip = 0.2,
+                          evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
+                          evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_model"))),
+    (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
   ],
   edges = [
     (from = "data.prompts", to = "rollout.prompts"),
     (from = "rollout.groups", to = "reward.groups"),
-    (from = "reward.scored", to = "buffer.scored"),
-    (from = "buffer.batches", to = "trainer.batches"),
+    (from = "reward.scored", to = "filter.groups"),
+    (from = "filter.groups", to = "trainer.batches"),
     (from = "trainer.weights", to = "publisher.weights"),
     (from = "publisher.updates", to = "rollout.weights"),
   ],
   schedule = (sync = void),
-  run = (steps = 20, seed = 1, dir = "runs/grpo_sync", progressMetric = "reward_mean"),
+  run = (steps = 100, batchSize = 32, seed = 1, dir = "runs/arith/grpo_sync",
+         progressMetric = "eval_accuracy", plot = ["reward_mean", "accuracy", "eval_accuracy", "entropy"]),
 );

@@ -103,4 +103,7 @@ struct Run {
   # Deadline of every request between actors, unless the actor sets its own.
   workerWaitSeconds @7 :Float64 = 60;
   # How long the run waits for the worker processes its placements name.
+  plot @8 :List(Text);
+  # Metrics drawn (one panel each, against the step) into plot.svg beside metrics.jsonl when the
+  # run ends.
 }

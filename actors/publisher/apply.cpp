@@ -77,7 +77,8 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
     throw std::runtime_error("transport '" + u.transport + "' cannot be applied by this engine");
   }
   if (verify) verify_weights(model.params(), u.hashes);
-  model.mutable_params().rebuild_views();
+  // No rebuild of the views here: copies go into the buffer in place, and a shared buffer's views
+  // belong to the trainer (views made under no-grad would stop its gradients).
   version_ = u.version;
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <caf/all.hpp>
+#include <chrono>
 
 #include "actors/llm/model.hpp"
 #include "actors/publisher/apply.hpp"
@@ -40,6 +41,7 @@ struct rollout_state {
   publisher::receiver receiver;  ///< what this engine holds of the published versions
   uint64_t next_request = 1;
   bool stepping = false;
+  double busy_seconds = 0;  ///< time spent in engine steps since the start
 };
 
 sample_msg to_msg(const sample& s, const text_codec* codec) {
@@ -83,6 +85,11 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
     reply.metrics["rollout_kv_blocks_used"] = double(stats.used_blocks);
     reply.metrics["rollout_prefill_tokens"] = double(stats.prefill_tokens);
     reply.metrics["rollout_decode_tokens"] = double(stats.decode_tokens);
+    if (st.busy_seconds > 0) {
+      // Shares of the same engine time: prefill chunks and decode tokens run in one forward.
+      reply.metrics["rollout_prefill_tokens_per_s"] = double(stats.prefill_tokens) / st.busy_seconds;
+      reply.metrics["rollout_decode_tokens_per_s"] = double(stats.decode_tokens) / st.busy_seconds;
+    }
     reply.metrics["rollout_running"] = double(stats.running);
     reply.metrics["rollout_waiting"] = double(stats.waiting);
     g.promise.deliver(std::move(reply));
@@ -163,7 +170,10 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
         auto& s = self->state;
         s.stepping = false;
         try {
-          deliver_complete(self, s.eng->step());
+          auto t0 = std::chrono::steady_clock::now();
+          auto done = s.eng->step();
+          s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          deliver_complete(self, done);
         } catch (const std::exception& ex) {
           for (auto& [id, g] : s.groups) g.promise.deliver(caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what()));
           s.groups.clear();

@@ -119,6 +119,8 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
 
   auto micro = micro_batches(batch, options_.micro_batch_tokens);
   auto& params = model_->mutable_params();
+  // Views made while gradients are on, whatever touched the parameters since the last step.
+  params.rebuild_views();
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < cfg.num_layers; ++l) moe_layers += cfg.is_moe_layer(l) ? 1 : 0;
 

@@ -31,6 +31,7 @@ struct eval_settings {
 
 struct trainer_state {
   std::unique_ptr<policy_trainer> core;
+  fs::path source_dir;  ///< the model folder training started from (its tokenizer files)
   std::shared_ptr<rollout::text_codec> codec;
   std::string name;
   uint64_t version = 0;
@@ -40,6 +41,18 @@ struct trainer_state {
   uint64_t best_step = 0;
   uint32_t evals_since_best = 0;
 };
+
+/// Writes the model as a complete Hugging Face folder: weights and config, and the tokenizer
+/// files of the folder training started from.
+void export_model(const trainer_state& st, const fs::path& dir) {
+  st.core->model().save(dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                        "generation_config.json", "chat_template.jinja"}) {
+    if (fs::exists(st.source_dir / f)) {
+      fs::copy_file(st.source_dir / f, dir / f, fs::copy_options::overwrite_existing);
+    }
+  }
+}
 
 /// The actor's small state for checkpoints (the model and optimizer go to files).
 std::vector<uint8_t> encode_state(const trainer_state& st) {
@@ -130,7 +143,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
               st.best_accuracy = r.accuracy;
               st.best_step = step;
               st.evals_since_best = 0;
-              if (!ev.export_dir.empty()) st.core->model().save(ev.export_dir);
+              if (!ev.export_dir.empty()) export_model(st, ev.export_dir);
             } else {
               st.evals_since_best++;
             }
@@ -144,7 +157,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
               reply.stop = buf;
             }
           } else if (!ev.export_dir.empty() && ev.interval == 0 && step == st.total_steps) {
-            st.core->model().save(ev.export_dir);
+            export_model(st, ev.export_dir);
           }
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "', step " +
@@ -284,6 +297,7 @@ void register_trainer_kind(kind_registry& registry) {
 
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;
+    init->source_dir = std::string(p.getModel());
     init->total_steps = s.steps;
     std::string tok_error;
     init->codec = rollout::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);

@@ -47,12 +47,15 @@ struct driver_snapshot {
   std::map<std::string, uint64_t> counters;
   bool exhausted = false;
   std::vector<envelope> buffer;
+  /// The learner's outputs of its last step: sent again on resume, so that every stage holds the
+  /// learner's version before new work is admitted.
+  std::vector<output> last_publication;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_snapshot& x) {
   return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
-           x.exhausted, x.buffer);
+           x.exhausted, x.buffer, x.last_publication);
 }
 
 struct driver_state {
@@ -69,6 +72,7 @@ struct driver_state {
   std::set<uint64_t> arrived_origins;      // live origins with an item at the buffer (kept or dropped)
   uint32_t live_publish = 0;
   std::deque<envelope> buffer;
+  std::vector<output> last_publication;
   std::map<std::string, uint64_t> counters{{"admitted", 0},      {"accepted", 0},
                                            {"dropped_stale", 0}, {"filtered", 0},
                                            {"surplus", 0},       {"stale_violations", 0},
@@ -430,6 +434,7 @@ void try_train(driver self) {
             s.step = next_step;
             add_metrics(self, reply.metrics);
             auto rec = close_step(self, batch);
+            s.last_publication = reply.outputs;
             route(self, learner, reply.outputs, true);
             if (s.live_publish == 0) s.published = s.version;
             if (s.plan.checkpoint_interval > 0 && s.step % s.plan.checkpoint_interval == 0) {
@@ -485,6 +490,7 @@ std::vector<uint8_t> serialize_driver(driver self) {
   snap.counters = st.counters;
   snap.exhausted = st.exhausted;
   snap.buffer.assign(st.buffer.begin(), st.buffer.end());
+  snap.last_publication = st.last_publication;
   std::vector<char> buf;
   caf::binary_serializer sink{self->system(), buf};
   if (auto err = sink(snap)) {
@@ -508,6 +514,7 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   st.counters = snap.counters;
   st.exhausted = snap.exhausted;
   st.buffer.assign(snap.buffer.begin(), snap.buffer.end());
+  st.last_publication = snap.last_publication;
   st.arrived_origins.clear();
 }
 
@@ -623,7 +630,15 @@ void resume(driver self) {
                                           reader->dir().string());
                   return;
                 }
-                if (--*waiting == 0) after_progress(self);
+                if (--*waiting != 0) return;
+                auto& s = self->state;
+                if (!s.last_publication.empty()) {
+                  // The stages start from the model's files: bring them to the restored version.
+                  auto outs = s.last_publication;
+                  route(self, s.plan.learner, outs, true);
+                  if (s.live_publish == 0) s.published = s.version;
+                }
+                after_progress(self);
               },
               [=](caf::error& err) {
                 request_failed(self, i, r, ticket, "the driver, resuming,", "restore", err);

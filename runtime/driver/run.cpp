@@ -10,6 +10,7 @@
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
 #include "runtime/metrics/metrics_writer.hpp"
+#include "runtime/metrics/svg_plot.hpp"
 
 namespace milesrt::runtime {
 namespace fs = std::filesystem;
@@ -137,6 +138,7 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     failed.error = e.what();
     return failed;
   }
+  const std::string plan_name = plan.graph_name;
   auto writer = std::make_shared<metrics_writer>(run_dir, plan.graph_name, plan.progress_metric,
                                                  plan.steps, req.progress, req.resume);
   std::promise<run_outcome> done;
@@ -162,6 +164,15 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   auto outcome = result.get();
   outcome.note = outcome.note;
   std::string line = writer->on_finish(outcome);
+  if (g.reader().getRun().getPlot().size() > 0) {
+    std::vector<std::string> names;
+    for (auto m : g.reader().getRun().getPlot()) names.push_back(m);
+    try {
+      write_svg_plot(run_dir / "metrics.jsonl", names, run_dir / "plot.svg", plan_name + " (" + run_dir.string() + ")");
+    } catch (const std::exception& e) {
+      if (req.progress) std::fprintf(req.progress, "milesrt run: no plot: %s\n", e.what());
+    }
+  }
   if (outcome.ok && req.progress) std::fprintf(req.progress, "%s\n", line.c_str());
   return outcome;
 }

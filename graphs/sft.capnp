@@ -5,7 +5,7 @@
 using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
-  name = "arith_sft",
+  name = "sft",
   description = "SFT warm start of the arithmetic model",
   actors = [
     (name = "data", kind = "data",
@@ -22,5 +22,5 @@ const graph :Graph = (
   ],
   schedule = (sync = void),
   run = (steps = 600, batchSize = 64, seed = 1, dir = "runs/arith/sft",
-         progressMetric = "eval_accuracy"),
+         progressMetric = "eval_accuracy", plot = ["sft_loss", "eval_accuracy"]),
 );

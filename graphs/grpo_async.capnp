@@ -1,14 +1,12 @@
-# Stage 2 of the arithmetic example: GRPO from the SFT model, synchronous schedule. Each step the
-# rollout samples a group of completions per prompt under version k, the math reward checks them
-# against the true sums, groups whose samples all agree are dropped (no signal), the trainer
-# takes a GRPO step and the colocated publisher hands version k+1 to the engine (in the sync
-# schedule the engine reads the trainer's own weights: nothing is copied).
-@0xf4433c33f532258d;
+# Stage 2 of the arithmetic example, asynchronous: the same actors as grpo_sync.capnp, only
+# the schedule block differs. Generation runs ahead of training by at most one version; the
+# colocated publisher copies each version into the engine's own buffer (one flat copy).
+@0xd77a2c0e1b5f4a93;
 using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
-  name = "arith_grpo_sync",
-  description = "GRPO on arithmetic, synchronous",
+  name = "grpo_async",
+  description = "GRPO on arithmetic, bounded-staleness asynchronous",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/arith/setup/rl.jsonl", epochs = 0, seed = 2))),
@@ -19,9 +17,9 @@ const graph :Graph = (
     (name = "filter", kind = "group_filter"),
     (name = "trainer", kind = "trainer",
      params = (trainer = (model = "runs/arith/sft_model", objective = "rl", estimator = "grpo",
-                          lr = 1e-3, gradClip = 1.0, epsClip = 0.2,
+                          lr = 5e-4, gradClip = 1.0, epsClip = 0.2,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
-                          evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_model"))),
+                          evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_async_model"))),
     (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
   ],
   edges = [
@@ -32,7 +30,7 @@ const graph :Graph = (
     (from = "trainer.weights", to = "publisher.weights"),
     (from = "publisher.updates", to = "rollout.weights"),
   ],
-  schedule = (sync = void),
-  run = (steps = 60, batchSize = 16, seed = 1, dir = "runs/arith/grpo_sync",
-         progressMetric = "eval_accuracy"),
+  schedule = (async = (maxStaleness = 1)),
+  run = (steps = 100, batchSize = 32, seed = 1, dir = "runs/arith/grpo_async",
+         progressMetric = "eval_accuracy", plot = ["reward_mean", "accuracy", "eval_accuracy", "entropy"]),
 );
