@@ -74,7 +74,7 @@ void verify_weights(const llm::flat_params& p, const std::vector<uint64_t>& expe
   throw weights_mismatch("verify_weights: " + std::to_string(bad.size()) + " of " +
                              std::to_string(names.size()) + " tensors differ: " + detail +
                              (bad.size() > 5 ? ", ..." : ""),
-                         std::move(bad));
+                         bad);  // a copy: the message above reads bad.size()
 }
 
 }  // namespace milesrt::publisher
