@@ -112,10 +112,31 @@ at::Tensor pad_rows(const at::Tensor& x) {
   return at::cat({x, at::zeros({padded - n, x.size(1)}, x.options())});
 }
 
+/// MKL's sgemm computes a row the same way whatever else is in the call only within one regime of
+/// row counts: 8 rows and 2048 rows take other kernels for some inner sizes (K = 192 already).
+/// With every CPU GEMM cut into calls of exactly kGemmRows rows, a row's result depends on nothing
+/// but its own values (checked at K from 64 to 3072, any position inside the block).
+constexpr int64_t kGemmRows = 16;
+
+/// x [n, in] times w [out, in]^T in calls of kGemmRows rows: a row-invariant GEMM on the CPU.
+at::Tensor blocked_mm(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t n = x.size(0);
+  auto one = [&](const at::Tensor& rows) {
+    const int64_t m = rows.size(0);
+    if (m == kGemmRows) return at::mm(rows, w.t());
+    auto padded = at::cat({rows, at::zeros({kGemmRows - m, rows.size(1)}, rows.options())});
+    return at::mm(padded, w.t()).narrow(0, 0, m);
+  };
+  if (n <= kGemmRows) return one(x);
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < n; i += kGemmRows) parts.push_back(one(x.narrow(0, i, std::min(kGemmRows, n - i))));
+  return at::cat(parts);
+}
+
 /// x [n, in] times w [out, in]^T: a row-invariant GEMM on the CPU.
 at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w) {
   if (x.is_cuda()) return at::mm(x, w.t());
-  return at::mm(pad_rows(x), w.t()).narrow(0, 0, x.size(0));
+  return blocked_mm(x, w);
 }
 
 at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
@@ -474,8 +495,8 @@ namespace {
 /// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
 /// same layout in both paths.
 at::Tensor padded_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature) {
-  auto x = hidden.is_cuda() ? hidden : pad_rows(hidden);
-  return at::mm(x, head.t()).to(at::kFloat) / temperature;
+  if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
+  return blocked_mm(pad_rows(hidden), head).to(at::kFloat) / temperature;
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 ///   (b) serving: prefill and decode against a paged KV cache.
 /// For the same tokens both paths give bitwise-equal log-probs in fp32 on the CPU, because every
 /// operation whose reduction order could depend on the batch is made batch-invariant:
-///   - row-invariant GEMM: linear layers pad their rows to a multiple of 8 (at least 8); MKL's sgemm
-///     then gives each row the same result whatever the row count (checked by a test);
+///   - row-invariant GEMM: every CPU matrix product runs in calls of exactly 16 rows (the last one
+///     padded): MKL's sgemm switches kernels with the row count (8 rows, and thousands, take
+///     others), so only a fixed call shape gives each row the same result whatever else is in
+///     the batch (checked by a test);
 ///   - per-position attention: each query position attends with the same calls on the same shapes
 ///     (its kv group's queries padded to 8 rows, against keys and values 0..p) in both paths;
 ///   - per-row norms, softmax and log-softmax, and MoE expert sums in a fixed order (by top-k slot).
