@@ -43,6 +43,8 @@ struct ActorSpec {
     mathReward @11 :import "/milesrt/reward.capnp".MathRewardParams;
     remoteReward @12 :import "/milesrt/reward.capnp".RemoteRewardParams;
     groupFilter @13 :import "/milesrt/reward.capnp".GroupFilterParams;
+    reference @14 :import "/milesrt/reference.capnp".ReferenceParams;
+    critic @15 :import "/milesrt/critic.capnp".CriticParams;
   }
   deadlineSeconds @6 :Float64 = 0;
   # Deadline of each request to this actor; 0 = the run's deadlineSeconds.

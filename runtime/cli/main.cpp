@@ -11,8 +11,10 @@
 #include "actors/rollout/generate_command.hpp"
 #include "actors/rollout/rollout_kind.hpp"
 #include "actors/buffer/group_filter_kind.hpp"
+#include "actors/critic/critic_kind.hpp"
 #include "actors/data/data_kind.hpp"
 #include "actors/publisher/publisher_kind.hpp"
+#include "actors/reference/reference_kind.hpp"
 #include "actors/reward/reward_kinds.hpp"
 #include "actors/trainer/trainer_kind.hpp"
 #include "kernels/device.hpp"
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   buffer::register_group_filter_kind(kinds);
   trainer::register_trainer_kind(kinds);
   publisher::register_publisher_kind(kinds);
+  reference::register_reference_kind(kinds);
+  critic::register_critic_kind(kinds);
   cli::context ctx{std::cout, std::cerr, {}, &kinds};
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
   std::vector<cli::command> commands = {

@@ -1,0 +1,175 @@
+#include "actors/critic/critic_kind.hpp"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <sstream>
+
+#include <caf/all.hpp>
+
+#include "actors/critic/critic_core.hpp"
+#include "milesrt/critic.capnp.h"
+#include "runtime/core/interfaces.hpp"
+
+namespace milesrt::critic {
+namespace {
+using namespace milesrt::runtime;
+using rollout::sample_group;
+
+struct critic_state {
+  std::unique_ptr<critic_core> core;
+  std::string name;
+  uint32_t train_batch = 1;
+  std::vector<sample_group> pending;  ///< "train" groups waiting for the next step
+};
+
+/// The inline part of a snapshot: a tag and the pending groups (the weights go to files).
+std::vector<uint8_t> encode_state(caf::actor_system& sys, const critic_state& st) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  std::string tag = "critic-state-1";
+  uint64_t steps = st.core->optimizer_steps();
+  auto pending = st.pending;
+  if (auto err = sink(tag, steps, pending)) throw std::runtime_error("cannot serialize the critic's pending groups");
+  return {buf.begin(), buf.end()};
+}
+
+bool decode_state(caf::actor_system& sys, critic_state& st, const std::vector<uint8_t>& bytes) {
+  std::vector<char> buf(bytes.begin(), bytes.end());
+  caf::binary_deserializer source{sys, buf};
+  std::string tag;
+  uint64_t steps = 0;
+  std::vector<sample_group> pending;
+  if (source(tag, steps, pending) || tag != "critic-state-1") return false;
+  st.pending = std::move(pending);
+  return true;
+}
+
+stage_actor::behavior_type critic_fn(stage_actor::stateful_pointer<critic_state> self,
+                                     std::shared_ptr<critic_state> init) {
+  self->state = std::move(*init);
+  return {
+      [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
+        auto& st = self->state;
+        const std::string who = "critic '" + st.name + "'";
+        if (port != "groups" && port != "train") {
+          return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
+        }
+        if (!e.payload.match_elements<sample_group>()) {
+          return caf::make_error(caf::sec::unexpected_message, who + ": port '" + port + "' expects a sample_group");
+        }
+        node_reply reply;
+        auto group = e.payload.get_as<sample_group>(0);
+        try {
+          if (port == "groups") {
+            const auto t0 = std::chrono::steady_clock::now();
+            auto values = st.core->values(group.samples);
+            double sum = 0, n = 0;
+            for (size_t i = 0; i < values.size(); ++i) {
+              for (float v : values[i]) sum += v, n += 1;
+              group.samples[i].values = std::move(values[i]);
+            }
+            if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
+            reply.metrics["critic_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            envelope out = e;
+            out.payload = caf::make_message(std::move(group));
+            reply.outputs.push_back({"groups", std::move(out)});
+            return reply;
+          }
+          st.pending.push_back(std::move(group));
+          if (st.pending.size() < st.train_batch) return reply;
+          std::vector<rollout::sample_msg> samples;
+          std::vector<size_t> sizes;
+          for (auto& g : st.pending) {
+            sizes.push_back(g.samples.size());
+            for (auto& s : g.samples) samples.push_back(std::move(s));
+          }
+          st.pending.clear();
+          auto m = st.core->train(samples, sizes);
+          // critic_value_mean is the "groups" port's (the values the trainer sees).
+          m.erase("critic_value_mean");
+          reply.metrics.insert(m.begin(), m.end());
+          return reply;
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, who + ", port '" + port + "', group " +
+                                                              std::to_string(group.group_id) + ": " + ex.what());
+        }
+      },
+      [=](snapshot_atom, const std::string& dir) -> caf::result<actor_state> {
+        auto& st = self->state;
+        try {
+          st.core->save(dir);
+          return actor_state{encode_state(self->system(), st)};
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, "critic '" + st.name + "': " + ex.what());
+        }
+      },
+      [=](restore_atom, const std::string& dir, const actor_state& state) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!decode_state(self->system(), st, state.bytes)) return false;
+        try {
+          st.core->restore(dir);
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, "critic '" + st.name + "': " + ex.what());
+        }
+        return true;
+      },
+  };
+}
+
+std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+  auto p = reader.as<schema::CriticParams>();
+  std::vector<std::string> problems;
+  auto bad = [&](const std::string& s) { problems.push_back(s); };
+  const std::string device = p.getDevice(), dtype = p.getDtype();
+  if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
+  if (device != "cpu" && device != "cuda") bad("device: '" + device + "' is not cpu or cuda");
+  if (dtype != "fp32" && dtype != "bf16") bad("dtype: '" + dtype + "' is not fp32 or bf16");
+  if (!(p.getLr() > 0)) bad("lr: must be > 0");
+  if (!(p.getWeightDecay() >= 0)) bad("weightDecay: must be >= 0");
+  if (!(p.getGradClip() >= 0)) bad("gradClip: must be >= 0 (0 = off)");
+  if (!(p.getValueClip() >= 0)) bad("valueClip: must be >= 0 (0 = off)");
+  if (!(p.getGamma() >= 0 && p.getGamma() <= 1)) bad("gamma: must be in [0, 1]");
+  if (!(p.getLambda() >= 0 && p.getLambda() <= 1)) bad("lambda: must be in [0, 1]");
+  if (p.getTrainBatch() == 0) bad("trainBatch: must be at least 1");
+  return problems;
+}
+
+}  // namespace
+
+void register_critic_kind(kind_registry& registry) {
+  kind_descriptor k;
+  k.name = "critic";
+  k.summary = "PPO's value model: sets each sample's values (for gae) and trains on the trainer's groups";
+  k.role = role::stage;
+  k.inputs = {{"groups", "llm.scored_group", "a scored group to give values"},
+              {"train", "llm.scored_group", "the groups the trainer gets (from the filter/buffer): training data"}};
+  k.outputs = {{"groups", "llm.scored_group", "the group with each sample's values"}};
+  k.params_member = "critic";
+  k.check_params = check;
+  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
+    auto p = s.params_struct->as<schema::CriticParams>();
+    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.critic." + problem);
+    critic_options o;
+    o.optimizer.lr = p.getLr();
+    o.optimizer.weight_decay = p.getWeightDecay();
+    o.optimizer.grad_clip = p.getGradClip();
+    o.value_clip = p.getValueClip();
+    o.gamma = p.getGamma();
+    o.lambda = p.getLambda();
+    auto init = std::make_shared<critic_state>();
+    init->name = s.name;
+    init->train_batch = p.getTrainBatch();
+    init->core = critic_core::load(std::string(p.getModel()),
+                                   std::string(p.getDtype()) == "bf16" ? at::kBFloat16 : at::kFloat,
+                                   at::Device(std::string(p.getDevice()) == "cuda" ? at::kCUDA : at::kCPU), o);
+    // Forward and backward passes block: a thread of its own.
+    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(critic_fn, init));
+  };
+  registry.add(k);
+  registry.add_types([](caf::actor_system_config& cfg) {
+    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+  });
+}
+
+}  // namespace milesrt::critic

@@ -1,0 +1,123 @@
+#include "actors/reference/reference_kind.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <chrono>
+
+#include <caf/all.hpp>
+
+#include "milesrt/reference.capnp.h"
+#include "runtime/core/interfaces.hpp"
+
+namespace milesrt::reference {
+namespace {
+using namespace milesrt::runtime;
+using rollout::sample_group;
+
+struct reference_state {
+  std::unique_ptr<llm::decoder> model;
+  double temperature = 1.0;
+  std::string name;
+};
+
+stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_state> self,
+                                        std::shared_ptr<reference_state> init) {
+  self->state = std::move(*init);
+  return {
+      [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
+        auto& st = self->state;
+        const std::string who = "reference '" + st.name + "'";
+        if (port != "groups") return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
+        if (!e.payload.match_elements<sample_group>()) {
+          return caf::make_error(caf::sec::unexpected_message, who + ": port 'groups' expects a sample_group");
+        }
+        auto group = e.payload.get_as<sample_group>(0);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          set_ref_logprobs(*st.model, st.temperature, group);
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, who + ", group " + std::to_string(group.group_id) + ": " + ex.what());
+        }
+        node_reply reply;
+        reply.metrics["ref_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        envelope out = e;
+        out.payload = caf::make_message(std::move(group));
+        reply.outputs.push_back({"groups", std::move(out)});
+        return reply;
+      },
+      // Frozen: nothing to save beyond the graph's params.
+      [=](snapshot_atom, const std::string&) { return actor_state{}; },
+      [=](restore_atom, const std::string&, const actor_state&) { return true; },
+  };
+}
+
+std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+  auto p = reader.as<schema::ReferenceParams>();
+  std::vector<std::string> problems;
+  const std::string device = p.getDevice(), dtype = p.getDtype();
+  if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
+  if (device != "cpu" && device != "cuda") problems.push_back("device: '" + device + "' is not cpu or cuda");
+  if (dtype != "fp32" && dtype != "bf16") problems.push_back("dtype: '" + dtype + "' is not fp32 or bf16");
+  if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
+  return problems;
+}
+
+}  // namespace
+
+void set_ref_logprobs(const llm::decoder& model, double temperature, sample_group& group) {
+  // One packed pass over the samples that have output; score_sequences gives the log-probs of
+  // tokens 1..L-1, of which the last O are the output's.
+  std::vector<std::vector<int64_t>> seqs;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < group.samples.size(); ++i) {
+    auto& s = group.samples[i];
+    s.ref_logprobs.clear();
+    if (s.output.empty()) continue;
+    if (s.prompt.empty()) throw std::invalid_argument("sample " + std::to_string(i) + " has no prompt token");
+    std::vector<int64_t> full = s.prompt;
+    full.insert(full.end(), s.output.begin(), s.output.end());
+    seqs.push_back(std::move(full));
+    which.push_back(i);
+  }
+  if (seqs.empty()) return;
+  at::NoGradGuard no_grad;
+  auto scores = model.score_sequences(seqs, temperature);
+  for (size_t j = 0; j < which.size(); ++j) {
+    auto& s = group.samples[which[j]];
+    auto lp = scores[j].logprobs.to(at::kCPU).to(at::kFloat).contiguous();
+    const int64_t O = static_cast<int64_t>(s.output.size());
+    const float* p = lp.data_ptr<float>() + (lp.numel() - O);
+    s.ref_logprobs.assign(p, p + O);
+  }
+}
+
+void register_reference_kind(kind_registry& registry) {
+  kind_descriptor k;
+  k.name = "reference";
+  k.summary = "a frozen reference model: sets each sample's ref_logprobs (for KL to the reference)";
+  k.role = role::stage;
+  k.inputs = {{"groups", "llm.scored_group", "a scored group"}};
+  k.outputs = {{"groups", "llm.scored_group", "the group with each sample's reference log-probs"}};
+  k.params_member = "reference";
+  k.check_params = check;
+  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
+    auto p = s.params_struct->as<schema::ReferenceParams>();
+    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.reference." + problem);
+    auto init = std::make_shared<reference_state>();
+    init->name = s.name;
+    init->temperature = p.getTemperature();
+    init->model = llm::decoder::load(std::string(p.getModel()),
+                                     std::string(p.getDtype()) == "bf16" ? at::kBFloat16 : at::kFloat,
+                                     at::Device(std::string(p.getDevice()) == "cuda" ? at::kCUDA : at::kCPU));
+    // Forward passes block: a thread of its own.
+    return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(reference_fn, init));
+  };
+  k.restartable = true;  // frozen: a fresh replica is the same
+  registry.add(k);
+  registry.add_types([](caf::actor_system_config& cfg) {
+    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+  });
+}
+
+}  // namespace milesrt::reference
