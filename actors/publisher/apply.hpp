@@ -19,9 +19,11 @@ class receiver {
   ~receiver();
   receiver(receiver&&) noexcept;
   receiver& operator=(receiver&&) noexcept;
-  /// Brings `model` to version u.version. Throws naming the transport and what is wrong; on a
-  /// failure the model keeps the version it had (disk_delta asks the publisher for a full copy
-  /// first).
+  /// Brings `model` to version u.version. Throws naming the transport and what is wrong.
+  /// disk_delta and ipc verify what they read before writing into the model, so a corrupt delta
+  /// or a torn copy leaves the weights as they were (disk_delta then asks the publisher for a
+  /// full copy). The end-to-end hash check (verifyWeights) runs after the copy: when it fails the
+  /// weights are already overwritten, version() keeps the old number, and the error stops the run.
   void apply(llm::decoder& model, const weights_update& u, runtime::process_store& store);
   /// The version the model holds (0 = as loaded).
   uint64_t version() const { return version_; }

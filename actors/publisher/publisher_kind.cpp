@@ -32,7 +32,9 @@ struct publisher_state {
   uint32_t full_every = 0;
   std::unique_ptr<delta_writer> writer;
   std::unique_ptr<shm_publisher> shm;
-  std::shared_ptr<llm::flat_params> last;  ///< the trainer weights of the last publish
+  /// disk_delta: CPU copies of the last versions published, for full copies an engine asks for
+  /// after the trainer has moved on.
+  std::map<uint64_t, std::shared_ptr<llm::flat_params>> held;
 };
 
 std::string transport_name(schema::PublisherParams::Transport t) {
@@ -63,7 +65,6 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
                                  "publisher '" + st.name + "': no trainer '" + ref.channel +
                                      "' in this process (place the publisher with the trainer)");
         }
-        st.last = src;
         const auto t0 = std::chrono::steady_clock::now();
         weights_update u;
         u.version = ref.version;
@@ -82,6 +83,12 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
             if (!st.writer) st.writer = std::make_unique<delta_writer>(st.dir, st.full_every);
             st.writer->publish(*src, ref.version);
             u.location = st.dir.string();
+            std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+            for (size_t i = 0; i < src->names().size(); ++i) specs.push_back({src->names()[i], src->shapes()[i]});
+            auto copy = std::make_shared<llm::flat_params>(specs, src->buffer().scalar_type(), at::Device(at::kCPU));
+            copy->buffer().copy_(src->buffer().detach());
+            st.held[ref.version] = copy;
+            while (st.held.size() > 2) st.held.erase(st.held.begin());
           } else if (st.transport == "ipc") {
             const size_t bytes = src->buffer().numel() * src->buffer().element_size();
             if (!st.shm) {
@@ -108,11 +115,18 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
       },
       [=](fullcopy_atom, uint64_t version) -> caf::result<std::string> {
         auto& st = self->state;
-        if (!st.writer || !st.last) {
+        if (!st.writer || st.held.empty()) {
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "' has published nothing on disk");
         }
+        auto it = st.held.find(version);
+        if (it == st.held.end()) {
+          return caf::make_error(caf::sec::runtime_error,
+                                 "publisher '" + st.name + "' no longer holds version " + std::to_string(version) +
+                                     " (it holds " + std::to_string(st.held.begin()->first) + ".." +
+                                     std::to_string(st.held.rbegin()->first) + ")");
+        }
         try {
-          return st.writer->write_full(*st.last, version).string();
+          return st.writer->write_full(*it->second, version).string();
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': " + ex.what());
         }

@@ -193,10 +193,9 @@ TEST_F(PublisherKind, corrupt_delta_is_replaced_by_a_full_copy_from_the_publishe
 
 // The trainer may have stepped on between publishing version 2 and the engine's request for its
 // full copy (async schedule): the full copy must still hold version 2's weights.
-// DISABLED: the publisher writes the trainer's live weights (publisher_state::last is the shared
-// flat_params, not a snapshot of the version), so the engine gets newer weights labelled version
-// 2; with verify on, verify_weights then refuses them. Enable once the full copy is of the version.
-TEST_F(PublisherKind, DISABLED_full_copy_holds_the_requested_version_after_the_trainer_moved_on) {
+// The publisher keeps CPU copies of the versions it published, so a full copy asked for after
+// the trainer moved on holds the requested version.
+TEST_F(PublisherKind, full_copy_holds_the_requested_version_after_the_trainer_moved_on) {
   auto a = spawn(Transport::DISK_DELTA, true);
   receiver r;
   r.apply(*engine_, publish(a, 1), *store_);

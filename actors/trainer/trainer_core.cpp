@@ -130,7 +130,16 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
     std::vector<int64_t> rows, targets;
     int64_t row = 0;
     bool replay = options_.routing_replay && moe_layers > 0;
-    for (size_t i : idx) replay = replay && !batch[i].experts.empty();
+    if (replay) {
+      size_t with = 0;
+      for (size_t i : idx) with += batch[i].experts.empty() ? 0 : 1;
+      if (with != 0 && with != idx.size()) {
+        throw std::invalid_argument("trainer: routing replay needs the rollout's experts on every sequence; " +
+                                    std::to_string(idx.size() - with) + " of " + std::to_string(idx.size()) +
+                                    " in a micro-batch have none");
+      }
+      replay = with == idx.size();
+    }
     std::vector<std::vector<int64_t>> replay_rows(moe_layers);
     const int64_t k = cfg.num_experts_per_tok;
     for (size_t i : idx) {
