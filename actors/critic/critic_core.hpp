@@ -50,7 +50,7 @@ class critic_core {
   /// and the values it carries (computed now where it carries none), the clipped value loss
   /// (token mean over the step), one forward + backward per `group_sizes` entry (consecutive
   /// samples). Metrics: critic_loss, critic_grad_norm, critic_value_mean (of the values before
-  /// the step), critic_return_mean, critic_lr.
+  /// the step), critic_return_mean, critic_lr, critic_skipped_steps, critic_train_seconds.
   std::map<std::string, double> train(const std::vector<rollout::sample_msg>& samples,
                                       const std::vector<size_t>& group_sizes);
 
