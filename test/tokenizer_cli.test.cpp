@@ -53,6 +53,53 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
   EXPECT_EQ(parse_lines(r2.out).at(0)["text"], "hello <|im_end|> wörld");
 }
 
+std::vector<json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> v;
+  for (std::string line; std::getline(in, line);) v.push_back(json::parse(line));
+  return v;
+}
+
+std::string unhex(const std::string& h) {
+  std::string out;
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  return out;
+}
+
+// {"text", "add_special_tokens": true} gives the ids of transformers' AutoTokenizer(text,
+// add_special_tokens=True) on folders whose tokenizer_config.json sets add_bos_token and
+// add_eos_token, which transformers 5 ignores (BOS only from tokenizer.json's post_processor).
+TEST(TokenizeCli, AddSpecialTokensEqualsAutoTokenizer) {
+  fs::path d = scratch("tokenize-bos");
+  auto corpus = read_jsonl(kData + "/corpus.jsonl");
+  const size_t n = 12;  // the hand-written items: valid UTF-8, so they travel as JSON strings
+  for (std::string family : {"llama3_bos", "deepseek_v3_bos", "deepseek_v3_both"}) {
+    auto expected = read_jsonl(kData + "/" + family + "/expected.jsonl");
+    ASSERT_GE(expected.size(), n);
+    {
+      std::ofstream in(d / "in.jsonl");
+      for (size_t i = 0; i < n; ++i) {
+        in << json{{"text", unhex(corpus[i]["hex"].get<std::string>())},
+                   {"add_special_tokens", true}}
+                  .dump()
+           << "\n";
+      }
+      // add_special_tokens defaults to false.
+      in << json{{"text", unhex(corpus[0]["hex"].get<std::string>())}}.dump() << "\n";
+    }
+    auto r = run_milesrt(
+        "tokenize --model '" + kData + "/" + family + "' < '" + (d / "in.jsonl").string() + "'",
+        "tok-" + family);
+    EXPECT_EQ(r.status, 0) << family << ": " << r.err;
+    auto out = parse_lines(r.out);
+    ASSERT_EQ(out.size(), n + 1) << family << ": " << r.out;
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_EQ(out[i]["ids"], expected[i]["ids_auto"]) << family << " item " << i;
+    EXPECT_EQ(out[n]["ids"], expected[0]["ids"]) << family;
+  }
+}
+
 TEST(TokenizeCli, MissingModelIsBadInput) {
   auto r = run_milesrt("tokenize --model /nonexistent/model < /dev/null", "tok3");
   EXPECT_EQ(r.status, 2);

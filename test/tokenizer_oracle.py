@@ -7,11 +7,20 @@ ids, decoded text and chat text; the C++ tests compare against what this script 
 trains one byte-level BPE (>= 32k merges, on the Qwen2 pre-tokenizer regex), and two smaller ones (about
 8k merges) on DeepSeek-V3's Split sequence and on GPT-4o's o200k pattern, and writes, under OUT:
   <family>/tokenizer.json, tokenizer_config.json   families: qwen2, qwen3, llama3, gpt2, flags,
-                                                   deepseek_v3, o200k
+                                                   deepseek_v3, o200k, llama3_bos, llama3_bos_null,
+                                                   llama3_off, deepseek_v3_bos, deepseek_v3_both
+                                                   (+ config.json for the last five)
   corpus.jsonl          one test string per line, as hex of its bytes (some are invalid UTF-8)
-  <family>/expected.jsonl   per corpus line: ids (with and without special tokens), decode of them,
-                        and the pre-tokenizer's pieces (pre_tokenize_str)
+  <family>/expected.jsonl   per corpus line: ids (with and without special tokens, and AutoTokenizer's
+                        with them), decode of them, and the pre-tokenizer's pieces (pre_tokenize_str)
   chat_cases.jsonl      conversations; <family>/chat_expected.jsonl: apply_chat_template text and ids
+  <family>/auto.json    what transformers' AutoTokenizer made of the folder: class, bos_token, eos_token
+
+expected.jsonl's ids_auto are transformers' `AutoTokenizer.from_pretrained(dir)(text,
+add_special_tokens=True)`, which reads tokenizer_config.json too (and config.json, written for the
+families that mimic a real model's folder). The *_bos, *_both, *_off families vary tokenizer_config.json's
+add_bos_token / add_eos_token and the form of bos_token / eos_token (string or AddedToken object) over a
+TemplateProcessing or a null post_processor; see bos_eos_families.
 
 Invalid UTF-8: HF's encode takes a str, so bytes must be decoded first; the oracle decodes them the way
 Python does with errors="replace" (each maximal invalid subpart becomes one U+FFFD), which is what
@@ -224,6 +233,41 @@ def split_families():
     }
 
 
+def bos_eos_families(fams):
+    """tokenizer_config.json's add_bos_token / add_eos_token over Llama-3's and DeepSeek-V3's tokenizer.json,
+    with the post_processor as shipped (TemplateProcessing adding BOS) or null. transformers 5 drops both flags
+    whenever tokenizer.json exists (PreTrainedTokenizerBase._from_pretrained pops them), so the ids_auto
+    of these families show whether milesrt ignores them as AutoTokenizer does."""
+    def addedtok(content):  # the form transformers itself writes into tokenizer_config.json
+        return {"__type": "AddedToken", "content": content, "lstrip": False, "normalized": True,
+                "rstrip": False, "single_word": False, "special": True}
+
+    def variant(src, cfg_update, null_post_processor, model_type):
+        tj, cfg = json.loads(json.dumps(fams[src][0])), dict(fams[src][1])
+        if null_post_processor:
+            tj["post_processor"] = None
+        cfg.update(cfg_update)
+        return tj, cfg, {"model_type": model_type}
+
+    ds_bos, ds_eos = fams["deepseek_v3"][1]["bos_token"], fams["deepseek_v3"][1]["eos_token"]
+    return {
+        # Llama-3: BOS by TemplateProcessing; the flags, as strings, say BOS and EOS.
+        "llama3_bos": variant("llama3", {"add_bos_token": True, "add_eos_token": True}, False, "llama"),
+        # Llama-3 without its post-processor: add_bos_token alone would have to supply the BOS.
+        "llama3_bos_null": variant("llama3", {"add_bos_token": True, "add_eos_token": False}, True, "llama"),
+        # Llama-3 with both flags false over the TemplateProcessing that adds BOS.
+        "llama3_off": variant("llama3", {"add_bos_token": False, "add_eos_token": False}, False, "llama"),
+        # DeepSeek-V3 as shipped: LlamaTokenizerFast, add_bos_token true, add_eos_token false, AddedToken objects.
+        "deepseek_v3_bos": variant("deepseek_v3", {
+            "tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True, "add_eos_token": False,
+            "bos_token": addedtok(ds_bos), "eos_token": addedtok(ds_eos)}, False, "deepseek_v3"),
+        # DeepSeek-V3 with both flags true and no post-processor.
+        "deepseek_v3_both": variant("deepseek_v3", {
+            "tokenizer_class": "LlamaTokenizerFast", "add_bos_token": True, "add_eos_token": True,
+            "bos_token": addedtok(ds_bos), "eos_token": addedtok(ds_eos)}, True, "deepseek_v3"),
+    }
+
+
 def corpus():
     items = [
         "Hello, world! It's a test: we'll see what they've done, I'm sure they'd LIKE it. DON'T STOP.",
@@ -343,28 +387,36 @@ def make(out_dir, templates):
             f.write(json.dumps(c, ensure_ascii=False) + "\n")
     all_families = families(train_base(), templates)
     all_families.update(split_families())
-    for name, (tj, cfg) in all_families.items():
+    all_families.update(bos_eos_families(all_families))
+    for name, (tj, cfg, *model_cfg) in all_families.items():
         d = os.path.join(out_dir, name)
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "tokenizer.json"), "w") as f:
             json.dump(tj, f, ensure_ascii=False)
         with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
             json.dump(cfg, f, ensure_ascii=False, indent=1)
+        if model_cfg:  # config.json: AutoTokenizer picks the class by model_type as for a real model folder
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(model_cfg[0], f)
         tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
+        hf = AutoTokenizer.from_pretrained(d)
+        with open(os.path.join(d, "auto.json"), "w") as f:
+            json.dump({"class": type(hf).__name__, "bos_token": hf.bos_token, "eos_token": hf.eos_token}, f,
+                      ensure_ascii=False)
         with open(os.path.join(d, "expected.jsonl"), "w") as f:
             for b in texts:
                 s = b.decode("utf-8", errors="replace")
                 plain = tok.encode(s, add_special_tokens=False).ids
                 special = tok.encode(s, add_special_tokens=True).ids
+                auto = hf(s, add_special_tokens=True)["input_ids"]
                 # The pre-tokenizer alone (no normalizer, no added tokens): the pieces BPE would see.
                 pre = [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(s)]
-                f.write(json.dumps({"ids": plain, "ids_special": special,
+                f.write(json.dumps({"ids": plain, "ids_special": special, "ids_auto": auto,
                                     "text": tok.decode(special, skip_special_tokens=False),
                                     "text_skip": tok.decode(special, skip_special_tokens=True),
                                     "pre_tokens": pre},
                                    ensure_ascii=False) + "\n")
         if name in CHAT_FAMILIES:
-            hf = AutoTokenizer.from_pretrained(d)
             with open(os.path.join(d, "chat_expected.jsonl"), "w") as f:
                 for i in CHAT_FAMILIES[name]:
                     c = CHAT_CASES[i]

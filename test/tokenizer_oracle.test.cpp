@@ -54,13 +54,15 @@ TEST_P(Oracle, CorpusIdsAndDecodeEqualHf) {
     std::string text = unhex(corpus[i]["hex"].get<std::string>());
     auto want = expected[i]["ids"].get<std::vector<token_id>>();
     auto want_special = expected[i]["ids_special"].get<std::vector<token_id>>();
+    auto want_auto = expected[i]["ids_auto"].get<std::vector<token_id>>();
     auto ids = tok->encode(text, false);
     auto ids_special = tok->encode(text, true);
-    bool ok = ids == want && ids_special == want_special &&
+    bool ok = ids == want && ids_special == want_special && ids_special == want_auto &&
               tok->decode(ids_special, false) == expected[i]["text"].get<std::string>() &&
               tok->decode(ids_special, true) == expected[i]["text_skip"].get<std::string>();
     EXPECT_EQ(ids, want) << "item " << i << ": " << corpus[i]["hex"];
     EXPECT_EQ(ids_special, want_special) << "item " << i;
+    EXPECT_EQ(ids_special, want_auto) << "item " << i << " (transformers' AutoTokenizer)";
     EXPECT_EQ(tok->decode(ids_special, false), expected[i]["text"].get<std::string>()) << "item " << i;
     EXPECT_EQ(tok->decode(ids_special, true), expected[i]["text_skip"].get<std::string>()) << "item " << i;
     bad += !ok;
@@ -129,6 +131,53 @@ TEST_P(Oracle, ThreadsShareOneTokenizer) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Oracle,
                          ::testing::Values("qwen2", "qwen3", "llama3", "gpt2", "flags", "deepseek_v3", "o200k"));
+
+// tokenizer_config.json's add_bos_token / add_eos_token (true or false, bos/eos as strings or
+// AddedToken objects) over a TemplateProcessing or a null post_processor: encode(text, true) gives
+// the ids of transformers' AutoTokenizer(text, add_special_tokens=True) on every corpus item, and
+// bos_token() / eos_token() its bos_token / eos_token. transformers 5 ignores the flags when
+// tokenizer.json exists, so the expectations below pin that down too: should a later transformers
+// honour them, these fail loudly.
+class BosEosOracle : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BosEosOracle, AddSpecialTokensEqualsAutoTokenizer) {
+  auto tok = load(GetParam());
+  ASSERT_TRUE(tok);
+  std::ifstream auto_in(kData + "/" + GetParam() + "/auto.json");
+  auto hf = ojson::parse(auto_in);
+  EXPECT_EQ(hf["class"], "TokenizersBackend");
+  EXPECT_EQ(tok->bos_token(), hf["bos_token"].get<std::string>());
+  EXPECT_EQ(tok->eos_token(), hf["eos_token"].get<std::string>());
+  auto corpus = read_lines(kData + "/corpus.jsonl");
+  auto expected = read_lines(kData + "/" + GetParam() + "/expected.jsonl");
+  ASSERT_EQ(corpus.size(), expected.size());
+  ASSERT_GT(corpus.size(), 300u);
+  const token_id bos = tok->token_to_id(tok->bos_token());
+  ASSERT_GE(bos, 0);
+  ASSERT_GE(tok->token_to_id(tok->eos_token()), 0);
+  // BOS comes from the post_processor alone: present where tokenizer.json has its
+  // TemplateProcessing.
+  const bool template_bos =
+      GetParam().find("_null") == std::string::npos && GetParam() != "deepseek_v3_both";
+  size_t bad = 0;
+  for (size_t i = 0; i < corpus.size() && bad < 5; ++i) {
+    std::string text = unhex(corpus[i]["hex"].get<std::string>());
+    auto want = expected[i]["ids_auto"].get<std::vector<token_id>>();
+    auto ids = tok->encode(text, true);
+    auto plain = tok->encode(text, false);
+    EXPECT_EQ(ids, want) << "item " << i << ": " << corpus[i]["hex"];
+    EXPECT_EQ(plain, expected[i]["ids"].get<std::vector<token_id>>()) << "item " << i;
+    // Nothing but the template's BOS is added: no EOS whatever add_eos_token says.
+    auto with_bos = plain;
+    if (template_bos) with_bos.insert(with_bos.begin(), bos);
+    EXPECT_EQ(ids, with_bos) << "item " << i;
+    bad += ids != want;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Flags, BosEosOracle,
+                         ::testing::Values("llama3_bos", "llama3_bos_null", "llama3_off",
+                                           "deepseek_v3_bos", "deepseek_v3_both"));
 
 class ChatOracle : public ::testing::TestWithParam<std::string> {};
 

@@ -162,6 +162,16 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
     return 0;
   });
   if (cfg != nullptr) {
+    // add_bos_token / add_eos_token are read by no one, on purpose: transformers 5 (checked
+    // on 5.17) drops both from tokenizer_config.json whenever tokenizer.json exists
+    // (PreTrainedTokenizerBase._from_pretrained in tokenization_utils_base.py), before any class
+    // sees them, so TokenizersBackend.update_post_processor rebuilds the post-processor with both
+    // false, and only where tokenizer.json's is null: BOS/EOS come from tokenizer.json's
+    // post_processor alone, for PreTrainedTokenizerFast and LlamaTokenizerFast (DeepSeek-V3) alike.
+    // (transformers 4's LlamaTokenizerFast honoured them; 5's LlamaTokenizer, used when no
+    // config.json maps the model type to TokenizersBackend, also rebuilds the pipeline with a
+    // Metaspace pre-tokenizer, which milesrt does not imitate.) test/tokenizer_oracle.test.cpp's
+    // BosEosOracle holds this to AutoTokenizer.
     bos_token_ = token_text(*cfg, "bos_token");
     eos_token_ = token_text(*cfg, "eos_token");
     auto ct = cfg->find("chat_template");

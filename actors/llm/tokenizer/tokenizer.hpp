@@ -40,7 +40,8 @@ public:
 
   /// Token ids of `text`. Invalid UTF-8 is first repaired (each maximal invalid subpart becomes
   /// U+FFFD, as Python's decode(errors="replace")). With `add_special_tokens`, the post-processor
-  /// adds BOS/EOS as tokenizer.json's post_processor says.
+  /// adds BOS/EOS as tokenizer.json's post_processor says; tokenizer_config.json's add_bos_token /
+  /// add_eos_token are ignored, as transformers 5's AutoTokenizer ignores them.
   std::vector<token_id> encode(std::string_view text, bool add_special_tokens = false) const;
 
   /// Text of `ids`; unknown ids are skipped, as HF does. Invalid UTF-8 from byte-level tokens
@@ -54,7 +55,8 @@ public:
   /// True when `id` is a special added token.
   bool is_special(token_id id) const;
 
-  /// tokenizer_config.json's bos_token / eos_token ("" when absent) and its chat_template.
+  /// tokenizer_config.json's bos_token / eos_token (a string or an AddedToken object's "content";
+  /// "" when absent or null) and its chat_template.
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }
   const std::string& chat_template() const { return chat_template_; }

@@ -128,6 +128,49 @@ TEST(Tokenizer, UnsupportedComponentsAreNamed) {
   EXPECT_NE(r.error.find("tokenizer.json: cannot open"), std::string::npos) << r.error;
 }
 
+// tokenizer_config.json's add_bos_token / add_eos_token change nothing (transformers 5 drops them
+// when tokenizer.json exists; the oracle's BosEosOracle checks this against AutoTokenizer): BOS and
+// EOS come from tokenizer.json's post_processor alone. bos_token / eos_token may be strings or
+// AddedToken objects.
+TEST(Tokenizer, ConfigBosEosFlagsLeaveThePostProcessorAlone) {
+  json tj = tiny(true);
+  tj["added_tokens"] = {{{"id", 11}, {"content", "<s>"}, {"special", true}},
+                        {{"id", 12}, {"content", "</s>"}, {"special", true}}};
+  json with_bos = tj;
+  with_bos["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single",
+       {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"pair", json::array()},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {11}}, {"tokens", {"<s>"}}}}}}};
+  json added_token = {{"__type", "AddedToken"}, {"content", "</s>"}, {"lstrip", false},
+                      {"normalized", true},     {"rstrip", false},   {"single_word", false},
+                      {"special", true}};
+  for (bool template_bos : {false, true}) {
+    for (bool add_bos : {false, true}) {
+      for (bool add_eos : {false, true}) {
+        std::string name = "flags-" + std::to_string(template_bos) + std::to_string(add_bos) +
+                           std::to_string(add_eos);
+        fs::path d = write_dir(name, template_bos ? with_bos : tj);
+        json cfg = {{"tokenizer_class", "LlamaTokenizerFast"},
+                    {"add_bos_token", add_bos},
+                    {"add_eos_token", add_eos},
+                    {"bos_token", "<s>"},
+                    {"eos_token", added_token}};
+        std::ofstream(d / "tokenizer_config.json") << cfg.dump();
+        auto r = tokenizer::load(d);
+        ASSERT_TRUE(r.tok) << r.error;
+        EXPECT_EQ(r.tok->bos_token(), "<s>");
+        EXPECT_EQ(r.tok->eos_token(), "</s>");
+        auto want = template_bos ? std::vector<token_id>{11, 6, 9} : std::vector<token_id>{6, 9};
+        EXPECT_EQ(r.tok->encode("abccd", true), want) << name;
+        EXPECT_EQ(r.tok->encode("abccd", false), (std::vector<token_id>{6, 9})) << name;
+      }
+    }
+  }
+}
+
 TEST(ChatTemplate, PythonJsonMatchesJsonDumps) {
   auto x = nlohmann::ordered_json::parse(R"({"b": [1, 2.5, true, null], "a": "é\n\"\u0001", "e": {}, "l": []})");
   EXPECT_EQ(python_json(x), "{\"b\": [1, 2.5, true, null], \"a\": \"é\\n\\\"\\u0001\", \"e\": {}, \"l\": []}");
