@@ -17,6 +17,7 @@
 #include "actors/reference/reference_kind.hpp"
 #include "actors/reward/reward_kinds.hpp"
 #include "actors/trainer/trainer_kind.hpp"
+#include "actors/trainer/train_bench_command.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/core/kind.hpp"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
       cli::make_worker_command(),
       llm::make_score_command(),
       llm::make_bench_command(),
+      trainer::make_train_bench_command(),
       rollout::make_generate_command(),
       llm::make_tokenize_command(),
   };
