@@ -1,6 +1,6 @@
 # Stage 1 of the arithmetic example: supervised warm start on the sloppy teacher's demonstrations,
-# until held-out accuracy stops improving (no gain over evalPatience evaluations); the best model
-# is exported for stage 2.
+# until held-out accuracy stops improving (no gain over evalPatience = 2 evaluations, counted from
+# step evalMinSteps = 150 on); the best model is exported for stage 2.
 @0xe1f2a3b4c5d6e7f8;
 using import "/milesrt/graph.capnp".Graph;
 
@@ -14,7 +14,7 @@ const graph :Graph = (
      params = (trainer = (model = "runs/arith/setup/model", objective = "sft",
                           lr = 3e-3, gradClip = 1.0, warmupSteps = 10,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 25,
-                          evalMaxNewTokens = 4, evalPatience = 2,
+                          evalMaxNewTokens = 4, evalPatience = 2, evalMinSteps = 150,
                           exportDir = "runs/arith/sft_model"))),
   ],
   edges = [

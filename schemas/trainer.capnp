@@ -86,4 +86,7 @@ struct TrainerParams {
   # Evaluate on the first N items only; 0 = all.
   chatTemplate @46 :Text;
   # For evalData items with messages; as the rollout's.
+  evalMinSteps @47 :UInt32 = 0;
+  # evalPatience counts evaluations from this step on: early accuracy near zero is noise, not a
+  # plateau.
 }

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 struct eval_settings {
   std::vector<data::data_record> records;
-  uint32_t interval = 0, patience = 0;
+  uint32_t interval = 0, patience = 0, min_steps = 0;
   int64_t max_new_tokens = 16;
   size_t limit = 0;
   fs::path export_dir;
@@ -144,7 +144,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
               st.best_step = step;
               st.evals_since_best = 0;
               if (!ev.export_dir.empty()) export_model(st, ev.export_dir);
-            } else {
+            } else if (step >= ev.min_steps) {
               st.evals_since_best++;
             }
             reply.metrics["eval_best_accuracy"] = st.best_accuracy;
@@ -306,6 +306,7 @@ void register_trainer_kind(kind_registry& registry) {
     }
     init->eval.interval = p.getEvalInterval();
     init->eval.patience = p.getEvalPatience();
+    init->eval.min_steps = p.getEvalMinSteps();
     init->eval.max_new_tokens = p.getEvalMaxNewTokens();
     init->eval.limit = p.getEvalLimit();
     init->eval.export_dir = std::string(p.getExportDir());
