@@ -77,11 +77,18 @@ TEST(Cli, SyntaxErrorGivesFileLineColumn) {
 }
 
 TEST(Cli, UnknownKindsAreRefusedBeforeAnythingStarts) {
-  auto r = run_milesrt("run graphs/grpo_sync.capnp --run-dir /nonexistent/never-created");
+  // The default GRPO graph with its reward actor's kind misspelt.
+  std::string text = slurp(fs::path(source_dir()) / "graphs/grpo_sync.capnp");
+  const std::string good = "kind = \"math_reward\"";
+  ASSERT_NE(text.find(good), std::string::npos);
+  text.replace(text.find(good), good.size(), "kind = \"reward\"");
+  fs::path graph = scratch("unknown-kind") / "bad.capnp";
+  std::ofstream(graph) << text;
+  auto r = run_milesrt("run '" + graph.string() + "' --run-dir /nonexistent/never-created");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("milesrt run: error: graphs/grpo_sync.capnp: actor 'reward': field "
-                       "'kind': unknown actor kind 'reward' (known: rollout)"),
+  EXPECT_NE(r.err.find("bad.capnp: actor 'reward': field 'kind': unknown actor kind 'reward' (known: "),
             std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("math_reward"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists("/nonexistent/never-created"));
 }
 

@@ -1,6 +1,7 @@
 #include "actors/llm/model.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
@@ -369,10 +370,14 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   auto ids_t = at::tensor(ids, at::kLong).to(device_);
   auto pos_t = at::tensor(positions, at::kLong).to(device_);
   forward_result result;
-  at::Tensor h = P.get("model.embed_tokens.weight").index_select(0, ids_t);
+  const bool checkpointing = static_cast<bool>(opt.checkpoint_head);
+  TORCH_CHECK(!checkpointing || opt.cache == nullptr, "activation checkpointing is for the training path (no cache)");
 
-  int64_t moe_index = 0;
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+  // One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
+  // result (off when a checkpointed layer is computed again).
+  auto run_layer = [&](int64_t layer, at::Tensor h, bool record) -> at::Tensor {
+    int64_t moe_index = 0;
+    for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     // Attention.
     auto x = rms_norm(h, P.get(p + "input_layernorm.weight"), c.rms_norm_eps);
@@ -425,7 +430,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
       auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
       auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
       h = h + linear_rows(at::silu(gate) * up, P.get(p + "mlp.down_proj.weight"));
-      continue;
+      return h;
     }
     auto router_logits = linear_rows(x, P.get(p + "mlp.gate.weight"));
     auto probs = at::softmax(router_logits.to(at::kFloat), -1);
@@ -482,11 +487,49 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     }
     for (int64_t s = 0; s < c.num_experts_per_tok; ++s) moe_out = moe_out + contrib[s];
     h = h + moe_out;
-    result.experts.push_back(chosen.narrow(0, 0, T));
-    result.router_probs.push_back(probs.narrow(0, 0, T));
-    ++moe_index;
+    if (record) {
+      result.experts.push_back(chosen.narrow(0, 0, T));
+      result.router_probs.push_back(probs.narrow(0, 0, T));
+    }
+    return h;
+  };
+
+  const auto& embed = P.get("model.embed_tokens.weight");
+  if (!checkpointing) {
+    at::Tensor h = embed.index_select(0, ids_t);
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) h = run_layer(layer, h, true);
+    result.hidden = rms_norm(h, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+    return result;
   }
-  result.hidden = rms_norm(h, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+
+  // Activation checkpointing: a forward without autograd keeps only each layer's input; the head
+  // computes the loss from the final hidden states and its backward runs; then each layer is
+  // computed again, last to first, with autograd on, and back-propagated on its own.
+  std::vector<at::Tensor> inputs;
+  at::Tensor last;
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor h = embed.index_select(0, ids_t);
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+      inputs.push_back(h);
+      h = run_layer(layer, h, true);
+    }
+    last = h;
+  }
+  auto x = last.detach().requires_grad_(true);
+  auto hidden = rms_norm(x, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+  at::Tensor loss = opt.checkpoint_head(hidden);
+  result.hidden = hidden.detach();
+  if (!loss.defined() || !loss.requires_grad()) return result;
+  loss.backward();
+  at::Tensor g = x.grad();
+  for (int64_t layer = c.num_layers - 1; layer >= 0 && g.defined(); --layer) {
+    auto xin = inputs[layer].detach().requires_grad_(true);
+    auto out = run_layer(layer, xin, false);
+    out.backward(g);
+    g = xin.grad();
+  }
+  if (g.defined()) embed.index_select(0, ids_t).backward(g);
   return result;
 }
 

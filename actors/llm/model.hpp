@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +76,11 @@ struct forward_options {
   kv_cache* cache = nullptr;
   /// Routing replay: per MoE layer, [tokens, top_k] int64 experts to use instead of the router's.
   const std::vector<at::Tensor>* replay_experts = nullptr;
+  /// Activation checkpointing (training path only): when set, forward keeps only each layer's
+  /// input, calls this with the final hidden states [tokens, hidden] (autograd on) for a scalar
+  /// loss, and back-propagates it through every layer computed again; the parameters' gradients
+  /// are then accumulated and the returned hidden states are detached.
+  std::function<at::Tensor(const at::Tensor& hidden)> checkpoint_head;
 };
 
 struct forward_result {

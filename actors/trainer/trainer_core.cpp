@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 
 namespace milesrt::trainer {
@@ -125,7 +126,10 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
   for (int64_t l = 0; l < cfg.num_layers; ++l) moe_layers += cfg.is_moe_layer(l) ? 1 : 0;
 
   // Scores of the output tokens of the sequences in `idx` (one packed forward).
-  auto score = [&](const std::vector<size_t>& idx) -> llm::token_scores {
+  // With `head` set (activation checkpointing), the forward also calls head(scores) for the
+  // micro-batch's loss and runs its backward itself.
+  using loss_head = std::function<at::Tensor(const llm::token_scores&)>;
+  auto score = [&](const std::vector<size_t>& idx, const loss_head& head = nullptr) -> llm::token_scores {
     std::vector<llm::segment> segments;
     std::vector<int64_t> rows, targets;
     int64_t row = 0;
@@ -175,14 +179,23 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
       for (auto& r : replay_rows) replay_t.push_back(at::tensor(r, at::kLong).view({row, k}));
       fo.replay_experts = &replay_t;
     }
-    auto fr = model_->forward(segments, fo);
-    if (rows.empty()) {
-      auto zero = fr.hidden.sum().to(at::kFloat).mul(0).view({1}).narrow(0, 0, 0);
-      return {zero, zero};
-    }
-    auto picked = fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(device));
-    auto sc = model_->score_rows(picked, at::tensor(targets, at::kLong), options_.temperature);
-    return {sc.logprobs.to(at::kCPU), sc.entropy.to(at::kCPU)};
+    auto from_hidden = [&](const at::Tensor& hidden) -> llm::token_scores {
+      if (rows.empty()) {
+        auto zero = hidden.sum().to(at::kFloat).mul(0).view({1}).narrow(0, 0, 0).to(at::kCPU);
+        return {zero, zero};
+      }
+      auto picked = hidden.index_select(0, at::tensor(rows, at::kLong).to(device));
+      auto sc = model_->score_rows(picked, at::tensor(targets, at::kLong), options_.temperature);
+      return {sc.logprobs.to(at::kCPU), sc.entropy.to(at::kCPU)};
+    };
+    if (!head) return from_hidden(model_->forward(segments, fo).hidden);
+    llm::token_scores kept;
+    fo.checkpoint_head = [&](const at::Tensor& hidden) {
+      kept = from_hidden(hidden);
+      return head(kept);
+    };
+    model_->forward(segments, fo);
+    return {kept.logprobs.detach(), kept.entropy.detach()};
   };
 
   auto slice = [&](const at::Tensor& t, const std::vector<size_t>& idx) -> at::Tensor {
@@ -219,11 +232,11 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
   for (uint32_t u = 0; u < updates; ++u) {
     bool finite = true;
     for (const auto& mb : micro) {
-      auto sc = score(mb);
-      if (u == 0) first_logprobs.push_back(sc.logprobs.detach());
       auto mask = slice(mask_t, mb);
-      at::Tensor loss;
       const double w = mask.numel();
+      // The micro-batch's loss from its scores (metrics recorded); null when it is not finite.
+      auto loss_of = [&](const llm::token_scores& sc) -> at::Tensor {
+      at::Tensor loss;
       if (sft) {
         loss = sft_loss(sc.logprobs, mask, std::max(1.0, global_tokens));
         sums["sft_loss"] += loss.item<double>();
@@ -248,9 +261,20 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
       }
       if (!std::isfinite(loss.item<double>())) {
         finite = false;
-        break;
+        return at::Tensor();
       }
-      if (loss.requires_grad()) loss.backward();
+      return loss;
+      };
+      if (options_.activation_checkpointing) {
+        auto sc = score(mb, loss_of);  // the forward runs the backward too
+        if (u == 0) first_logprobs.push_back(sc.logprobs);
+      } else {
+        auto sc = score(mb);
+        if (u == 0) first_logprobs.push_back(sc.logprobs.detach());
+        auto loss = loss_of(sc);
+        if (loss.defined() && loss.requires_grad()) loss.backward();
+      }
+      if (!finite) break;
     }
     auto grad = params.buffer().grad();
     if (!grad.defined()) grad = at::zeros_like(params.buffer().detach());

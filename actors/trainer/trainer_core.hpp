@@ -28,6 +28,8 @@ struct trainer_options {
   adamw_options optimizer;
   int64_t micro_batch_tokens = 4096;
   uint32_t updates_per_step = 1;
+  /// Keep only each layer's input in the forward and compute the layers again in the backward.
+  bool activation_checkpointing = false;
 };
 
 /// One sequence of a batch: the prompt, the trained tokens (a sampled output, or an SFT target),

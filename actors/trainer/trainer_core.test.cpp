@@ -338,3 +338,29 @@ TEST(trainer_core, a_learning_rate_beyond_fp32_throws_and_keeps_the_weights) {
 
 }  // namespace
 }  // namespace milesrt::trainer
+
+namespace milesrt::trainer {
+namespace {
+
+// Activation checkpointing computes every layer again in the backward: the same losses and
+// gradients as keeping the activations, so the weights after a few steps agree (to the float
+// rounding of adding a tied embedding's two gradient parts in another order), for dense and MoE.
+TEST(trainer_core, activation_checkpointing_trains_like_keeping_the_activations) {
+  for (const std::string* config : {&dense_config, &moe_config}) {
+    trainer_options plain = resume_options(), ckpt = resume_options();
+    ckpt.activation_checkpointing = true;
+    policy_trainer a(tiny(*config), plain), b(tiny(*config), ckpt);
+    for (int step = 0; step < 3; ++step) {
+      auto ma = a.train(rl_batch(step)), mb = b.train(rl_batch(step));
+      EXPECT_EQ(ma["loss"], mb["loss"]) << "step " << step;  // the forward is the same computation
+      EXPECT_NEAR(ma["grad_norm"], mb["grad_norm"], 1e-6 * ma["grad_norm"]) << "step " << step;
+    }
+    auto wa = weights(a), wb = weights(b);
+    policy_trainer untrained(tiny(*config), plain);
+    EXPECT_FALSE(bitwise_equal(wa, weights(untrained)));  // it trained
+    EXPECT_LT((wa - wb).abs().max().item<double>(), 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace milesrt::trainer

@@ -230,7 +230,6 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
-  if (p.getActivationCheckpointing()) bad("activationCheckpointing: not supported yet");
   return problems;
 }
 
@@ -294,6 +293,7 @@ void register_trainer_kind(kind_registry& registry) {
     o.optimizer.total_steps = s.steps * std::max<uint32_t>(1, p.getUpdatesPerStep());
     o.micro_batch_tokens = p.getMicroBatchTokens();
     o.updates_per_step = std::max<uint32_t>(1, p.getUpdatesPerStep());
+    o.activation_checkpointing = p.getActivationCheckpointing();
 
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;

@@ -157,7 +157,7 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
   EXPECT_EQ(msg("steps=3"), "--set steps=3: expected actor.param=value or run.field=value");
   EXPECT_EQ(msg("run.stepz=3"),
             "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
-            "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds)");
+            "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot)");
   EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
   EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
   EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");
