@@ -46,8 +46,13 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
       // Sync schedule: the engine reads the trainer's own weights; nothing is copied.
       if (model.shared_params() != src) model.set_params(src);
       verify = false;
+    } else if (!u.share && u.channel.find('@') != std::string::npos &&
+               src->buffer().scalar_type() == model.dtype() && src->buffer().device() == model.device()) {
+      // Async: the trainer made one flat copy of this version that nothing changes; the engine
+      // adopts it as its own buffer.
+      model.set_params(src);
     } else {
-      // Async (or another dtype/device): one flat copy into the engine's own buffer.
+      // Another dtype or device: one flat copy (with conversion) into the engine's own buffer.
       if (model.shared_params() == src) model.set_params(copy_layout(*src, model.dtype(), model.device()));
       model.mutable_params().buffer().detach().copy_(src->buffer().detach());
       if (src->buffer().scalar_type() != model.dtype()) verify = false;  // hashes are of the trainer's dtype

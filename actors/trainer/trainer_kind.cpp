@@ -34,6 +34,8 @@ struct trainer_state {
   fs::path source_dir;  ///< the model folder training started from (its tokenizer files)
   std::shared_ptr<rollout::text_codec> codec;
   std::string name;
+  std::shared_ptr<process_store> store;
+  bool async = false;
   uint64_t version = 0;
   uint64_t total_steps = 0;
   eval_settings eval;
@@ -167,6 +169,24 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         publisher::weights_ref ref;
         ref.version = step;
         ref.channel = st.name;
+        if (st.async) {
+          // Training goes on while this version is published: publish a copy of it that nothing
+          // changes (the engine adopts it), under its own channel; a few versions are kept.
+          try {
+            at::NoGradGuard no_grad;
+            const auto& live = st.core->model().params();
+            std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+            for (size_t i = 0; i < live.names().size(); ++i) specs.push_back({live.names()[i], live.shapes()[i]});
+            auto copy = std::make_shared<llm::flat_params>(specs, live.buffer().scalar_type(), live.buffer().device());
+            copy->buffer().copy_(live.buffer().detach());
+            ref.channel = st.name + "@" + std::to_string(step);
+            st.store->put("weights/" + ref.channel, copy);
+            if (step > 4) st.store->erase("weights/" + st.name + "@" + std::to_string(step - 4));
+          } catch (const std::exception& e) {
+            return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': copy of version " +
+                                                                std::to_string(step) + ": " + e.what());
+          }
+        }
         ref.pid = static_cast<int64_t>(::getpid());
         envelope out;
         out.min_version = out.max_version = step;
@@ -297,6 +317,8 @@ void register_trainer_kind(kind_registry& registry) {
 
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;
+    init->store = s.store;
+    init->async = s.async_schedule;
     init->source_dir = std::string(p.getModel());
     init->total_steps = s.steps;
     std::string tok_error;

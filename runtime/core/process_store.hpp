@@ -21,6 +21,11 @@ class process_store {
     std::lock_guard<std::mutex> lock(mutex_);
     objects_.insert_or_assign(key, std::make_pair(std::type_index(typeid(T)), std::shared_ptr<void>(std::move(value))));
   }
+  /// Removes the object under `key` (its holders keep it alive); nothing when there is none.
+  void erase(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    objects_.erase(key);
+  }
   /// The object under `key`, or null when there is none; throws when it has another type.
   template <class T>
   std::shared_ptr<T> get(const std::string& key) const {
