@@ -135,4 +135,27 @@ TEST(grpo_graphs, sync_resume_is_bitwise) {
       << "the resumed run's weights differ from the uninterrupted run's";
 }
 
+TEST(grpo_graphs, ipc_feeds_an_engine_in_a_worker_process) {
+  // The rollout engine in a second process (`milesrt worker`), the trainer and the publisher in
+  // the run's; each version crosses in shared memory and is checked by its hashes.
+  fs::path run = scratch("grpo-ipc");
+  const int port = 40000 + ::getpid() % 20000;
+  auto r = start("run graphs/grpo_sync.capnp --set publisher.transport=ipc --set rollout.placement=w1 "
+                 "--set run.steps=3 --set run.batchSize=4 --set trainer.evalInterval=0 --listen 127.0.0.1:" +
+                     std::to_string(port) + paths(run, true),
+                 "grpo-ipc-run");
+  auto w = start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name w1", "grpo-ipc-worker");
+  auto done = r.wait(std::chrono::seconds(120));
+  ASSERT_EQ(done.status, 0) << done.err << done.out;
+  EXPECT_EQ(w.wait(std::chrono::seconds(30)).status, 0);
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i]["version"].get<int>(), int(i) + 1);
+    // The engine in the other process holds the trainer's weights bit for bit.
+    EXPECT_EQ(steps[i]["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
+    if (i > 0) EXPECT_TRUE(steps[i]["metrics"].contains("publish_apply_seconds"));
+  }
+}
+
 }  // namespace

@@ -5,12 +5,17 @@
 
 #include <caf/all.hpp>
 
+#include "actors/publisher/cuda_ipc.hpp"
 #include "actors/publisher/disk_delta.hpp"
 #include "actors/publisher/ipc.hpp"
 #include "actors/publisher/tensor_hash.hpp"
 
 namespace milesrt::publisher {
 
+
+#ifndef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+class cuda_ipc_receiver {};
+#endif
 
 receiver::receiver() = default;
 receiver::~receiver() = default;
@@ -75,6 +80,13 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
       delta_->apply_full(model.mutable_params(), u.location, u.version);
       full_copies_++;
     }
+  } else if (u.transport == "ipc" && u.location.rfind("cuda-ipc:", 0) == 0) {
+#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+    if (!cuda_ipc_) cuda_ipc_ = std::make_unique<cuda_ipc_receiver>();
+    cuda_ipc_->apply(model.mutable_params(), u.location);
+#else
+    throw std::runtime_error("a CUDA IPC update reached an engine built without CUDA");
+#endif
   } else if (u.transport == "ipc") {
     shm_receiver shm(u.location);
     shm.apply(model.mutable_params(), u.version, std::chrono::seconds(60));

@@ -12,6 +12,7 @@
 namespace milesrt::publisher {
 
 class delta_reader;
+class cuda_ipc_receiver;
 
 class receiver {
  public:
@@ -34,6 +35,7 @@ class receiver {
   uint64_t version_ = 0;
   uint64_t full_copies_ = 0;
   std::unique_ptr<delta_reader> delta_;
+  std::unique_ptr<cuda_ipc_receiver> cuda_ipc_;
 };
 
 }  // namespace milesrt::publisher

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 
+#include "actors/publisher/cuda_ipc.hpp"
 #include "actors/publisher/disk_delta.hpp"
 #include "actors/publisher/ipc.hpp"
 #include "actors/publisher/messages.hpp"
@@ -32,6 +33,9 @@ struct publisher_state {
   uint32_t full_every = 0;
   std::unique_ptr<delta_writer> writer;
   std::unique_ptr<shm_publisher> shm;
+#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+  std::unique_ptr<cuda_ipc_publisher> cuda_ipc;  ///< ipc of weights on a GPU
+#endif
   /// disk_delta: CPU copies of the last versions published, for full copies an engine asks for
   /// after the trainer has moved on.
   std::map<uint64_t, std::shared_ptr<llm::flat_params>> held;
@@ -89,6 +93,16 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
             copy->buffer().copy_(src->buffer().detach());
             st.held[ref.version] = copy;
             while (st.held.size() > 2) st.held.erase(st.held.begin());
+          } else if (st.transport == "ipc" && src->buffer().is_cuda()) {
+#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+            if (!st.cuda_ipc) {
+              st.cuda_ipc = std::make_unique<cuda_ipc_publisher>(
+                  src->buffer().numel() * src->buffer().element_size(), src->buffer().device().index());
+            }
+            u.location = st.cuda_ipc->publish(*src);
+#else
+            throw std::runtime_error("ipc of weights on a GPU needs a build with CUDA");
+#endif
           } else if (st.transport == "ipc") {
             const size_t bytes = src->buffer().numel() * src->buffer().element_size();
             if (!st.shm) {
