@@ -14,6 +14,9 @@ struct PublisherParams {
   # verifyWeights: engines compare per-tensor hashes after applying each version.
   fullEvery @4 :UInt32 = 0;
   # disk_delta: a full copy every N versions besides the deltas; 0 = only the first and on request.
+  engines @5 :UInt32 = 1;
+  # broadcast / p2p: the engine ranks (the rollout's replicas, each on its own GPU); the trainer
+  # is rank 0, replica r is rank r + 1.
 
   enum Transport {
     colocated @0;

@@ -8,6 +8,8 @@
 #include "actors/publisher/cuda_ipc.hpp"
 #include "actors/publisher/disk_delta.hpp"
 #include "actors/publisher/ipc.hpp"
+#include "actors/publisher/nccl_broadcast.hpp"
+#include "actors/publisher/transfer_plan.hpp"
 #include "actors/publisher/tensor_hash.hpp"
 
 namespace milesrt::publisher {
@@ -15,6 +17,9 @@ namespace milesrt::publisher {
 
 #ifndef MILESRT_PUBLISHER_HAVE_CUDA_IPC
 class cuda_ipc_receiver {};
+#endif
+#ifndef MILESRT_PUBLISHER_HAVE_NCCL
+class nccl_broadcaster {};
 #endif
 
 receiver::receiver() = default;
@@ -90,6 +95,41 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
   } else if (u.transport == "ipc") {
     shm_receiver shm(u.location);
     shm.apply(model.mutable_params(), u.version, std::chrono::seconds(60));
+  } else if (u.transport == "broadcast" || u.transport == "p2p") {
+#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+    // location: "nccl:<world>:<bucket bytes>:<hex id>"
+    std::vector<std::string> f;
+    size_t from = 0;
+    for (size_t at; (at = u.location.find(':', from)) != std::string::npos; from = at + 1) {
+      f.push_back(u.location.substr(from, at - from));
+    }
+    f.push_back(u.location.substr(from));
+    if (f.size() != 4 || f[0] != "nccl") throw std::runtime_error("'" + u.location + "' is not an NCCL location");
+    const int world = std::stoi(f[1]);
+    const int64_t bucket = std::stoll(f[2]);
+    auto& p = model.mutable_params();
+    if (rank_ < 1 || rank_ >= world) {
+      throw std::runtime_error("this engine is rank " + std::to_string(rank_) + " but the publisher set up " +
+                               std::to_string(world - 1) + " engine ranks (publisher.engines)");
+    }
+    if (!nccl_) nccl_ = std::make_unique<nccl_broadcaster>(nccl_id_from_hex(f[3]), world, rank_, p.buffer().device().index());
+    if (u.transport == "broadcast") {
+      nccl_->broadcast(p, 0, bucket);
+    } else {
+      if (plan_.empty()) {
+        std::vector<std::pair<std::string, int64_t>> tensors;
+        for (size_t i = 0; i < p.names().size(); ++i) {
+          int64_t n = 1;
+          for (auto d : p.shapes()[i]) n *= d;
+          tensors.push_back({p.names()[i], n});
+        }
+        plan_ = plan_whole_model(tensors, world - 1);
+      }
+      nccl_->run_plan(p, plan_);
+    }
+#else
+    throw std::runtime_error("transport '" + u.transport + "' needs a build with CUDA and NCCL");
+#endif
   } else {
     throw std::runtime_error("transport '" + u.transport + "' cannot be applied by this engine");
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "actors/llm/model.hpp"
 #include "actors/publisher/messages.hpp"
@@ -13,6 +14,7 @@ namespace milesrt::publisher {
 
 class delta_reader;
 class cuda_ipc_receiver;
+class nccl_broadcaster;
 
 class receiver {
  public:
@@ -26,6 +28,8 @@ class receiver {
   /// full copy). The end-to-end hash check (verifyWeights) runs after the copy: when it fails the
   /// weights are already overwritten, version() keeps the old number, and the error stops the run.
   void apply(llm::decoder& model, const weights_update& u, runtime::process_store& store);
+  /// broadcast / p2p: this engine's NCCL rank (its replica + 1; the trainer is rank 0).
+  void set_rank(int rank) { rank_ = rank; }
   /// The version the model holds (0 = as loaded).
   uint64_t version() const { return version_; }
   /// Full copies fetched after a delta could not be applied.
@@ -36,6 +40,9 @@ class receiver {
   uint64_t full_copies_ = 0;
   std::unique_ptr<delta_reader> delta_;
   std::unique_ptr<cuda_ipc_receiver> cuda_ipc_;
+  std::unique_ptr<nccl_broadcaster> nccl_;
+  std::vector<struct transfer> plan_;  ///< p2p: computed once
+  int rank_ = 1;
 };
 
 }  // namespace milesrt::publisher

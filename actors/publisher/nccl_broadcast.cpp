@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "actors/publisher/transfer_plan.hpp"
@@ -97,6 +98,71 @@ void nccl_broadcaster::broadcast(llm::flat_params& p, int root, int64_t bucket_b
     offset += b.bytes;
   }
   MILESRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void nccl_broadcaster::run_plan(llm::flat_params& p, const std::vector<transfer>& plan) {
+  const at::Tensor& buf = p.buffer();
+  if (!buf.is_cuda() || buf.get_device() != device_)
+    throw nccl_error("nccl_broadcaster: rank " + std::to_string(rank_) + " has its parameters on " +
+                     buf.device().str() + ", not cuda:" + std::to_string(device_));
+  std::map<std::string, std::pair<int64_t, int64_t>> where;  // tensor -> (first element, elements)
+  int64_t offset = 0;
+  for (size_t i = 0; i < p.names().size(); ++i) {
+    int64_t n = 1;
+    for (auto s : p.shapes()[i]) n *= s;
+    where[p.names()[i]] = {offset, n};
+    offset += n;
+  }
+  const int64_t es = buf.element_size();
+  auto* base = static_cast<char*>(buf.data_ptr());
+  auto stream = static_cast<cudaStream_t>(stream_);
+  MILESRT_CUDA_CHECK(cudaSetDevice(device_));
+  MILESRT_CUDA_CHECK(cudaDeviceSynchronize());
+  MILESRT_NCCL_CHECK(ncclGroupStart());
+  for (const auto& t : plan) {
+    auto it = where.find(t.tensor);
+    if (it == where.end()) {
+      ncclGroupEnd();
+      throw nccl_error("nccl p2p plan: rank " + std::to_string(rank_) + " has no tensor '" + t.tensor + "'");
+    }
+    const auto [first, n] = it->second;
+    if (t.src_rank == rank_) {
+      if (t.src_offset + t.length > n) {
+        ncclGroupEnd();
+        throw nccl_error("nccl p2p plan: '" + t.tensor + "' has " + std::to_string(n) + " elements");
+      }
+      MILESRT_NCCL_CHECK(ncclSend(base + (first + t.src_offset) * es, static_cast<size_t>(t.length * es),
+                                  ncclUint8, t.dst_rank, static_cast<ncclComm_t>(comm_), stream));
+    }
+    if (t.dst_rank == rank_) {
+      if (t.dst_offset + t.length > n) {
+        ncclGroupEnd();
+        throw nccl_error("nccl p2p plan: '" + t.tensor + "' has " + std::to_string(n) + " elements");
+      }
+      MILESRT_NCCL_CHECK(ncclRecv(base + (first + t.dst_offset) * es, static_cast<size_t>(t.length * es),
+                                  ncclUint8, t.src_rank, static_cast<ncclComm_t>(comm_), stream));
+    }
+  }
+  MILESRT_NCCL_CHECK(ncclGroupEnd());
+  MILESRT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+std::string nccl_id_to_hex(const nccl_id& id) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (char c : id) {
+    const auto b = static_cast<unsigned char>(c);
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+nccl_id nccl_id_from_hex(const std::string& hex) {
+  nccl_id id{};
+  if (hex.size() != 2 * id.size()) throw nccl_error("an NCCL id of " + std::to_string(hex.size()) + " hex digits");
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return id;
 }
 
 }  // namespace milesrt::publisher

@@ -9,8 +9,11 @@
 #include <array>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "actors/llm/model.hpp"
+#include "actors/publisher/transfer_plan.hpp"
 
 namespace milesrt::publisher {
 
@@ -21,6 +24,10 @@ struct nccl_error : std::runtime_error {
 
 /// The bytes of an ncclUniqueId (NCCL_UNIQUE_ID_BYTES), so that this header needs no nccl.h.
 using nccl_id = std::array<char, 128>;
+
+/// The id as text (for a weights_update) and back; throws nccl_error on a malformed text.
+std::string nccl_id_to_hex(const nccl_id& id);
+nccl_id nccl_id_from_hex(const std::string& hex);
 
 /// One rank of a broadcast group; each rank's flat_params must have the same names and shapes.
 class nccl_broadcaster {
@@ -37,6 +44,10 @@ class nccl_broadcaster {
   /// Broadcasts `p`'s buffer (on this rank's device) from `root` into every rank's, one NCCL call
   /// per bucket of about `bucket_bytes` (make_buckets); returns when this rank's copy is complete.
   void broadcast(llm::flat_params& p, int root, int64_t bucket_bytes = 256 << 20);
+  /// Runs this rank's part of a p2p plan (transfer_plan.hpp) over `p`'s buffer in one NCCL group:
+  /// sends where it is the source, receives where it is the destination. Shards are whole tensors
+  /// (offsets count from the tensor's first element), as plan_whole_model makes them.
+  void run_plan(llm::flat_params& p, const std::vector<transfer>& plan);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

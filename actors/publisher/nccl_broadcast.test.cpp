@@ -46,6 +46,21 @@ TEST(nccl_broadcast, GpuBroadcastsInBuckets) {
   }
 }
 
+// A p2p plan run on one rank: a send to itself from one part of a tensor to another (the
+// mechanics of run_plan's NCCL group; several ranks need several GPUs).
+TEST(nccl_broadcast, GpuRunsAPlanOnOneRank) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  llm::flat_params p({{"x", {10}}, {"y", {6}}}, at::kFloat, at::Device(at::kCUDA, 0));
+  p.buffer().detach().copy_(at::arange(16, at::kFloat));
+  nccl_broadcaster b(nccl_broadcaster::make_id(), 1, 0, 0);
+  std::vector<transfer> plan = {{0, 0, "x", 0, 5, 5}, {0, 0, "y", 3, 0, 3}};
+  b.run_plan(p, plan);
+  auto got = p.buffer().cpu();
+  std::vector<float> want = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 13, 14, 15, 13, 14, 15};
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(got[i].item<float>(), want[i]) << "element " << i;
+  EXPECT_EQ(nccl_id_from_hex(nccl_id_to_hex(b.make_id())).size(), 128u);
+}
+
 TEST(nccl_broadcast, GpuRejectsCpuParams) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   llm::flat_params p({{"x", {4}}}, at::kFloat, at::kCPU);

@@ -6,11 +6,13 @@
 
 #include <caf/all.hpp>
 #include <chrono>
+#include <cstdio>
 
 #include "actors/publisher/cuda_ipc.hpp"
 #include "actors/publisher/disk_delta.hpp"
 #include "actors/publisher/ipc.hpp"
 #include "actors/publisher/messages.hpp"
+#include "actors/publisher/nccl_broadcast.hpp"
 #include "actors/publisher/tensor_hash.hpp"
 #include "milesrt/publisher.capnp.h"
 #include "runtime/core/interfaces.hpp"
@@ -20,8 +22,12 @@ namespace {
 using namespace milesrt::runtime;
 namespace fs = std::filesystem;
 
-using publisher_actor =
-    stage_actor::extend<caf::replies_to<fullcopy_atom, uint64_t>::with<std::string>>;
+/// Sent to itself after answering: the NCCL side of a broadcast / p2p publish, which blocks until
+/// every engine takes part (they do once they get the update).
+using ncclgo_atom = caf::atom_constant<caf::atom("ncclgo")>;
+
+using publisher_actor = stage_actor::extend<caf::replies_to<fullcopy_atom, uint64_t>::with<std::string>,
+                                            caf::reacts_to<ncclgo_atom>>;
 
 struct publisher_state {
   std::string name;
@@ -33,6 +39,15 @@ struct publisher_state {
   uint32_t full_every = 0;
   std::unique_ptr<delta_writer> writer;
   std::unique_ptr<shm_publisher> shm;
+  uint32_t engines = 1;         ///< broadcast / p2p: engine ranks (1..engines; the trainer is rank 0)
+  int64_t bucket_bytes = 256 << 20;
+#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+  std::string nccl_location;    ///< "nccl:<world>:<bucket bytes>:<hex id>", made on the first publish
+  nccl_id id{};
+  std::unique_ptr<nccl_broadcaster> nccl;
+  std::shared_ptr<llm::flat_params> nccl_src;  ///< the version the next ncclgo sends
+  std::vector<transfer> plan;   ///< p2p: computed once
+#endif
 #ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
   std::unique_ptr<cuda_ipc_publisher> cuda_ipc;  ///< ipc of weights on a GPU
 #endif
@@ -112,7 +127,22 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
             u.location = "/milesrt-" + std::to_string(::getpid()) + "-" + st.name;
             st.shm->publish(*src, ref.version);
           } else {
-            throw std::runtime_error("transport '" + st.transport + "' needs NCCL ranks on several GPUs");
+#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+            if (!src->buffer().is_cuda()) {
+              throw std::runtime_error("transport '" + st.transport + "' moves weights between GPUs; the trainer's are on " +
+                                       src->buffer().device().str());
+            }
+            if (st.nccl_location.empty()) {
+              st.id = nccl_broadcaster::make_id();
+              st.nccl_location = "nccl:" + std::to_string(st.engines + 1) + ":" + std::to_string(st.bucket_bytes) +
+                                 ":" + nccl_id_to_hex(st.id);
+            }
+            u.location = st.nccl_location;
+            st.nccl_src = src;
+            self->send(self, ncclgo_atom::value);  // after this answer has gone out
+#else
+            throw std::runtime_error("transport '" + st.transport + "' needs a build with CUDA and NCCL");
+#endif
           }
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "', version " +
@@ -145,6 +175,37 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': " + ex.what());
         }
       },
+      [=](ncclgo_atom) {
+#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+        auto& st = self->state;
+        try {
+          auto src = st.nccl_src;
+          if (!st.nccl) {
+            st.nccl = std::make_unique<nccl_broadcaster>(st.id, static_cast<int>(st.engines) + 1, 0,
+                                                         src->buffer().device().index());
+          }
+          if (st.transport == "broadcast") {
+            st.nccl->broadcast(*src, 0, st.bucket_bytes);
+          } else {
+            if (st.plan.empty()) {
+              std::vector<std::pair<std::string, int64_t>> tensors;
+              for (size_t i = 0; i < src->names().size(); ++i) {
+                int64_t n = 1;
+                for (auto d : src->shapes()[i]) n *= d;
+                tensors.push_back({src->names()[i], n});
+              }
+              st.plan = plan_whole_model(tensors, static_cast<int>(st.engines));
+            }
+            st.nccl->run_plan(*src, st.plan);
+          }
+        } catch (const std::exception& ex) {
+          // Nobody waits on this message: the engines' requests meet their deadlines, and this
+          // line says why.
+          std::fprintf(stderr, "publisher '%s': %s: %s\n", st.name.c_str(), st.transport.c_str(), ex.what());
+          self->quit(caf::make_error(caf::sec::runtime_error, ex.what()));
+        }
+#endif
+      },
       [=](snapshot_atom, const std::string&) { return actor_state{}; },
       [=](restore_atom, const std::string&, const actor_state&) { return true; },
   };
@@ -155,9 +216,11 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   std::vector<std::string> problems;
   auto t = p.getTransport();
   if (t == schema::PublisherParams::Transport::BROADCAST || t == schema::PublisherParams::Transport::P2P) {
-    problems.push_back("transport: " + transport_name(t) +
-                       " moves weights between processes on several GPUs over NCCL; this build runs "
-                       "colocated, ipc and diskDelta (the multi-GPU layout is not runnable yet)");
+#ifndef MILESRT_PUBLISHER_HAVE_NCCL
+    problems.push_back("transport: " + transport_name(t) + " needs a build with CUDA and NCCL");
+#endif
+    if (p.getEngines() == 0) problems.push_back("engines: must be at least 1 for " + transport_name(t));
+    if (p.getBucketMb() == 0) problems.push_back("bucketMb: must be at least 1");
   }
   return problems;
 }
@@ -167,7 +230,7 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
 void register_publisher_kind(kind_registry& registry) {
   kind_descriptor k;
   k.name = "publisher";
-  k.summary = "moves each trained version to the rollout engines (colocated, ipc, disk_delta)";
+  k.summary = "moves each trained version to the rollout engines (colocated, ipc, disk_delta, broadcast, p2p)";
   k.role = role::stage;
   k.inputs = {{"weights", "llm.trained_weights", "a new version from the trainer"}};
   k.outputs = {{"updates", "llm.weights", "what each engine applies"}};
@@ -183,6 +246,8 @@ void register_publisher_kind(kind_registry& registry) {
     init->async = s.async_schedule;
     init->store = s.store;
     init->full_every = p.getFullEvery();
+    init->engines = p.getEngines();
+    init->bucket_bytes = static_cast<int64_t>(p.getBucketMb()) << 20;
     init->dir = p.getDir().size() ? fs::path(std::string(p.getDir())) : s.run_dir / "weights";
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(publisher_fn, init));
   };

@@ -242,13 +242,22 @@ TEST_F(PublisherKind, errors_name_the_publisher_and_the_problem) {
   ASSERT_FALSE(missing);
   EXPECT_NE(sys().render(missing.error()).find("no trainer 'nobody'"), std::string::npos)
       << sys().render(missing.error());
-  // NCCL transports are refused when spawned (and by validation).
+  // NCCL transports: at least one engine rank; weights on the CPU are refused naming the device.
   params_of<schema::PublisherParams> p;
   p->setTransport(Transport::BROADCAST);
+  p->setEngines(0);
   auto problems = kinds_.find("publisher")->check_params(capnp::toDynamic(p->asReader()));
-  ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0].rfind("transport: broadcast", 0), 0u) << problems[0];
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems.back().find("engines: must be at least 1"), std::string::npos) << problems.back();
   EXPECT_THROW(kinds_.find("publisher")->spawn(sys(), p.setup()), std::invalid_argument);
+#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+  auto b = spawn(Transport::BROADCAST, false);
+  ref.channel = "trainer";
+  auto on_cpu = ask<node_reply>(sys(), b, process_atom::value, std::string("weights"), wrap(ref));
+  ASSERT_FALSE(on_cpu);
+  EXPECT_NE(sys().render(on_cpu.error()).find("moves weights between GPUs"), std::string::npos)
+      << sys().render(on_cpu.error());
+#endif
 }
 
 }  // namespace

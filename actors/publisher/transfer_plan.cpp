@@ -99,4 +99,13 @@ std::vector<bucket> make_buckets(const std::vector<std::pair<std::string, int64_
   return out;
 }
 
+std::vector<transfer> plan_whole_model(const std::vector<std::pair<std::string, int64_t>>& tensors, int engines) {
+  std::vector<shard> owned, needed;
+  for (const auto& [name, n] : tensors) {
+    owned.push_back({name, 0, 0, n});
+    for (int e = 1; e <= engines; ++e) needed.push_back({name, e, 0, n});
+  }
+  return plan_p2p(owned, needed);
+}
+
 }  // namespace milesrt::publisher

@@ -49,4 +49,9 @@ struct bucket {
 std::vector<bucket> make_buckets(const std::vector<std::pair<std::string, int64_t>>& tensors,
                                  int64_t bucket_bytes);
 
+/// The p2p plan of a trainer that is one rank (rank 0, owning every tensor whole) and `engines`
+/// engine ranks (1..engines) that each need every tensor whole: one transfer per tensor and
+/// engine. `tensors` are (name, elements) in the flat buffer's order.
+std::vector<transfer> plan_whole_model(const std::vector<std::pair<std::string, int64_t>>& tensors, int engines);
+
 }  // namespace milesrt::publisher

@@ -112,3 +112,28 @@ TEST(transfer_plan, buckets_keep_order_and_never_split_a_tensor) {
 
 }  // namespace
 }  // namespace milesrt::publisher
+
+namespace milesrt::publisher {
+namespace {
+
+// One trainer rank owning whole tensors, three engines needing them whole: one transfer per
+// tensor and engine, from rank 0, offsets 0.
+TEST(transfer_plan, whole_model_sends_every_tensor_to_every_engine) {
+  auto plan = plan_whole_model({{"a", 10}, {"b", 3}}, 3);
+  ASSERT_EQ(plan.size(), 6u);
+  std::map<std::pair<std::string, int>, int64_t> got;
+  for (const auto& t : plan) {
+    EXPECT_EQ(t.src_rank, 0);
+    EXPECT_EQ(t.src_offset, 0);
+    EXPECT_EQ(t.dst_offset, 0);
+    got[{t.tensor, t.dst_rank}] += t.length;
+  }
+  for (int e = 1; e <= 3; ++e) {
+    EXPECT_EQ((got[{"a", e}]), 10);
+    EXPECT_EQ((got[{"b", e}]), 3);
+  }
+  EXPECT_TRUE(plan_whole_model({{"a", 10}}, 0).empty());
+}
+
+}  // namespace
+}  // namespace milesrt::publisher

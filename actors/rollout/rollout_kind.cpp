@@ -107,9 +107,10 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
                                         std::shared_ptr<llm::decoder> model_holder,
                                         std::shared_ptr<text_codec> codec, engine_config cfg,
                                         sampling_params base, pause_mode mode,
-                                        std::shared_ptr<runtime::process_store> store) {
+                                        std::shared_ptr<runtime::process_store> store, uint32_t replica) {
   auto& st = self->state;
   st.store = std::move(store);
+  st.receiver.set_rank(static_cast<int>(replica) + 1);  // NCCL transports: the trainer is rank 0
   st.model = std::move(model_holder);
   st.codec = std::move(codec);
   st.eng = std::make_unique<engine>(*st.model, cfg);
@@ -256,7 +257,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     auto holder = std::shared_ptr<llm::decoder>(model.release());
     // Engine steps are heavy: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(
-        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, s.store));
+        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, s.store, s.replica));
   };
   registry.add(k);
   // The publisher's types (weights_update) are added by the publisher kind.
