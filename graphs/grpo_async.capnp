@@ -31,6 +31,6 @@ const graph :Graph = (
     (from = "publisher.updates", to = "rollout.weights"),
   ],
   schedule = (async = (maxStaleness = 1)),
-  run = (steps = 100, batchSize = 32, seed = 1, dir = "runs/arith/grpo_async",
+  run = (steps = 60, batchSize = 32, seed = 1, dir = "runs/arith/grpo_async",
          progressMetric = "eval_accuracy", plot = ["reward_mean", "accuracy", "eval_accuracy", "entropy"]),
 );

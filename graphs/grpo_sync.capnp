@@ -33,6 +33,6 @@ const graph :Graph = (
     (from = "publisher.updates", to = "rollout.weights"),
   ],
   schedule = (sync = void),
-  run = (steps = 100, batchSize = 32, seed = 1, dir = "runs/arith/grpo_sync",
+  run = (steps = 60, batchSize = 32, seed = 1, dir = "runs/arith/grpo_sync",
          progressMetric = "eval_accuracy", plot = ["reward_mean", "accuracy", "eval_accuracy", "entropy"]),
 );
