@@ -1,3 +1,5 @@
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -54,11 +56,14 @@ command make_worker_command() {
               auto error = runtime::serve_as_worker(
                   sys, kinds, opt->connect.substr(0, colon), port, opt->name,
                   std::chrono::milliseconds(static_cast<int64_t>(opt->wait * 1000)));
-              if (!error.empty()) {
-                print_error(ctx.err, "worker", error);
-                return exit_status::run_failed;
-              }
-              return exit_status::ok;
+              if (!error.empty()) print_error(ctx.err, "worker", error);
+              // The run is over and this process's actors were told to exit. Destroying the actor
+              // system would wait for every detached actor's thread, and one still referenced from
+              // a proxy of the run's (now gone) node never ends: leave without that wait.
+              ctx.out.flush();
+              ctx.err.flush();
+              std::fflush(nullptr);
+              std::_Exit(static_cast<int>(error.empty() ? exit_status::ok : exit_status::run_failed));
             };
           }};
 }

@@ -130,7 +130,10 @@ std::string serve_as_worker(caf::actor_system& sys, const kind_registry& kinds,
   self->send(*run, join_atom::value, name, worker);
   // The run's process owns the work; this process lives until it goes away.
   self->receive([](const caf::down_msg&) {});
+  // Its actors get the exit from the host; give them a moment to stop before the process ends.
+  self->monitor(worker);
   self->send_exit(worker, caf::exit_reason::user_shutdown);
+  self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
   return "";
 }
 
