@@ -94,7 +94,9 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
 #endif
   } else if (u.transport == "ipc") {
     shm_receiver shm(u.location);
-    shm.apply(model.mutable_params(), u.version, std::chrono::seconds(60));
+    // The segment holds the newest version; in the async schedule that may already be a later
+    // one than this update's, whose hashes then do not apply (it is verified by its checksum).
+    if (shm.apply(model.mutable_params(), u.version, std::chrono::seconds(60)) != u.version) verify = false;
   } else if (u.transport == "broadcast" || u.transport == "p2p") {
 #ifdef MILESRT_PUBLISHER_HAVE_NCCL
     // location: "nccl:<world>:<bucket bytes>:<hex id>"

@@ -98,7 +98,7 @@ void write_svg_plot(const std::filesystem::path& metrics_jsonl, const std::vecto
         << "</text>\n<text x=\"" << left - 6 << "\" y=\"" << num(Y(lo) + 4) << "\" text-anchor=\"end\">"
         << num(lo) << "</text>\n";
     svg << "<text x=\"" << left + w << "\" y=\"" << y0 + panel + 14 << "\" text-anchor=\"end\">step "
-        << num(max_step) << "</text>\n";
+        << static_cast<long long>(max_step) << "</text>\n";
   }
   svg << "</svg>\n";
   std::ofstream o(out);
