@@ -33,12 +33,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// The architecture of Qwen3-0.6B (random weights): the default model of `bench forward`.
-const char* kQwen3_0_6B = R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
-  "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
-  "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6,
-  "rope_theta": 1000000.0, "tie_word_embeddings": true, "hidden_act": "silu"})";
-
 }  // namespace
 
 cli::command make_bench_command() {
@@ -124,17 +118,9 @@ cli::command make_bench_command() {
                 out["checksum"] = checksum;
               } else {
                 std::unique_ptr<decoder> model;
-                std::string name = opt->model;
+                std::string name;
                 try {
-                  if (opt->model.empty()) {
-                    auto cfg = nlohmann::json::parse(kQwen3_0_6B);
-                    if (opt->layers > 0) cfg["num_hidden_layers"] = opt->layers;
-                    model = decoder::random(cfg.dump(), dtype, device, 1);
-                    name = "Qwen3-0.6B architecture (" + std::to_string(cfg["num_hidden_layers"].get<int>()) +
-                           " layers), random weights";
-                  } else {
-                    model = decoder::load(opt->model, dtype, device);
-                  }
+                  model = benchmark_model(opt->model, opt->layers, dtype, device, name);
                 } catch (const std::exception& e) {
                   cli::print_error(ctx.err, "bench", e.what());
                   return cli::exit_status::bad_input;

@@ -9,6 +9,8 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/llm/safetensors.hpp"
 
 namespace milesrt::llm {
@@ -43,6 +45,24 @@ void flat_params::rebuild_views() {
   }
 }
 
+std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    int64_t n = 1;
+    for (auto s : shapes_[i]) n *= s;
+    out.emplace_back(names_[i], n);
+  }
+  return out;
+}
+
+std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+  for (size_t i = 0; i < names_.size(); ++i) specs.push_back({names_[i], shapes_[i]});
+  auto out = std::make_shared<flat_params>(specs, dtype, device);
+  out->buffer_.copy_(buffer_.detach());
+  return out;
+}
+
 void flat_params::enable_grad() {
   if (!buffer_.requires_grad()) buffer_.requires_grad_(true);
   rebuild_views();
@@ -58,6 +78,23 @@ bool flat_params::contains(const std::string& name) const {
   for (const auto& n : names_)
     if (n == name) return true;
   return false;
+}
+
+std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
+                                         at::Device device, std::string& name) {
+  if (!dir.empty()) {
+    name = dir;
+    return decoder::load(dir, dtype, device);
+  }
+  // The architecture of Qwen3-0.6B.
+  auto cfg = nlohmann::json::parse(R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+    "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "tie_word_embeddings": true, "hidden_act": "silu"})");
+  if (layers > 0) cfg["num_hidden_layers"] = layers;
+  name = "Qwen3-0.6B architecture (" + std::to_string(cfg["num_hidden_layers"].get<int>()) +
+         " layers), random weights";
+  return decoder::random(cfg.dump(), dtype, device, 1);
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const model_config& c) {

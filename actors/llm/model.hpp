@@ -46,6 +46,11 @@ class flat_params {
   void rebuild_views();
   /// The shape of each parameter, in order.
   const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
+  /// Each parameter's name and element count, in buffer order.
+  std::vector<std::pair<std::string, int64_t>> element_counts() const;
+  /// A new buffer with the same names and shapes holding these values (converted to `dtype` on
+  /// `device`); nothing is shared with this one.
+  std::shared_ptr<flat_params> copy(at::ScalarType dtype, at::Device device) const;
 
  private:
   at::Tensor buffer_;
@@ -151,6 +156,11 @@ class decoder {
   at::Device device_;
   at::Tensor inv_freq_;
 };
+
+/// The model a benchmark runs: the Hugging Face folder `dir` when given, else Qwen3-0.6B's
+/// architecture with random weights (`layers` > 0 keeps only that many layers). `name` says which.
+std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
+                                         at::Device device, std::string& name);
 
 /// The chunked log-prob kernel behind decoder::score_rows: `hidden` [n, d] against `head`
 /// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab).

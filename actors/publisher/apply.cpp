@@ -27,18 +27,6 @@ receiver::~receiver() = default;
 receiver::receiver(receiver&&) noexcept = default;
 receiver& receiver::operator=(receiver&&) noexcept = default;
 
-namespace {
-
-std::shared_ptr<llm::flat_params> copy_layout(const llm::flat_params& like, at::ScalarType dtype,
-                                              at::Device device) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
-  for (size_t i = 0; i < like.names().size(); ++i) specs.push_back({like.names()[i], like.shapes()[i]});
-  return std::make_shared<llm::flat_params>(specs, dtype, device);
-}
-
-
-}  // namespace
-
 void receiver::apply(llm::decoder& model, const weights_update& u, runtime::process_store& store) {
   at::NoGradGuard no_grad;
   if (u.version < version_) {
@@ -63,8 +51,8 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
       model.set_params(src);
     } else {
       // Another dtype or device: one flat copy (with conversion) into the engine's own buffer.
-      if (model.shared_params() == src) model.set_params(copy_layout(*src, model.dtype(), model.device()));
-      model.mutable_params().buffer().detach().copy_(src->buffer().detach());
+      if (model.shared_params() == src) model.set_params(src->copy(model.dtype(), model.device()));
+      else model.mutable_params().buffer().detach().copy_(src->buffer().detach());
       if (src->buffer().scalar_type() != model.dtype()) verify = false;  // hashes are of the trainer's dtype
     }
   } else if (u.transport == "disk_delta") {
@@ -118,15 +106,7 @@ void receiver::apply(llm::decoder& model, const weights_update& u, runtime::proc
     if (u.transport == "broadcast") {
       nccl_->broadcast(p, 0, bucket);
     } else {
-      if (plan_.empty()) {
-        std::vector<std::pair<std::string, int64_t>> tensors;
-        for (size_t i = 0; i < p.names().size(); ++i) {
-          int64_t n = 1;
-          for (auto d : p.shapes()[i]) n *= d;
-          tensors.push_back({p.names()[i], n});
-        }
-        plan_ = plan_whole_model(tensors, world - 1);
-      }
+      if (plan_.empty()) plan_ = plan_whole_model(p.element_counts(), world - 1);
       nccl_->run_plan(p, plan_);
     }
 #else

@@ -81,13 +81,8 @@ void nccl_broadcaster::broadcast(llm::flat_params& p, int root, int64_t bucket_b
   MILESRT_CUDA_CHECK(cudaSetDevice(device_));
   // The buffer may still be written by work queued on other streams (the optimizer step).
   MILESRT_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<std::pair<std::string, int64_t>> sizes;
-  const int64_t es = buf.element_size();
-  for (size_t i = 0; i < p.names().size(); ++i) {
-    int64_t n = 1;
-    for (auto s : p.shapes()[i]) n *= s;
-    sizes.emplace_back(p.names()[i], n * es);
-  }
+  auto sizes = p.element_counts();
+  for (auto& s : sizes) s.second *= buf.element_size();  // bytes
   auto* base = static_cast<char*>(buf.data_ptr());
   auto stream = static_cast<cudaStream_t>(stream_);
   int64_t offset = 0;
@@ -107,10 +102,8 @@ void nccl_broadcaster::run_plan(llm::flat_params& p, const std::vector<transfer>
                      buf.device().str() + ", not cuda:" + std::to_string(device_));
   std::map<std::string, std::pair<int64_t, int64_t>> where;  // tensor -> (first element, elements)
   int64_t offset = 0;
-  for (size_t i = 0; i < p.names().size(); ++i) {
-    int64_t n = 1;
-    for (auto s : p.shapes()[i]) n *= s;
-    where[p.names()[i]] = {offset, n};
+  for (const auto& [name, n] : p.element_counts()) {
+    where[name] = {offset, n};
     offset += n;
   }
   const int64_t es = buf.element_size();

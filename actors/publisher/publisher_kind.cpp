@@ -102,11 +102,7 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
             if (!st.writer) st.writer = std::make_unique<delta_writer>(st.dir, st.full_every);
             st.writer->publish(*src, ref.version);
             u.location = st.dir.string();
-            std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
-            for (size_t i = 0; i < src->names().size(); ++i) specs.push_back({src->names()[i], src->shapes()[i]});
-            auto copy = std::make_shared<llm::flat_params>(specs, src->buffer().scalar_type(), at::Device(at::kCPU));
-            copy->buffer().copy_(src->buffer().detach());
-            st.held[ref.version] = copy;
+            st.held[ref.version] = src->copy(src->buffer().scalar_type(), at::Device(at::kCPU));
             while (st.held.size() > 2) st.held.erase(st.held.begin());
           } else if (st.transport == "ipc" && src->buffer().is_cuda()) {
 #ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
@@ -187,15 +183,7 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
           if (st.transport == "broadcast") {
             st.nccl->broadcast(*src, 0, st.bucket_bytes);
           } else {
-            if (st.plan.empty()) {
-              std::vector<std::pair<std::string, int64_t>> tensors;
-              for (size_t i = 0; i < src->names().size(); ++i) {
-                int64_t n = 1;
-                for (auto d : src->shapes()[i]) n *= d;
-                tensors.push_back({src->names()[i], n});
-              }
-              st.plan = plan_whole_model(tensors, static_cast<int>(st.engines));
-            }
+            if (st.plan.empty()) st.plan = plan_whole_model(src->element_counts(), static_cast<int>(st.engines));
             st.nccl->run_plan(*src, st.plan);
           }
         } catch (const std::exception& ex) {

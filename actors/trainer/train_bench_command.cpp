@@ -15,15 +15,6 @@
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::trainer {
-namespace {
-
-/// The architecture of Qwen3-0.6B (random weights).
-const char* kQwen3_0_6B = R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
-  "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
-  "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6,
-  "rope_theta": 1000000.0, "tie_word_embeddings": true, "hidden_act": "silu"})";
-
-}  // namespace
 
 cli::command make_train_bench_command() {
   return {"bench-train", "Benchmark: trainer steps on random sequences (tokens/s, MFU on CUDA)",
@@ -48,16 +39,7 @@ cli::command make_train_bench_command() {
               std::unique_ptr<llm::decoder> model;
               std::string name;
               try {
-                if (!opt->model.empty()) {
-                  model = llm::decoder::load(opt->model, dtype, device);
-                  name = opt->model;
-                } else {
-                  auto cfg = nlohmann::json::parse(kQwen3_0_6B);
-                  if (opt->layers > 0) cfg["num_hidden_layers"] = opt->layers;
-                  model = llm::decoder::random(cfg.dump(), dtype, device, 1);
-                  name = "Qwen3-0.6B architecture (" + std::to_string(cfg["num_hidden_layers"].get<int>()) +
-                         " layers), random weights";
-                }
+                model = llm::benchmark_model(opt->model, opt->layers, dtype, device, name);
               } catch (const std::exception& e) {
                 cli::print_error(ctx.err, "bench-train", e.what());
                 return cli::exit_status::bad_input;

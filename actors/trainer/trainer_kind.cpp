@@ -175,10 +175,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
           try {
             at::NoGradGuard no_grad;
             const auto& live = st.core->model().params();
-            std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
-            for (size_t i = 0; i < live.names().size(); ++i) specs.push_back({live.names()[i], live.shapes()[i]});
-            auto copy = std::make_shared<llm::flat_params>(specs, live.buffer().scalar_type(), live.buffer().device());
-            copy->buffer().copy_(live.buffer().detach());
+            auto copy = live.copy(live.buffer().scalar_type(), live.buffer().device());
             ref.channel = st.name + "@" + std::to_string(step);
             st.store->put("weights/" + ref.channel, copy);
             if (step > 4) st.store->erase("weights/" + st.name + "@" + std::to_string(step - 4));
