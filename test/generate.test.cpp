@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/llm/model.hpp"
+#include "actors/lib/llm/model.hpp"
 #include "test/support.hpp"
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/llm/model.hpp"
+#include "actors/lib/llm/model.hpp"
 #include "test/support.hpp"
 
 namespace {

@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "actors/llm/tokenizer/chat_template.hpp"
-#include "actors/llm/tokenizer/regex.hpp"
-#include "actors/llm/tokenizer/tokenizer.hpp"
-#include "actors/llm/tokenizer/utf8.hpp"
+#include "actors/lib/llm/tokenizer/chat_template.hpp"
+#include "actors/lib/llm/tokenizer/regex.hpp"
+#include "actors/lib/llm/tokenizer/tokenizer.hpp"
+#include "actors/lib/llm/tokenizer/utf8.hpp"
 
 namespace milesrt::llm {
 namespace {

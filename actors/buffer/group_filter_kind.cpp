@@ -2,14 +2,14 @@
 
 #include <caf/all.hpp>
 
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "milesrt/reward.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::buffer {
 namespace {
 using namespace milesrt::runtime;
-using rollout::sample_group;
+using llm::sample_group;
 
 /// Whether every sample of the group has the same reward (an empty group counts as uniform).
 bool uniform_rewards(const sample_group& g) {
@@ -58,7 +58,7 @@ void register_group_filter_kind(runtime::kind_registry& registry) {
   k.restartable = true;  // stateless
   registry.add(k);
   registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
   });
 }
 

@@ -4,20 +4,20 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/reward/kind_testing.hpp"
-#include "actors/rollout/messages.hpp"
+#include "runtime/testing/kind_testing.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "milesrt/reward.capnp.h"
 
 namespace milesrt::buffer {
 namespace {
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
-using rollout::sample_group;
+using llm::sample_group;
 
 sample_group group_with(std::vector<float> rewards) {
   sample_group g{11, "4", {}};
   for (float r : rewards) {
-    rollout::sample_msg s;
+    llm::sample_msg s;
     s.output = {1, 2};
     s.reward = r;
     g.samples.push_back(s);

@@ -7,12 +7,12 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "actors/llm/safetensors.hpp"
-#include "actors/trainer/losses.hpp"
+#include "actors/lib/llm/safetensors.hpp"
+#include "actors/lib/rl/losses.hpp"
 
 namespace milesrt::critic {
 namespace fs = std::filesystem;
-using rollout::sample_msg;
+using llm::sample_msg;
 
 namespace {
 
@@ -60,7 +60,7 @@ critic_core::critic_core(std::unique_ptr<llm::decoder> model, at::Tensor head, c
                 .contiguous();
   head_ = master_.narrow(0, decoder_numel_, h + 1).clone();
   head_.set_requires_grad(true);
-  adam_ = std::make_unique<trainer::adamw>(options_.optimizer, master_);
+  adam_ = std::make_unique<rl::adamw>(options_.optimizer, master_);
 }
 
 std::unique_ptr<critic_core> critic_core::load(const fs::path& dir, at::ScalarType dtype, at::Device device,
@@ -154,11 +154,11 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   }
   auto old_t = at::tensor(old_values, fopt);
   auto mask_t = at::ones({N}, fopt);
-  trainer::advantage_options ao;
-  ao.kind = trainer::estimator::gae;
+  rl::advantage_options ao;
+  ao.kind = rl::estimator::gae;
   ao.gamma = options_.gamma;
   ao.lambda = options_.lambda;
-  auto returns = trainer::token_advantages(at::tensor(rewards, fopt), groups, at::tensor(seq_index, at::kLong), mask_t,
+  auto returns = rl::token_advantages(at::tensor(rewards, fopt), groups, at::tensor(seq_index, at::kLong), mask_t,
                                            at::Tensor(), old_t, ao)
                      .returns;
 
@@ -174,7 +174,7 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
     if (tokens > 0) {
       auto v = predict(samples, begin, begin + n);
       auto slice = [&](const at::Tensor& t) { return t.narrow(0, offset, tokens).to(dev); };
-      auto loss = trainer::value_loss(v, slice(old_t), slice(returns), slice(mask_t), options_.value_clip,
+      auto loss = rl::value_loss(v, slice(old_t), slice(returns), slice(mask_t), options_.value_clip,
                                       static_cast<double>(N));
       loss_sum += loss.item<double>();
       loss.backward();

@@ -17,14 +17,14 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "actors/llm/model.hpp"
-#include "actors/rollout/messages.hpp"
-#include "actors/trainer/optimizer.hpp"
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::critic {
 
 struct critic_options {
-  trainer::adamw_options optimizer;
+  rl::adamw_options optimizer;
   double value_clip = 0.2;  ///< 0: unclipped
   double gamma = 1.0, lambda = 1.0;
 };
@@ -44,14 +44,14 @@ class critic_core {
 
   /// For each sample, one value per output token: the head applied to the final hidden state at
   /// the position that predicts that token (P-1 .. P+O-2). One packed forward, no grad.
-  std::vector<std::vector<float>> values(const std::vector<rollout::sample_msg>& samples) const;
+  std::vector<std::vector<float>> values(const std::vector<llm::sample_msg>& samples) const;
 
   /// One optimizer step on `samples`: returns from GAE over each sample's reward at its last token
   /// and the values it carries (computed now where it carries none), the clipped value loss
   /// (token mean over the step), one forward + backward per `group_sizes` entry (consecutive
   /// samples). Metrics: critic_loss, critic_grad_norm, critic_value_mean (of the values before
   /// the step), critic_return_mean, critic_lr, critic_skipped_steps, critic_train_seconds.
-  std::map<std::string, double> train(const std::vector<rollout::sample_msg>& samples,
+  std::map<std::string, double> train(const std::vector<llm::sample_msg>& samples,
                                       const std::vector<size_t>& group_sizes);
 
   uint64_t optimizer_steps() const { return adam_->steps(); }
@@ -67,7 +67,7 @@ class critic_core {
 
  private:
   /// Values of the output tokens of samples[idx...] (packed, in order), with grad when enabled.
-  at::Tensor predict(const std::vector<rollout::sample_msg>& samples, size_t begin, size_t end) const;
+  at::Tensor predict(const std::vector<llm::sample_msg>& samples, size_t begin, size_t end) const;
   /// Copies the master weights into the decoder's buffer and the head.
   void publish_master();
 
@@ -76,7 +76,7 @@ class critic_core {
   at::Tensor head_;    ///< [hidden + 1] fp32 leaf, requires grad
   at::Tensor master_;  ///< [decoder params + hidden + 1] fp32
   int64_t decoder_numel_ = 0;
-  std::unique_ptr<trainer::adamw> adam_;
+  std::unique_ptr<rl::adamw> adam_;
 };
 
 }  // namespace milesrt::critic

@@ -14,7 +14,7 @@
 namespace milesrt::critic {
 namespace {
 using namespace milesrt::runtime;
-using rollout::sample_group;
+using llm::sample_group;
 
 struct critic_state {
   std::unique_ptr<critic_core> core;
@@ -78,7 +78,7 @@ stage_actor::behavior_type critic_fn(stage_actor::stateful_pointer<critic_state>
           }
           st.pending.push_back(std::move(group));
           if (st.pending.size() < st.train_batch) return reply;
-          std::vector<rollout::sample_msg> samples;
+          std::vector<llm::sample_msg> samples;
           std::vector<size_t> sizes;
           for (auto& g : st.pending) {
             sizes.push_back(g.samples.size());
@@ -168,7 +168,7 @@ void register_critic_kind(kind_registry& registry) {
   };
   registry.add(k);
   registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
   });
 }
 

@@ -13,17 +13,17 @@
 #include <random>
 
 #include "actors/critic/critic_core.hpp"
-#include "actors/llm/safetensors.hpp"
-#include "actors/reward/kind_testing.hpp"
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/llm/safetensors.hpp"
+#include "runtime/testing/kind_testing.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "milesrt/critic.capnp.h"
 
 namespace milesrt::critic {
 namespace {
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
-using rollout::sample_group;
-using rollout::sample_msg;
+using llm::sample_group;
+using llm::sample_msg;
 namespace fs = std::filesystem;
 
 const char* kTinyQwen3 = R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],

@@ -6,15 +6,16 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/data/jsonl_dataset.hpp"
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/tasks/jsonl_dataset.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "milesrt/data.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::data {
+using namespace milesrt::tasks;  // JSONL records
 namespace {
 using namespace milesrt::runtime;
-using rollout::prompt_msg;
+using llm::prompt_msg;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -176,7 +177,7 @@ void register_data_kind(runtime::kind_registry& registry) {
   k.restartable = true;
   registry.add(k);
   registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
   });
 }
 

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "actors/reward/kind_testing.hpp"
-#include "actors/rollout/messages.hpp"
+#include "runtime/testing/kind_testing.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "milesrt/data.capnp.h"
 
 namespace milesrt::data {
@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
-using rollout::prompt_msg;
+using llm::prompt_msg;
 
 class DataKind : public ::testing::Test {
  protected:

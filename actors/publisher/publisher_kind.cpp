@@ -8,16 +8,17 @@
 #include <chrono>
 #include <cstdio>
 
-#include "actors/publisher/cuda_ipc.hpp"
-#include "actors/publisher/disk_delta.hpp"
-#include "actors/publisher/ipc.hpp"
-#include "actors/publisher/messages.hpp"
-#include "actors/publisher/nccl_broadcast.hpp"
-#include "actors/publisher/tensor_hash.hpp"
+#include "actors/lib/weights/cuda_ipc.hpp"
+#include "actors/lib/weights/disk_delta.hpp"
+#include "actors/lib/weights/ipc.hpp"
+#include "actors/lib/weights/messages.hpp"
+#include "actors/lib/weights/nccl_broadcast.hpp"
+#include "actors/lib/weights/tensor_hash.hpp"
 #include "milesrt/publisher.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::publisher {
+using namespace milesrt::weights;  // the publish protocol and its transports
 namespace {
 using namespace milesrt::runtime;
 namespace fs = std::filesystem;
@@ -240,7 +241,7 @@ void register_publisher_kind(kind_registry& registry) {
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(publisher_fn, init));
   };
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_publisher>(); });
+  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_weights>(); });
 }
 
 }  // namespace milesrt::publisher

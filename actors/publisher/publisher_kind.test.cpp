@@ -12,13 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/publisher/apply.hpp"
-#include "actors/publisher/messages.hpp"
-#include "actors/publisher/tensor_hash.hpp"
-#include "actors/reward/kind_testing.hpp"
+#include "actors/lib/weights/apply.hpp"
+#include "actors/lib/weights/messages.hpp"
+#include "actors/lib/weights/tensor_hash.hpp"
+#include "runtime/testing/kind_testing.hpp"
 #include "milesrt/publisher.capnp.h"
 
 namespace milesrt::publisher {
+using namespace milesrt::weights;
 namespace {
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;

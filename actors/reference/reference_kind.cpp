@@ -13,7 +13,7 @@
 namespace milesrt::reference {
 namespace {
 using namespace milesrt::runtime;
-using rollout::sample_group;
+using llm::sample_group;
 
 struct reference_state {
   std::unique_ptr<llm::decoder> model;
@@ -116,7 +116,7 @@ void register_reference_kind(kind_registry& registry) {
   k.restartable = true;  // frozen: a fresh replica is the same
   registry.add(k);
   registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
   });
 }
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/llm/model.hpp"
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "runtime/core/kind.hpp"
 
 namespace milesrt::reference {
@@ -19,6 +19,6 @@ void register_reference_kind(runtime::kind_registry& registry);
 /// Sets ref_logprobs of every sample of `group` from one packed no-grad pass of `model`
 /// (samples without output get none). Throws std::invalid_argument for a sample with output but
 /// no prompt token.
-void set_ref_logprobs(const llm::decoder& model, double temperature, rollout::sample_group& group);
+void set_ref_logprobs(const llm::decoder& model, double temperature, llm::sample_group& group);
 
 }  // namespace milesrt::reference

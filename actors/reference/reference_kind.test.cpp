@@ -8,15 +8,15 @@
 
 #include <ATen/ATen.h>
 
-#include "actors/reward/kind_testing.hpp"
+#include "runtime/testing/kind_testing.hpp"
 #include "milesrt/reference.capnp.h"
 
 namespace milesrt::reference {
 namespace {
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
-using rollout::sample_group;
-using rollout::sample_msg;
+using llm::sample_group;
+using llm::sample_msg;
 namespace fs = std::filesystem;
 
 // A tiny Qwen3 (sizes multiples of 16: the packed and single-sequence paths agree bitwise).

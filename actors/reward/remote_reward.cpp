@@ -10,7 +10,7 @@
 
 namespace milesrt::reward {
 
-std::string reward_request_body(const rollout::sample_group& group) {
+std::string reward_request_body(const llm::sample_group& group) {
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& s : group.samples) {
     samples.push_back({{"prompt_ids", s.prompt}, {"output_ids", s.output}, {"text", s.text}});
@@ -47,7 +47,7 @@ std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
   return out;
 }
 
-std::vector<float> fetch_rewards(const remote_reward_config& config, const rollout::sample_group& group) {
+std::vector<float> fetch_rewards(const remote_reward_config& config, const llm::sample_group& group) {
   const std::string where = "POST " + config.url + ": ";
   std::string error;
   auto url = parse_http_url(config.url, error);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/llm/messages.hpp"
 
 namespace milesrt::reward {
 
@@ -20,7 +20,7 @@ struct remote_reward_config {
 };
 
 /// The JSON request for one group.
-std::string reward_request_body(const rollout::sample_group& group);
+std::string reward_request_body(const llm::sample_group& group);
 
 /// The rewards of an answer body; throws std::invalid_argument naming the problem when the body is
 /// not {"rewards": [numbers]} with `count` numbers.
@@ -29,6 +29,6 @@ std::vector<float> parse_reward_answer(const std::string& body, size_t count);
 /// Asks the server for the group's rewards. Timeouts, connection failures and 5xx answers are
 /// retried with backoff; a 4xx or malformed answer is not. Throws std::runtime_error
 /// "POST <url>: <problem>" when no attempt succeeds.
-std::vector<float> fetch_rewards(const remote_reward_config& config, const rollout::sample_group& group);
+std::vector<float> fetch_rewards(const remote_reward_config& config, const llm::sample_group& group);
 
 }  // namespace milesrt::reward

@@ -5,7 +5,7 @@
 #include <caf/all.hpp>
 
 #include "actors/reward/http_client.hpp"
-#include "actors/reward/math_answer.hpp"
+#include "actors/lib/tasks/math_answer.hpp"
 #include "actors/reward/remote_reward.hpp"
 #include "milesrt/reward.capnp.h"
 #include "runtime/core/interfaces.hpp"
@@ -13,7 +13,7 @@
 namespace milesrt::reward {
 namespace {
 using namespace milesrt::runtime;
-using rollout::sample_group;
+using llm::sample_group;
 
 /// The group of an envelope arriving on "groups", or an error naming the kind.
 caf::expected<sample_group> group_of(const char* kind, const std::string& port, const envelope& e) {
@@ -95,7 +95,7 @@ const std::vector<port_spec> reward_outputs = {{"scored", "llm.scored_group", "t
 
 }  // namespace
 
-metric_map reward_metrics(const std::vector<rollout::sample_msg>& samples) {
+metric_map reward_metrics(const std::vector<llm::sample_msg>& samples) {
   metric_map m;
   if (samples.empty()) return m;
   double sum = 0, sq = 0;
@@ -167,7 +167,7 @@ void register_reward_kinds(runtime::kind_registry& registry) {
   remote.restartable = true;
   registry.add(remote);
   registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
   });
 }
 

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "runtime/core/kind.hpp"
 #include "runtime/core/messages.hpp"
 
@@ -16,6 +16,6 @@ namespace milesrt::reward {
 void register_reward_kinds(runtime::kind_registry& registry);
 
 /// reward_mean and reward_std (population) of a group's samples; for reward kinds of plugins too.
-runtime::metric_map reward_metrics(const std::vector<rollout::sample_msg>& samples);
+runtime::metric_map reward_metrics(const std::vector<llm::sample_msg>& samples);
 
 }  // namespace milesrt::reward

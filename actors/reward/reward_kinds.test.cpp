@@ -14,15 +14,15 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/reward/kind_testing.hpp"
+#include "runtime/testing/kind_testing.hpp"
 #include "milesrt/reward.capnp.h"
 
 namespace milesrt::reward {
 namespace {
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
-using rollout::sample_group;
-using rollout::sample_msg;
+using llm::sample_group;
+using llm::sample_msg;
 namespace http = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
 

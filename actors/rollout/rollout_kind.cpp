@@ -5,16 +5,21 @@
 #include <caf/all.hpp>
 #include <chrono>
 
-#include "actors/llm/model.hpp"
-#include "actors/publisher/apply.hpp"
-#include "actors/publisher/messages.hpp"
-#include "actors/rollout/engine.hpp"
-#include "actors/rollout/messages.hpp"
-#include "actors/rollout/text_codec.hpp"
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/weights/apply.hpp"
+#include "actors/lib/weights/messages.hpp"
+#include "actors/lib/serving/engine.hpp"
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/text_codec.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::rollout {
+using llm::text_codec;
+using llm::prompt_msg;
+using llm::sample_group;
+using llm::sample_msg;
+using namespace milesrt::serving;  // the engine
 namespace {
 using namespace milesrt::runtime;
 
@@ -38,7 +43,7 @@ struct rollout_state {
   pause_mode mode = pause_mode::retract;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
   std::shared_ptr<runtime::process_store> store;
-  publisher::receiver receiver;  ///< what this engine holds of the published versions
+  weights::receiver receiver;  ///< what this engine holds of the published versions
   uint64_t next_request = 1;
   bool stepping = false;
   double busy_seconds = 0;  ///< time spent in engine steps since the start
@@ -123,8 +128,8 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           uint64_t version = e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0)
                                                                   : e.max_version;
           node_reply reply;
-          if (e.payload.match_elements<publisher::weights_update>()) {
-            const auto& u = e.payload.get_as<publisher::weights_update>(0);
+          if (e.payload.match_elements<weights::weights_update>()) {
+            const auto& u = e.payload.get_as<weights::weights_update>(0);
             version = u.version;
             try {
               auto t0 = std::chrono::steady_clock::now();
@@ -261,7 +266,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   };
   registry.add(k);
   // The publisher's types (weights_update) are added by the publisher kind.
-  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_rollout>(); });
+  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::rollout

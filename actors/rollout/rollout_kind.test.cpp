@@ -10,14 +10,19 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "actors/llm/model.hpp"
-#include "actors/rollout/messages.hpp"
-#include "actors/rollout/text_codec.hpp"
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/text_codec.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::rollout {
+using llm::text_codec;
+using llm::prompt_msg;
+using llm::sample_group;
+using llm::sample_msg;
+using namespace milesrt::serving;
 namespace {
 namespace fs = std::filesystem;
 using namespace milesrt::runtime;

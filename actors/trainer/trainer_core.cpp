@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 namespace milesrt::trainer {
+using namespace milesrt::rl;  // losses, estimators, AdamW
 namespace fs = std::filesystem;
 
 namespace {

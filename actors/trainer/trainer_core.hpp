@@ -10,22 +10,22 @@
 #include <string>
 #include <vector>
 
-#include "actors/llm/model.hpp"
-#include "actors/trainer/losses.hpp"
-#include "actors/trainer/optimizer.hpp"
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/rl/losses.hpp"
+#include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::trainer {
 
 struct trainer_options {
   std::string objective = "rl";  ///< rl | sft
-  advantage_options advantages;
-  policy_loss_options loss;
+  rl::advantage_options advantages;
+  rl::policy_loss_options loss;
   bool kl_in_reward = false;        ///< KL to the reference as a per-token reward penalty
   double kl_reward_coef = 0;        ///< its coefficient (loss.kl names the estimator)
   bool use_rollout_logprobs = false;
   bool routing_replay = true;
   double temperature = 1.0;
-  adamw_options optimizer;
+  rl::adamw_options optimizer;
   int64_t micro_batch_tokens = 4096;
   uint32_t updates_per_step = 1;
   /// Keep only each layer's input in the forward and compute the layers again in the backward.
@@ -67,7 +67,7 @@ class policy_trainer {
   std::unique_ptr<llm::decoder> model_;
   trainer_options options_;
   at::Tensor master_;  ///< fp32 master weights (the buffer itself when the model is fp32)
-  std::unique_ptr<adamw> adam_;
+  std::unique_ptr<rl::adamw> adam_;
 };
 
 }  // namespace milesrt::trainer

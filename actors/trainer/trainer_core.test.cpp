@@ -12,9 +12,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "actors/rollout/engine.hpp"
+#include "actors/lib/serving/engine.hpp"
+#include "actors/lib/weights/apply.hpp"
 
 namespace milesrt::trainer {
+using namespace milesrt::rl;
 namespace {
 namespace fs = std::filesystem;
 
@@ -161,9 +163,9 @@ TEST(trainer_core, rollout_engine_logprobs_equal_training_logprobs_bitwise) {
   auto serving = tiny();
   policy_trainer t(tiny(), {});
   ASSERT_TRUE(bitwise_equal(serving->params().buffer().detach(), weights(t)));
-  rollout::engine e(*serving, {64, 16, 256, 64});
+  serving::engine e(*serving, {64, 16, 256, 64});
   for (uint64_t id = 0; id < 2; ++id) {
-    rollout::generate_request r;
+    serving::generate_request r;
     r.id = id;
     r.prompt = tokens(id == 0 ? 5 : 11, static_cast<int>(id));
     r.params.n = 3;
@@ -334,6 +336,41 @@ TEST(trainer_core, a_learning_rate_beyond_fp32_throws_and_keeps_the_weights) {
   EXPECT_ANY_THROW(t.train(rl_batch(0)));
   EXPECT_EQ(t.optimizer_steps(), 0u);
   EXPECT_TRUE(bitwise_equal(w0, weights(t)));
+}
+
+
+TEST(trainer_core, a_colocated_engine_sharing_the_weights_keeps_the_trainer_training) {
+  // The engine shares the trainer's parameters; applying an update must not leave the trainer
+  // with views that no longer carry gradients to its flat buffer.
+  trainer_options o;
+  o.optimizer.lr = 1e-2;
+  policy_trainer t(tiny(), o);
+  auto engine = tiny(dense_config, 9);
+  runtime::process_store store;
+  store.put("weights/trainer", t.model().shared_params());
+  weights::receiver r;
+  weights::weights_update u;
+  u.version = 1;
+  u.transport = "colocated";
+  u.channel = "trainer";
+  u.share = true;
+  r.apply(*engine, u, store);
+  ASSERT_EQ(engine->params().buffer().data_ptr(), t.model().params().buffer().data_ptr());
+  std::vector<train_sequence> batch(2);
+  for (int i = 0; i < 2; ++i) {
+    batch[i].prompt = {1, 2, 3, 4};
+    batch[i].output = {5 + i, 6, 7};
+    batch[i].rollout_logprobs = {-3, -3, -3};
+    batch[i].reward = static_cast<float>(i);
+  }
+  auto before = engine->params().buffer().detach().clone();
+  auto m = t.train(batch);
+  EXPECT_GT(m["grad_norm"], 0.0);
+  EXPECT_FALSE(at::equal(before, engine->params().buffer().detach())) << "the shared weights did not move";
+  u.version = 2;
+  r.apply(*engine, u, store);
+  m = t.train(batch);
+  EXPECT_GT(m["grad_norm"], 0.0);
 }
 
 }  // namespace

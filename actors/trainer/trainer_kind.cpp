@@ -7,22 +7,24 @@
 #include <caf/all.hpp>
 #include <sstream>
 
-#include "actors/data/jsonl_dataset.hpp"
-#include "actors/publisher/messages.hpp"
-#include "actors/rollout/messages.hpp"
-#include "actors/rollout/text_codec.hpp"
-#include "actors/trainer/evaluation.hpp"
+#include "actors/lib/tasks/jsonl_dataset.hpp"
+#include "actors/lib/weights/messages.hpp"
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/text_codec.hpp"
+#include "actors/lib/eval/evaluation.hpp"
 #include "actors/trainer/trainer_core.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::trainer {
+using eval::evaluate;
+using namespace milesrt::rl;  // losses, estimators, AdamW
 namespace {
 using namespace milesrt::runtime;
 namespace fs = std::filesystem;
 
 struct eval_settings {
-  std::vector<data::data_record> records;
+  std::vector<tasks::data_record> records;
   uint32_t interval = 0, patience = 0, min_steps = 0;
   int64_t max_new_tokens = 16;
   size_t limit = 0;
@@ -32,7 +34,7 @@ struct eval_settings {
 struct trainer_state {
   std::unique_ptr<policy_trainer> core;
   fs::path source_dir;  ///< the model folder training started from (its tokenizer files)
-  std::shared_ptr<rollout::text_codec> codec;
+  std::shared_ptr<llm::text_codec> codec;
   std::string name;
   std::shared_ptr<process_store> store;
   bool async = false;
@@ -74,7 +76,7 @@ bool decode_state(trainer_state& st, const std::vector<uint8_t>& bytes) {
   return tag == "trainer-state" && format == 1 && !in.fail();
 }
 
-std::vector<int64_t> tokenize_prompt(const trainer_state& st, const rollout::prompt_msg& p) {
+std::vector<int64_t> tokenize_prompt(const trainer_state& st, const llm::prompt_msg& p) {
   if (!p.ids.empty()) return p.ids;
   if (!st.codec) throw std::invalid_argument("SFT items need a tokenizer.json in the trainer's model folder");
   if (!p.messages_json.empty()) return st.codec->encode(st.codec->render(p.messages_json));
@@ -88,8 +90,8 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
   double correct = 0, samples = 0;
   for (size_t g = 0; g < batch.size(); ++g) {
     const auto& payload = batch[g].payload;
-    if (payload.match_elements<rollout::sample_group>()) {
-      const auto& group = payload.get_as<rollout::sample_group>(0);
+    if (payload.match_elements<llm::sample_group>()) {
+      const auto& group = payload.get_as<llm::sample_group>(0);
       for (const auto& s : group.samples) {
         train_sequence t;
         t.prompt = s.prompt;
@@ -103,8 +105,8 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
         out.push_back(std::move(t));
         samples += 1;
       }
-    } else if (payload.match_elements<rollout::prompt_msg>()) {
-      const auto& p = payload.get_as<rollout::prompt_msg>(0);
+    } else if (payload.match_elements<llm::prompt_msg>()) {
+      const auto& p = payload.get_as<llm::prompt_msg>(0);
       if (p.response.empty()) {
         throw std::invalid_argument("SFT item of group " + std::to_string(p.group_id) + " has no response");
       }
@@ -166,7 +168,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
                                                               std::to_string(step) + ": " + e.what());
         }
         reply.version = step;
-        publisher::weights_ref ref;
+        weights::weights_ref ref;
         ref.version = step;
         ref.channel = st.name;
         if (st.async) {
@@ -319,7 +321,7 @@ void register_trainer_kind(kind_registry& registry) {
     init->source_dir = std::string(p.getModel());
     init->total_steps = s.steps;
     std::string tok_error;
-    init->codec = rollout::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
+    init->codec = llm::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
     if (o.objective == "sft" && !init->codec) {
       throw std::invalid_argument("params.trainer.objective sft needs a tokenizer: " + tok_error);
     }
@@ -329,7 +331,7 @@ void register_trainer_kind(kind_registry& registry) {
     init->eval.max_new_tokens = p.getEvalMaxNewTokens();
     init->eval.limit = p.getEvalLimit();
     init->eval.export_dir = std::string(p.getExportDir());
-    if (p.getEvalData().size() > 0) init->eval.records = data::load_jsonl(std::string(p.getEvalData()));
+    if (p.getEvalData().size() > 0) init->eval.records = tasks::load_jsonl(std::string(p.getEvalData()));
     if (init->eval.interval > 0 && !init->codec) {
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);
     }

@@ -17,7 +17,7 @@
 #include <random>
 #include <set>
 
-#include "actors/llm/model.hpp"
+#include "actors/lib/llm/model.hpp"
 
 namespace fs = std::filesystem;
 

@@ -4,13 +4,13 @@
 
 #include <caf/all.hpp>
 
-#include "actors/rollout/messages.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::examples {
 namespace {
 using namespace milesrt::runtime;
-using rollout::sample_group;
+using llm::sample_group;
 
 stage_actor::behavior_type length_reward_fn(stage_actor::pointer, uint64_t target, double scale) {
   return {
@@ -68,7 +68,7 @@ void register_length_reward(runtime::kind_registry& registry) {
   registry.add(k);
   // sample_group's type IDs (the rollout's block); adding them twice is harmless.
   registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_rollout>();
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
   });
 }
 

@@ -4,15 +4,15 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/reward/kind_testing.hpp"
-#include "actors/rollout/messages.hpp"
+#include "runtime/testing/kind_testing.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "runtime/core/plugins.hpp"
 
 namespace milesrt::examples {
 namespace {
 using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
-using rollout::sample_group;
+using llm::sample_group;
 
 TEST(LengthReward, ScoresByDistanceToTheTarget) {
   EXPECT_DOUBLE_EQ(length_score(10, 10, 2), 2);
@@ -35,7 +35,7 @@ TEST(LengthReward, RunsFromThePlugin) {
   auto a = kind->spawn(system.sys(), s);
   sample_group g{1, "", {}};
   for (size_t n : {4, 2, 8}) {
-    rollout::sample_msg m;
+    llm::sample_msg m;
     m.output.assign(n, 7);
     g.samples.push_back(m);
   }

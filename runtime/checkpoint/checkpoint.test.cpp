@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "runtime/testing.hpp"
+#include "runtime/testing/scratch_graph.hpp"
 
 namespace milesrt::runtime {
 namespace {

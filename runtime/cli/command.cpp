@@ -24,8 +24,7 @@ void print_error(std::ostream& err, std::string_view cmd, std::string_view what)
 
 int run_main(int argc, char** argv, const std::vector<command>& commands, context& ctx,
              const std::function<std::string()>& version) {
-  CLI::App app{"milesrt: reinforcement-learning post-training of LLMs as a graph of actors",
-               "milesrt"};
+  CLI::App app{ctx.description, "milesrt"};
   app.set_version_flag("--version", version);
   app.require_subcommand(1);
   app.fallthrough(false);

@@ -31,6 +31,8 @@ struct context {
   std::ostream& err;
   std::vector<std::string> schema_dirs;
   const runtime::kind_registry* kinds = nullptr;
+  /// The first line of --help: what the executable is (the app says).
+  std::string description = "milesrt: a graph of actors";
 };
 
 /// Runs a subcommand once its options are parsed.

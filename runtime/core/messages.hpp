@@ -32,7 +32,7 @@ struct envelope {
   /// The admitted work item this envelope descends from (assigned by the driver at admission).
   uint64_t origin = 0;
   /// Oldest and newest model version that produced any part of the payload. Staleness of an item =
-  /// the learner's version - min_version. A producing actor sets them (e.g. from per-token versions).
+  /// the learner's version - min_version. A producing actor sets them (e.g. from the versions of its parts).
   uint64_t min_version = 0;
   uint64_t max_version = 0;
   caf::message payload;

@@ -1,6 +1,6 @@
 #pragma once
-/// Objects shared by the actors of one process, e.g. a trainer's weights that a colocated rollout
-/// engine reads without a copy. The runtime makes one store per process and run and hands it to
+/// Objects shared by the actors of one process, e.g. a learner's parameters that a stage in the
+/// same process reads without a copy. The runtime makes one store per process and run and hands it to
 /// every factory (no global registry); kinds choose the keys.
 
 #include <map>

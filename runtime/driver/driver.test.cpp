@@ -14,7 +14,7 @@
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/overrides.hpp"
 #include "runtime/graph/validate.hpp"
-#include "runtime/testing.hpp"
+#include "runtime/testing/scratch_graph.hpp"
 
 namespace milesrt::runtime {
 namespace {

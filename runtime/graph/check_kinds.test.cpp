@@ -2,7 +2,7 @@
 
 #include "runtime/graph/overrides.hpp"
 #include "runtime/graph/validate.hpp"
-#include "runtime/testing.hpp"
+#include "runtime/testing/scratch_graph.hpp"
 
 namespace milesrt::graph {
 namespace {

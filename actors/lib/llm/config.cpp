@@ -1,0 +1,148 @@
+#include "actors/lib/llm/config.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace milesrt::llm {
+namespace fs = std::filesystem;
+
+const char* to_string(family f) {
+  switch (f) {
+    case family::qwen3: return "qwen3";
+    case family::qwen2: return "qwen2";
+    case family::llama: return "llama";
+    case family::qwen3_moe: return "qwen3_moe";
+  }
+  return "?";
+}
+
+bool model_config::is_moe_layer(int64_t i) const {
+  if (num_experts == 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) != mlp_only_layers.end()) return false;
+  return decoder_sparse_step > 0 && (i + 1) % decoder_sparse_step == 0;
+}
+
+int64_t model_config::num_moe_layers() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i);
+  return n;
+}
+
+model_config load_config(const fs::path& path) {
+  if (!fs::exists(path)) {
+    throw config_error(path.string() + ": no such model folder (it needs config.json and safetensors weights)");
+  }
+  fs::path file = fs::is_directory(path) ? path / "config.json" : path;
+  std::ifstream in(file);
+  if (!in) throw config_error(file.string() + ": cannot read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), file.string());
+}
+
+model_config parse_config(const std::string& json_text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const std::exception& e) {
+    throw config_error(origin + ": not valid JSON: " + e.what());
+  }
+  auto fail = [&](const std::string& field, const std::string& what) {
+    return config_error(origin + ": field '" + field + "': " + what);
+  };
+  auto get_int = [&](const std::string& key, std::optional<int64_t> fallback = std::nullopt) -> int64_t {
+    if (!j.contains(key) || j[key].is_null()) {
+      if (fallback) return *fallback;
+      throw fail(key, "missing");
+    }
+    if (!j[key].is_number_integer()) throw fail(key, "must be an integer");
+    int64_t v = j[key].get<int64_t>();
+    if (v < 0) throw fail(key, "must not be negative");
+    return v;
+  };
+  auto get_num = [&](const std::string& key, double fallback) -> double {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number()) throw fail(key, "must be a number");
+    return j[key].get<double>();
+  };
+  auto get_bool = [&](const std::string& key, bool fallback) -> bool {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) throw fail(key, "must be true or false");
+    return j[key].get<bool>();
+  };
+
+  model_config c;
+  std::string model_type = j.value("model_type", "");
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+    c.architecture = j["architectures"][0].get<std::string>();
+  }
+  if (model_type == "qwen3") c.arch = family::qwen3;
+  else if (model_type == "qwen2") c.arch = family::qwen2;
+  else if (model_type == "llama") c.arch = family::llama;
+  else if (model_type == "qwen3_moe") c.arch = family::qwen3_moe;
+  else throw fail("model_type", "'" + model_type + "' is not supported (qwen3, qwen2, llama, qwen3_moe)");
+
+  std::string act = j.value("hidden_act", "silu");
+  if (act != "silu") throw fail("hidden_act", "'" + act + "' is not supported (silu)");
+  c.vocab_size = get_int("vocab_size");
+  c.hidden_size = get_int("hidden_size");
+  c.intermediate_size = get_int("intermediate_size");
+  c.num_layers = get_int("num_hidden_layers");
+  c.num_heads = get_int("num_attention_heads");
+  c.num_kv_heads = get_int("num_key_value_heads", c.num_heads);
+  if (c.num_heads == 0 || c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0) {
+    throw fail("num_key_value_heads", "must divide num_attention_heads");
+  }
+  c.head_dim = get_int("head_dim", c.hidden_size / std::max<int64_t>(c.num_heads, 1));
+  if (c.head_dim % 2 != 0) throw fail("head_dim", "must be even for rotary embeddings");
+  c.rms_norm_eps = get_num("rms_norm_eps", 1e-6);
+  c.tie_word_embeddings = get_bool("tie_word_embeddings", false);
+  c.attention_bias = c.arch == family::qwen2 ? true : get_bool("attention_bias", false);
+  c.qk_norm = c.arch == family::qwen3 || c.arch == family::qwen3_moe;
+  if (get_bool("mlp_bias", false)) throw fail("mlp_bias", "true is not supported");
+  if (get_bool("use_sliding_window", false)) throw fail("use_sliding_window", "true is not supported");
+
+  // Rotary embeddings: transformers 5 writes rope_parameters, older configs rope_theta/rope_scaling.
+  nlohmann::json rope = nlohmann::json::object();
+  std::string rope_field = "rope_scaling";
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    rope = j["rope_parameters"];
+    rope_field = "rope_parameters";
+  } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    rope = j["rope_scaling"];
+  }
+  c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<double>() : get_num("rope_theta", 10000.0);
+  std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
+  if (rope_type == "llama3") {
+    llama3_rope r;
+    r.factor = rope.value("factor", r.factor);
+    r.low_freq_factor = rope.value("low_freq_factor", r.low_freq_factor);
+    r.high_freq_factor = rope.value("high_freq_factor", r.high_freq_factor);
+    r.original_max_position_embeddings =
+        rope.value("original_max_position_embeddings", r.original_max_position_embeddings);
+    c.rope_llama3 = r;
+  } else if (rope_type != "default") {
+    throw fail(rope_field, "rope_type '" + rope_type + "' is not supported (default, llama3)");
+  }
+
+  if (c.arch == family::qwen3_moe) {
+    c.num_experts = j.contains("num_experts") ? get_int("num_experts") : get_int("num_local_experts");
+    c.num_experts_per_tok = get_int("num_experts_per_tok");
+    if (c.num_experts_per_tok == 0 || c.num_experts_per_tok > c.num_experts) {
+      throw fail("num_experts_per_tok", "must be between 1 and num_experts");
+    }
+    c.moe_intermediate_size = get_int("moe_intermediate_size");
+    c.norm_topk_prob = get_bool("norm_topk_prob", false);
+    c.decoder_sparse_step = get_int("decoder_sparse_step", 1);
+    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array()) {
+      for (auto& l : j["mlp_only_layers"]) c.mlp_only_layers.push_back(l.get<int64_t>());
+    }
+    c.router_aux_loss_coef = get_num("router_aux_loss_coef", 0.001);
+  }
+  return c;
+}
+
+}  // namespace milesrt::llm

@@ -1,0 +1,663 @@
+#include "actors/lib/llm/model.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/lib/llm/safetensors.hpp"
+
+namespace milesrt::llm {
+namespace fs = std::filesystem;
+
+// -- flat parameters ---------------------------------------------------------------------------
+
+flat_params::flat_params(const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs,
+                         at::ScalarType dtype, at::Device device) {
+  int64_t total = 0;
+  for (const auto& [name, shape] : specs) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    total += n;
+  }
+  buffer_ = at::zeros({total}, at::TensorOptions().dtype(dtype).device(device));
+  for (const auto& [name, shape] : specs) {
+    names_.push_back(name);
+    shapes_.push_back(shape);
+  }
+  rebuild_views();
+}
+
+void flat_params::rebuild_views() {
+  views_.clear();
+  int64_t offset = 0;
+  for (const auto& shape : shapes_) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    views_.push_back(buffer_.narrow(0, offset, n).view(shape));
+    offset += n;
+  }
+}
+
+std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    int64_t n = 1;
+    for (auto s : shapes_[i]) n *= s;
+    out.emplace_back(names_[i], n);
+  }
+  return out;
+}
+
+std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
+  for (size_t i = 0; i < names_.size(); ++i) specs.push_back({names_[i], shapes_[i]});
+  auto out = std::make_shared<flat_params>(specs, dtype, device);
+  out->buffer_.copy_(buffer_.detach());
+  return out;
+}
+
+void flat_params::enable_grad() {
+  if (!buffer_.requires_grad()) buffer_.requires_grad_(true);
+  rebuild_views();
+}
+
+const at::Tensor& flat_params::get(const std::string& name) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return views_[i];
+  throw std::out_of_range("model has no parameter '" + name + "'");
+}
+
+bool flat_params::contains(const std::string& name) const {
+  for (const auto& n : names_)
+    if (n == name) return true;
+  return false;
+}
+
+std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
+                                         at::Device device, std::string& name) {
+  if (!dir.empty()) {
+    name = dir;
+    return decoder::load(dir, dtype, device);
+  }
+  // The architecture of Qwen3-0.6B.
+  auto cfg = nlohmann::json::parse(R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+    "vocab_size": 151936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "tie_word_embeddings": true, "hidden_act": "silu"})");
+  if (layers > 0) cfg["num_hidden_layers"] = layers;
+  name = "Qwen3-0.6B architecture (" + std::to_string(cfg["num_hidden_layers"].get<int>()) +
+         " layers), random weights";
+  return decoder::random(cfg.dump(), dtype, device, 1);
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const model_config& c) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> s;
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  s.push_back({"model.embed_tokens.weight", {c.vocab_size, h}});
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    s.push_back({p + "input_layernorm.weight", {h}});
+    s.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    s.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    s.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    if (c.attention_bias) {
+      s.push_back({p + "self_attn.q_proj.bias", {q}});
+      s.push_back({p + "self_attn.k_proj.bias", {kv}});
+      s.push_back({p + "self_attn.v_proj.bias", {kv}});
+    }
+    s.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    if (c.qk_norm) {
+      s.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      s.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
+    s.push_back({p + "post_attention_layernorm.weight", {h}});
+    if (c.is_moe_layer(i)) {
+      s.push_back({p + "mlp.gate.weight", {c.num_experts, h}});
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        s.push_back({x + "gate_proj.weight", {c.moe_intermediate_size, h}});
+        s.push_back({x + "up_proj.weight", {c.moe_intermediate_size, h}});
+        s.push_back({x + "down_proj.weight", {h, c.moe_intermediate_size}});
+      }
+    } else {
+      s.push_back({p + "mlp.gate_proj.weight", {c.intermediate_size, h}});
+      s.push_back({p + "mlp.up_proj.weight", {c.intermediate_size, h}});
+      s.push_back({p + "mlp.down_proj.weight", {h, c.intermediate_size}});
+    }
+  }
+  s.push_back({"model.norm.weight", {h}});
+  if (!c.tie_word_embeddings) s.push_back({"lm_head.weight", {c.vocab_size, h}});
+  return s;
+}
+
+// -- batch-invariant building blocks -------------------------------------------------------------
+
+namespace {
+
+/// Pads rows to a multiple of 8 (at least 8): MKL's sgemm then computes each row the same way
+/// whatever the number of rows, which is what makes the two forward paths agree bitwise.
+at::Tensor pad_rows(const at::Tensor& x) {
+  const int64_t n = x.size(0);
+  const int64_t padded = std::max<int64_t>(8, (n + 7) / 8 * 8);
+  if (padded == n) return x;
+  return at::cat({x, at::zeros({padded - n, x.size(1)}, x.options())});
+}
+
+/// MKL's sgemm computes a row the same way whatever else is in the call only within one regime of
+/// row counts: 8 rows and 2048 rows take other kernels for some inner sizes (K = 192 already).
+/// With every CPU GEMM cut into calls of exactly kGemmRows rows, a row's result depends on nothing
+/// but its own values (checked at K from 64 to 3072, any position inside the block).
+constexpr int64_t kGemmRows = 16;
+
+/// x [n, in] times w [out, in]^T in calls of kGemmRows rows: a row-invariant GEMM on the CPU.
+at::Tensor blocked_mm(const at::Tensor& x, const at::Tensor& w) {
+  const int64_t n = x.size(0);
+  auto one = [&](const at::Tensor& rows) {
+    const int64_t m = rows.size(0);
+    if (m == kGemmRows) return at::mm(rows, w.t());
+    auto padded = at::cat({rows, at::zeros({kGemmRows - m, rows.size(1)}, rows.options())});
+    return at::mm(padded, w.t()).narrow(0, 0, m);
+  };
+  if (n <= kGemmRows) return one(x);
+  std::vector<at::Tensor> parts;
+  for (int64_t i = 0; i < n; i += kGemmRows) parts.push_back(one(x.narrow(0, i, std::min(kGemmRows, n - i))));
+  return at::cat(parts);
+}
+
+/// x [n, in] times w [out, in]^T: a row-invariant GEMM on the CPU.
+at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w) {
+  if (x.is_cuda()) return at::mm(x, w.t());
+  return blocked_mm(x, w);
+}
+
+at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return linear_rows(x, w) + b;
+}
+
+/// RMSNorm over the last dimension, in fp32 as transformers computes it.
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  auto xf = x.to(at::kFloat);
+  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return w * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
+}
+
+at::Tensor rotate_half(const at::Tensor& x) {
+  auto half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+/// Rotary embedding of x [n, heads, d] at `positions` [n].
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq) {
+  auto freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, d/2]
+  auto emb = at::cat({freqs, freqs}, -1);
+  auto cos = emb.cos().to(x.scalar_type()).unsqueeze(1);
+  auto sin = emb.sin().to(x.scalar_type()).unsqueeze(1);
+  return x * cos + rotate_half(x) * sin;
+}
+
+at::Tensor make_inv_freq(const model_config& c) {
+  auto idx = at::arange(0, c.head_dim, 2, at::kLong).to(at::kFloat);
+  auto inv = 1.0 / at::pow(at::scalar_tensor(c.rope_theta, at::kFloat), idx / double(c.head_dim));
+  if (c.rope_llama3) {
+    const auto& r = *c.rope_llama3;
+    const double low_wavelen = r.original_max_position_embeddings / r.low_freq_factor;
+    const double high_wavelen = r.original_max_position_embeddings / r.high_freq_factor;
+    auto wavelen = 2 * M_PI / inv;
+    auto scaled = at::where(wavelen > low_wavelen, inv / r.factor, inv);
+    auto smooth = (r.original_max_position_embeddings / wavelen - r.low_freq_factor) /
+                  (r.high_freq_factor - r.low_freq_factor);
+    auto smoothed = (1 - smooth) * scaled / r.factor + smooth * scaled;
+    auto medium = at::logical_and(wavelen >= high_wavelen, wavelen <= low_wavelen);
+    inv = at::where(medium, smoothed, scaled);
+  }
+  return inv;
+}
+
+at::ScalarType to_scalar(dtype d) {
+  switch (d) {
+    case dtype::f32: return at::kFloat;
+    case dtype::f16: return at::kHalf;
+    case dtype::bf16: return at::kBFloat16;
+  }
+  return at::kFloat;
+}
+
+dtype from_scalar(at::ScalarType t) {
+  if (t == at::kFloat) return dtype::f32;
+  if (t == at::kHalf) return dtype::f16;
+  if (t == at::kBFloat16) return dtype::bf16;
+  throw std::invalid_argument("unsupported parameter dtype");
+}
+
+}  // namespace
+
+// -- the decoder --------------------------------------------------------------------------------
+
+decoder::decoder(model_config config, std::string config_json, std::unique_ptr<flat_params> params,
+                 at::ScalarType dtype, at::Device device)
+    : config_(std::move(config)),
+      config_json_(std::move(config_json)),
+      params_(std::move(params)),
+      dtype_(dtype),
+      device_(device) {
+  inv_freq_ = make_inv_freq(config_).to(device_);
+}
+
+std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype, at::Device device) {
+  auto config = load_config(dir);
+  std::ifstream in(dir / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  safetensors_checkpoint ckpt(dir);
+  auto specs = parameter_specs(config);
+  auto params = std::make_unique<flat_params>(specs, dtype, device);
+  for (const auto& [name, shape] : specs) {
+    const auto& t = ckpt.get(name);
+    if (t.shape != shape) {
+      std::string want, got;
+      for (auto s : shape) want += (want.empty() ? "" : ", ") + std::to_string(s);
+      for (auto s : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(s);
+      throw safetensors_error(t.file + ": tensor '" + name + "' has shape [" + got +
+                              "], the config needs [" + want + "]");
+    }
+    auto src = at::from_blob(const_cast<uint8_t*>(t.data), shape,
+                             at::TensorOptions().dtype(to_scalar(t.type)));
+    params->get(name).copy_(src);
+  }
+  return std::unique_ptr<decoder>(
+      new decoder(std::move(config), text.str(), std::move(params), dtype, device));
+}
+
+std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::ScalarType dtype,
+                                         at::Device device, uint64_t seed) {
+  auto config = parse_config(config_json, "config");
+  auto params = std::make_unique<flat_params>(parameter_specs(config), dtype, device);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const auto& name : params->names()) {
+    auto& t = const_cast<at::Tensor&>(params->get(name));
+    auto values = at::randn(t.sizes(), gen, at::TensorOptions().dtype(at::kFloat));
+    values = name.find("norm") != std::string::npos ? 1.0 + 0.1 * values : 0.02 * values;
+    t.copy_(values);
+  }
+  return std::unique_ptr<decoder>(new decoder(std::move(config), config_json, std::move(params), dtype, device));
+}
+
+void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << config_json_;
+  auto cpu = params_->buffer().detach().to(at::kCPU).contiguous();
+  // Views into the CPU copy, in the same order and layout as the flat buffer.
+  std::vector<tensor_bytes> tensors;
+  int64_t offset = 0;
+  const size_t elem = cpu.element_size();
+  for (const auto& name : params_->names()) {
+    const auto& v = params_->get(name);
+    tensor_bytes t;
+    t.name = name;
+    t.type = from_scalar(v.scalar_type());
+    t.shape = v.sizes().vec();
+    t.data = static_cast<const uint8_t*>(cpu.data_ptr()) + offset * elem;
+    t.nbytes = v.numel() * elem;
+    offset += v.numel();
+    tensors.push_back(t);
+  }
+  write_safetensors(dir, tensors, max_shard_bytes);
+}
+
+void decoder::set_params(std::shared_ptr<flat_params> p) {
+  TORCH_CHECK(p != nullptr, "set_params: no parameters");
+  TORCH_CHECK(p->names() == params_->names() && p->shapes() == params_->shapes(),
+              "set_params: the parameters do not have this model's names and shapes");
+  TORCH_CHECK(p->buffer().scalar_type() == dtype_ && p->buffer().device() == device_,
+              "set_params: the parameters have another dtype or device");
+  params_ = std::move(p);
+}
+
+kv_cache decoder::make_cache(int64_t num_blocks, int64_t block_size) const {
+  kv_cache c;
+  c.block_size = block_size;
+  c.num_blocks = num_blocks;
+  auto opts = at::TensorOptions().dtype(dtype_).device(device_);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    c.k.push_back(at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
+    c.v.push_back(at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
+  }
+  return c;
+}
+
+namespace {
+
+/// Cache slots of positions [from, to) of a sequence.
+at::Tensor slots(const std::vector<int32_t>& table, int64_t block_size, int64_t from, int64_t to,
+                 at::Device device) {
+  std::vector<int64_t> s;
+  s.reserve(to - from);
+  for (int64_t p = from; p < to; ++p) {
+    int64_t block = p / block_size;
+    TORCH_CHECK(block < static_cast<int64_t>(table.size()), "block table of ", table.size(),
+                " blocks is too short for position ", p);
+    s.push_back(int64_t(table[block]) * block_size + p % block_size);
+  }
+  return at::tensor(s, at::kLong).to(device);
+}
+
+/// Attention of the new rows of one sequence: q [n, heads, d] at positions start..start+n-1,
+/// against keys/values k_all, v_all [start+n, kv_heads, d]. Each position p attends with the same
+/// calls and shapes in both paths: its kv group's queries padded to 8 rows, keys/values 0..p.
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k_all, const at::Tensor& v_all,
+                  int64_t start, int64_t kv_heads) {
+  const int64_t n = q.size(0), heads = q.size(1), d = q.size(2), group = heads / kv_heads;
+  const double scale = 1.0 / std::sqrt(double(d));
+  auto out = at::empty_like(q);
+  if (q.is_cuda()) {
+    // GPU: one fused call per sequence (bf16; bitwise agreement is a CPU fp32 property).
+    auto qh = q.transpose(0, 1).unsqueeze(0);
+    auto kh = k_all.repeat_interleave(group, 1).transpose(0, 1).unsqueeze(0);
+    auto vh = v_all.repeat_interleave(group, 1).transpose(0, 1).unsqueeze(0);
+    auto mask = at::ones({n, start + n}, q.options().dtype(at::kBool)).tril(start);
+    auto o = at::scaled_dot_product_attention(qh, kh, vh, mask);
+    return o.squeeze(0).transpose(0, 1);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = start + i;
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      auto qg = q[i].narrow(0, g * group, group);                 // [group, d]
+      auto kg = k_all.narrow(0, 0, p + 1).select(1, g).contiguous();  // [p+1, d]
+      auto vg = v_all.narrow(0, 0, p + 1).select(1, g).contiguous();
+      auto scores = at::mm(pad_rows(qg), kg.t()).narrow(0, 0, group) * scale;
+      auto probs = at::softmax(scores.to(at::kFloat), -1).to(q.scalar_type());
+      out[i].narrow(0, g * group, group).copy_(at::mm(pad_rows(probs), vg).narrow(0, 0, group));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+forward_result decoder::forward(const std::vector<segment>& segments,
+                                const forward_options& opt) const {
+  const auto& c = config_;
+  const auto& P = *params_;
+  std::vector<int64_t> ids, positions;
+  for (const auto& s : segments) {
+    TORCH_CHECK(s.block_table != nullptr || s.start == 0,
+                "a segment that starts at position ", s.start, " needs a block table");
+    TORCH_CHECK(s.block_table == nullptr || opt.cache != nullptr, "a block table needs a cache");
+    for (size_t i = 0; i < s.ids.size(); ++i) {
+      TORCH_CHECK(s.ids[i] >= 0 && s.ids[i] < c.vocab_size, "token id ", s.ids[i],
+                  " is outside the vocabulary of ", c.vocab_size);
+      ids.push_back(s.ids[i]);
+      positions.push_back(s.start + static_cast<int64_t>(i));
+    }
+  }
+  // Every activation keeps a multiple of 8 rows (padding rows hold token 0 at position 0): GEMMs are
+  // then row-invariant, row reductions run serially per row, and with dimensions that are
+  // multiples of 16 each element meets the same vectorized code in both paths.
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t Tp = device_.is_cuda() ? T : std::max<int64_t>(8, (T + 7) / 8 * 8);
+  ids.resize(Tp, 0);
+  positions.resize(Tp, 0);
+  auto ids_t = at::tensor(ids, at::kLong).to(device_);
+  auto pos_t = at::tensor(positions, at::kLong).to(device_);
+  forward_result result;
+  const bool checkpointing = static_cast<bool>(opt.checkpoint_head);
+  TORCH_CHECK(!checkpointing || opt.cache == nullptr, "activation checkpointing is for the training path (no cache)");
+
+  // One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
+  // result (off when a checkpointed layer is computed again).
+  auto run_layer = [&](int64_t layer, at::Tensor h, bool record) -> at::Tensor {
+    int64_t moe_index = 0;
+    for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    // Attention.
+    auto x = rms_norm(h, P.get(p + "input_layernorm.weight"), c.rms_norm_eps);
+    at::Tensor q, k, v;
+    if (c.attention_bias) {
+      q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"), P.get(p + "self_attn.q_proj.bias"));
+      k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"), P.get(p + "self_attn.k_proj.bias"));
+      v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"), P.get(p + "self_attn.v_proj.bias"));
+    } else {
+      q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"));
+      k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"));
+      v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"));
+    }
+    q = q.view({Tp, c.num_heads, c.head_dim});
+    k = k.view({Tp, c.num_kv_heads, c.head_dim});
+    v = v.view({Tp, c.num_kv_heads, c.head_dim});
+    if (c.qk_norm) {
+      q = rms_norm(q, P.get(p + "self_attn.q_norm.weight"), c.rms_norm_eps);
+      k = rms_norm(k, P.get(p + "self_attn.k_norm.weight"), c.rms_norm_eps);
+    }
+    q = apply_rope(q, pos_t, inv_freq_);
+    k = apply_rope(k, pos_t, inv_freq_);
+
+    std::vector<at::Tensor> outs;
+    int64_t row = 0;
+    for (const auto& s : segments) {
+      const int64_t n = static_cast<int64_t>(s.ids.size());
+      auto qs = q.narrow(0, row, n), ks = k.narrow(0, row, n), vs = v.narrow(0, row, n);
+      at::Tensor k_all = ks, v_all = vs;
+      if (s.block_table != nullptr) {
+        auto& kc = opt.cache->k[layer];
+        auto& vc = opt.cache->v[layer];
+        auto write = slots(*s.block_table, opt.cache->block_size, s.start, s.start + n, device_);
+        kc.index_copy_(0, write, ks.detach());
+        vc.index_copy_(0, write, vs.detach());
+        auto read = slots(*s.block_table, opt.cache->block_size, 0, s.start + n, device_);
+        k_all = kc.index_select(0, read);
+        v_all = vc.index_select(0, read);
+      }
+      outs.push_back(attend(qs, k_all, v_all, s.start, c.num_kv_heads));
+      row += n;
+    }
+    if (Tp > T) outs.push_back(at::zeros({Tp - T, c.num_heads, c.head_dim}, q.options()));
+    auto attn = at::cat(outs, 0).reshape({Tp, c.num_heads * c.head_dim});
+    h = h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
+
+    // MLP or mixture of experts.
+    x = rms_norm(h, P.get(p + "post_attention_layernorm.weight"), c.rms_norm_eps);
+    if (!c.is_moe_layer(layer)) {
+      auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
+      auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
+      h = h + linear_rows(at::silu(gate) * up, P.get(p + "mlp.down_proj.weight"));
+      return h;
+    }
+    auto router_logits = linear_rows(x, P.get(p + "mlp.gate.weight"));
+    auto probs = at::softmax(router_logits.to(at::kFloat), -1);
+    at::Tensor weights, chosen;
+    if (opt.replay_experts != nullptr) {
+      TORCH_CHECK(moe_index < static_cast<int64_t>(opt.replay_experts->size()),
+                  "routing replay has experts for ", opt.replay_experts->size(), " MoE layers");
+      chosen = (*opt.replay_experts)[moe_index].to(device_).to(at::kLong);
+      TORCH_CHECK(chosen.size(0) == T && chosen.size(1) == c.num_experts_per_tok,
+                  "routing replay for MoE layer ", moe_index, " must be [", T, ", ",
+                  c.num_experts_per_tok, "]");
+      if (Tp > T) chosen = at::cat({chosen, chosen.narrow(0, 0, 1).expand({Tp - T, chosen.size(1)})});
+      weights = probs.gather(1, chosen);
+    } else {
+      auto top = at::topk(probs, c.num_experts_per_tok, -1);
+      weights = std::get<0>(top);
+      chosen = std::get<1>(top);
+    }
+    if (c.norm_topk_prob) weights = weights / weights.sum(-1, true);
+    weights = weights.to(x.scalar_type());
+    auto moe_out = at::zeros_like(x);
+    auto chosen_cpu = chosen.to(at::kCPU);
+    std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_expert;  // expert -> (row, slot)
+    auto acc = chosen_cpu.accessor<int64_t, 2>();
+    for (int64_t t = 0; t < T; ++t)  // padding rows are routed nowhere
+      for (int64_t s = 0; s < c.num_experts_per_tok; ++s) by_expert[acc[t][s]].push_back({t, s});
+    // Each expert runs once on its rows; the weighted outputs are then added slot by slot, so
+    // each token's sum has the same order whatever else is in the batch.
+    std::vector<at::Tensor> contrib;  // per slot: [T, hidden]
+    for (int64_t s = 0; s < c.num_experts_per_tok; ++s) contrib.push_back(at::zeros_like(x));
+    for (auto& [e, rows] : by_expert) {
+      std::vector<int64_t> r;
+      for (auto& rs : rows) r.push_back(rs.first);
+      auto idx = at::tensor(r, at::kLong).to(device_);
+      auto xe = pad_rows(x.index_select(0, idx));
+      const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
+      auto ye = linear_rows(at::silu(linear_rows(xe, P.get(ep + "gate_proj.weight"))) *
+                                linear_rows(xe, P.get(ep + "up_proj.weight")),
+                            P.get(ep + "down_proj.weight"));
+      for (int64_t s = 0; s < c.num_experts_per_tok; ++s) {
+        std::vector<int64_t> sel_rows, sel_idx;
+        for (size_t j = 0; j < rows.size(); ++j) {
+          if (rows[j].second == s) {
+            sel_rows.push_back(rows[j].first);
+            sel_idx.push_back(static_cast<int64_t>(j));
+          }
+        }
+        if (sel_rows.empty()) continue;
+        auto tr = at::tensor(sel_rows, at::kLong).to(device_);
+        auto ti = at::tensor(sel_idx, at::kLong).to(device_);
+        auto w = weights.index_select(0, tr).select(1, s).unsqueeze(1);
+        contrib[s] = contrib[s].index_add(0, tr, ye.index_select(0, ti) * w);
+      }
+    }
+    for (int64_t s = 0; s < c.num_experts_per_tok; ++s) moe_out = moe_out + contrib[s];
+    h = h + moe_out;
+    if (record) {
+      result.experts.push_back(chosen.narrow(0, 0, T));
+      result.router_probs.push_back(probs.narrow(0, 0, T));
+    }
+    return h;
+  };
+
+  const auto& embed = P.get("model.embed_tokens.weight");
+  if (!checkpointing) {
+    at::Tensor h = embed.index_select(0, ids_t);
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) h = run_layer(layer, h, true);
+    result.hidden = rms_norm(h, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+    return result;
+  }
+
+  // Activation checkpointing: a forward without autograd keeps only each layer's input; the head
+  // computes the loss from the final hidden states and its backward runs; then each layer is
+  // computed again, last to first, with autograd on, and back-propagated on its own.
+  std::vector<at::Tensor> inputs;
+  at::Tensor last;
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor h = embed.index_select(0, ids_t);
+    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+      inputs.push_back(h);
+      h = run_layer(layer, h, true);
+    }
+    last = h;
+  }
+  auto x = last.detach().requires_grad_(true);
+  auto hidden = rms_norm(x, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+  at::Tensor loss = opt.checkpoint_head(hidden);
+  result.hidden = hidden.detach();
+  if (!loss.defined() || !loss.requires_grad()) return result;
+  loss.backward();
+  at::Tensor g = x.grad();
+  for (int64_t layer = c.num_layers - 1; layer >= 0 && g.defined(); --layer) {
+    auto xin = inputs[layer].detach().requires_grad_(true);
+    auto out = run_layer(layer, xin, false);
+    out.backward(g);
+    g = xin.grad();
+  }
+  if (g.defined()) embed.index_select(0, ids_t).backward(g);
+  return result;
+}
+
+namespace {
+
+/// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
+/// same layout in both paths.
+at::Tensor padded_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature) {
+  if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
+  return blocked_mm(pad_rows(hidden), head).to(at::kFloat) / temperature;
+}
+
+}  // namespace
+
+at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) const {
+  const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
+                                                 : params_->get("lm_head.weight");
+  return padded_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
+}
+
+token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
+                            const at::Tensor& targets, double temperature, int64_t chunk) {
+  TORCH_CHECK(temperature > 0, "temperature must be positive");
+  TORCH_CHECK(chunk > 0, "chunk must be positive");
+  const int64_t n = hidden.size(0);
+  std::vector<at::Tensor> lps, ents;
+  auto tgt = targets.to(hidden.device()).to(at::kLong);
+  for (int64_t from = 0; from < n; from += chunk) {
+    const int64_t m = std::min(chunk, n - from);
+    auto logits = padded_logits(hidden.narrow(0, from, m), head, temperature);  // [m+pad, vocab]
+    auto logp = at::log_softmax(logits, -1);
+    auto t = tgt.narrow(0, from, m);
+    if (logits.size(0) > m) t = at::cat({t, at::zeros({logits.size(0) - m}, t.options())});
+    lps.push_back(logp.gather(1, t.unsqueeze(1)).squeeze(1).narrow(0, 0, m));
+    ents.push_back((-(logp.exp() * logp).sum(-1)).narrow(0, 0, m));
+  }
+  if (lps.empty()) {
+    auto empty = at::empty({0}, hidden.options().dtype(at::kFloat));
+    return {empty, empty};
+  }
+  return {at::cat(lps), at::cat(ents)};
+}
+
+token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& targets,
+                                 double temperature, int64_t chunk) const {
+  const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
+                                                 : params_->get("lm_head.weight");
+  return chunked_scores(hidden, head, targets, temperature, chunk);
+}
+
+std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector<int64_t>>& seqs,
+                                                   double temperature, int64_t chunk,
+                                                   forward_result* details) const {
+  std::vector<segment> segments;
+  std::vector<int64_t> rows, targets;
+  int64_t row = 0;
+  for (const auto& s : seqs) {
+    segments.push_back({s, 0, nullptr});
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      rows.push_back(row + static_cast<int64_t>(i));
+      targets.push_back(s[i + 1]);
+    }
+    row += static_cast<int64_t>(s.size());
+  }
+  auto fr = forward(segments, {});
+  auto picked = fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(device_));
+  auto scores = score_rows(picked, at::tensor(targets, at::kLong), temperature, chunk);
+  std::vector<token_scores> out;
+  int64_t at_row = 0;
+  for (const auto& s : seqs) {
+    const int64_t n = s.size() > 1 ? static_cast<int64_t>(s.size()) - 1 : 0;
+    out.push_back({scores.logprobs.narrow(0, at_row, n), scores.entropy.narrow(0, at_row, n)});
+    at_row += n;
+  }
+  if (details) *details = std::move(fr);
+  return out;
+}
+
+std::pair<at::Tensor, at::Tensor> decoder::load_balance(const forward_result& r) const {
+  const int64_t E = config_.num_experts;
+  if (r.experts.empty()) return {at::zeros({}, at::kFloat), at::zeros({0}, at::kFloat)};
+  at::Tensor loss = at::zeros({}, r.router_probs[0].options());
+  at::Tensor counts = at::zeros({E}, at::kFloat);
+  for (size_t l = 0; l < r.experts.size(); ++l) {
+    auto onehot = at::one_hot(r.experts[l], E).to(at::kFloat);  // [T, k, E]
+    auto fraction = onehot.sum(1).mean(0);                       // tokens routed to e / tokens
+    auto mean_prob = r.router_probs[l].mean(0);
+    loss = loss + E * (fraction * mean_prob).sum();
+    counts = counts + onehot.sum(at::IntArrayRef{0, 1}).to(at::kCPU);
+  }
+  return {loss / double(r.experts.size()), counts / counts.sum()};
+}
+
+}  // namespace milesrt::llm

@@ -1,0 +1,173 @@
+#pragma once
+/// Hugging Face-compatible decoder models (Qwen3, Qwen2/2.5, Llama-3, Qwen3-MoE) in libtorch, with
+/// one forward that serves both paths:
+///   (a) training: packed variable-length sequences in one pass (no padding), then log-probs and
+///       entropy computed in vocabulary chunks so that [tokens x vocab] logits never exist at once;
+///   (b) serving: prefill and decode against a paged KV cache.
+/// For the same tokens both paths give bitwise-equal log-probs in fp32 on the CPU, because every
+/// operation whose reduction order could depend on the batch is made batch-invariant:
+///   - row-invariant GEMM: every CPU matrix product runs in calls of exactly 16 rows (the last one
+///     padded): MKL's sgemm switches kernels with the row count (8 rows, and thousands, take
+///     others), so only a fixed call shape gives each row the same result whatever else is in
+///     the batch (checked by a test);
+///   - per-position attention: each query position attends with the same calls on the same shapes
+///     (its kv group's queries padded to 8 rows, against keys and values 0..p) in both paths;
+///   - per-row norms, softmax and log-softmax, and MoE expert sums in a fixed order (by top-k slot).
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "actors/lib/llm/config.hpp"
+
+namespace milesrt::llm {
+
+/// All parameters of a model in one flat buffer (one dtype, one device), each tensor a view into
+/// it: a whole model is copied in one transfer, and shared without copies.
+class flat_params {
+ public:
+  flat_params(const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs,
+              at::ScalarType dtype, at::Device device);
+  /// The tensor named `name` (a view into the buffer); throws naming it when unknown.
+  const at::Tensor& get(const std::string& name) const;
+  bool contains(const std::string& name) const;
+  /// The flat buffer itself.
+  const at::Tensor& buffer() const { return buffer_; }
+  const std::vector<std::string>& names() const { return names_; }
+  /// For training: makes the buffer a leaf that requires grad (its .grad() is then the one flat
+  /// gradient of all parameters) and makes the views again so that they derive from it.
+  void enable_grad();
+  /// Makes the views again (after the buffer was replaced or updated in place).
+  void rebuild_views();
+  /// The shape of each parameter, in order.
+  const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
+  /// Each parameter's name and element count, in buffer order.
+  std::vector<std::pair<std::string, int64_t>> element_counts() const;
+  /// A new buffer with the same names and shapes holding these values (converted to `dtype` on
+  /// `device`); nothing is shared with this one.
+  std::shared_ptr<flat_params> copy(at::ScalarType dtype, at::Device device) const;
+
+ private:
+  at::Tensor buffer_;
+  std::vector<std::string> names_;
+  std::vector<at::Tensor> views_;
+  std::vector<std::vector<int64_t>> shapes_;
+};
+
+/// The paged-KV interface. Per layer, K and V are [num_blocks * block_size, num_kv_heads,
+/// head_dim]; token p of a sequence lives in slot block_table[p / block_size] * block_size +
+/// p % block_size. The rollout engine owns the allocator that hands out blocks.
+struct kv_cache {
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;
+  std::vector<at::Tensor> k, v;
+};
+
+/// One sequence's part of a forward: `ids` are new tokens at positions start, start+1, ...
+/// Without a block table the sequence has no cache (start must be 0: the training path); with one,
+/// positions before `start` are read from the cache and the new tokens' K/V are written to it.
+struct segment {
+  std::vector<int64_t> ids;
+  int64_t start = 0;
+  const std::vector<int32_t>* block_table = nullptr;
+};
+
+struct forward_options {
+  kv_cache* cache = nullptr;
+  /// Routing replay: per MoE layer, [tokens, top_k] int64 experts to use instead of the router's.
+  const std::vector<at::Tensor>* replay_experts = nullptr;
+  /// Activation checkpointing (training path only): when set, forward keeps only each layer's
+  /// input, calls this with the final hidden states [tokens, hidden] (autograd on) for a scalar
+  /// loss, and back-propagates it through every layer computed again; the parameters' gradients
+  /// are then accumulated and the returned hidden states are detached.
+  std::function<at::Tensor(const at::Tensor& hidden)> checkpoint_head;
+};
+
+struct forward_result {
+  at::Tensor hidden;                       ///< [tokens, hidden]: final-norm hidden states, packed
+  std::vector<at::Tensor> experts;         ///< per MoE layer [tokens, top_k] (int64)
+  std::vector<at::Tensor> router_probs;    ///< per MoE layer [tokens, num_experts]
+};
+
+struct token_scores {
+  at::Tensor logprobs;  ///< [n]
+  at::Tensor entropy;   ///< [n]
+};
+
+class decoder {
+ public:
+  /// Loads config.json and the safetensors weights of a Hugging Face model folder, converting to
+  /// `dtype` on `device`. Throws config_error / safetensors_error naming the file and tensor.
+  static std::unique_ptr<decoder> load(const std::filesystem::path& dir, at::ScalarType dtype,
+                                       at::Device device);
+  /// A model with random weights (norms near 1, the rest N(0, 0.02)), for benchmarks and tests.
+  static std::unique_ptr<decoder> random(const std::string& config_json, at::ScalarType dtype,
+                                         at::Device device, uint64_t seed);
+  /// Saves config.json and model.safetensors (sharded with an index past `max_shard_bytes`) so
+  /// that transformers loads them.
+  void save(const std::filesystem::path& dir, uint64_t max_shard_bytes = 5ull << 30) const;
+
+  const model_config& config() const { return config_; }
+  const flat_params& params() const { return *params_; }
+  flat_params& mutable_params() { return *params_; }
+  /// The parameters as a shared object: a colocated engine may use the trainer's own.
+  std::shared_ptr<flat_params> shared_params() const { return params_; }
+  /// Uses `p` (same names and shapes, any buffer) as this model's parameters from now on.
+  void set_params(std::shared_ptr<flat_params> p);
+  const std::string& config_json() const { return config_json_; }
+  at::ScalarType dtype() const { return dtype_; }
+  at::Device device() const { return device_; }
+
+  /// One packed pass over all segments (both paths).
+  forward_result forward(const std::vector<segment>& segments, const forward_options& opt) const;
+
+  /// log p(target | row) at `temperature` over the full vocabulary, and the entropy of that
+  /// distribution, `chunk` rows at a time: peak extra memory O(chunk x vocab).
+  token_scores score_rows(const at::Tensor& hidden, const at::Tensor& targets, double temperature,
+                          int64_t chunk = 256) const;
+  /// Full logits at `temperature` for a few rows (sampling), computed like score_rows.
+  at::Tensor logits_rows(const at::Tensor& hidden, double temperature) const;
+
+  /// Path (a) end to end: for each sequence of length L, the L-1 log-probs of tokens 1..L-1 and the
+  /// entropies, from one packed forward.
+  std::vector<token_scores> score_sequences(const std::vector<std::vector<int64_t>>& seqs,
+                                            double temperature, int64_t chunk = 256,
+                                            forward_result* details = nullptr) const;
+
+  /// A paged cache for this model.
+  kv_cache make_cache(int64_t num_blocks, int64_t block_size) const;
+
+  /// The Switch-Transformer load-balance loss of one forward and each expert's share of tokens.
+  std::pair<at::Tensor, at::Tensor> load_balance(const forward_result& r) const;
+
+ private:
+  decoder(model_config config, std::string config_json, std::unique_ptr<flat_params> params,
+          at::ScalarType dtype, at::Device device);
+
+  model_config config_;
+  std::string config_json_;
+  std::shared_ptr<flat_params> params_;
+  at::ScalarType dtype_;
+  at::Device device_;
+  at::Tensor inv_freq_;
+};
+
+/// The model a benchmark runs: the Hugging Face folder `dir` when given, else Qwen3-0.6B's
+/// architecture with random weights (`layers` > 0 keeps only that many layers). `name` says which.
+std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
+                                         at::Device device, std::string& name);
+
+/// The chunked log-prob kernel behind decoder::score_rows: `hidden` [n, d] against `head`
+/// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab).
+token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
+                            const at::Tensor& targets, double temperature, int64_t chunk);
+
+/// The names and shapes of every parameter of a model, in the Hugging Face layout.
+std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const model_config& c);
+
+}  // namespace milesrt::llm

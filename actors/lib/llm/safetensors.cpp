@@ -1,0 +1,271 @@
+#include "actors/lib/llm/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace milesrt::llm {
+namespace fs = std::filesystem;
+
+const char* to_string(dtype d) {
+  switch (d) {
+    case dtype::f32: return "F32";
+    case dtype::f16: return "F16";
+    case dtype::bf16: return "BF16";
+  }
+  return "?";
+}
+
+size_t dtype_size(dtype d) { return d == dtype::f32 ? 4 : 2; }
+
+int64_t tensor_info::numel() const {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return n;
+}
+
+safetensors_header parse_safetensors_header(const uint8_t* bytes, size_t available,
+                                            uint64_t file_size, const std::string& file) {
+  auto fail = [&](const std::string& what) -> safetensors_error {
+    return safetensors_error(file + ": " + what);
+  };
+  if (file_size < 8 || available < 8) throw fail("too short for a safetensors header (" + std::to_string(file_size) + " bytes)");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  if (n > file_size - 8) {
+    throw fail("header length " + std::to_string(n) + " runs past the end of the file (" +
+               std::to_string(file_size) + " bytes)");
+  }
+  if (n > available - 8) throw fail("header not fully read");
+  const uint64_t data_size = file_size - 8 - n;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
+  } catch (const std::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw fail("header is not a JSON object");
+  safetensors_header h;
+  h.header_size = n;
+  for (auto& item : j.items()) {
+    const std::string name = item.key();
+    auto& entry = item.value();
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw fail("__metadata__ is not an object");
+      for (auto& [k, v] : entry.items())
+        if (v.is_string()) h.metadata[k] = v.get<std::string>();
+      continue;
+    }
+    auto bad = [&](const std::string& what) { return fail("tensor '" + name + "': " + what); };
+    if (!entry.is_object()) throw bad("entry is not an object");
+    if (!entry.contains("dtype") || !entry["dtype"].is_string()) throw bad("no dtype");
+    if (!entry.contains("shape") || !entry["shape"].is_array()) throw bad("no shape");
+    if (!entry.contains("data_offsets") || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
+      throw bad("data_offsets must be [begin, end]");
+    }
+    tensor_info t;
+    std::string d = entry["dtype"].get<std::string>();
+    if (d == "F32") t.type = dtype::f32;
+    else if (d == "F16") t.type = dtype::f16;
+    else if (d == "BF16") t.type = dtype::bf16;
+    else throw bad("dtype " + d + " is not supported (F32, F16, BF16)");
+    __int128 numel = 1;
+    for (auto& s : entry["shape"]) {
+      if (!s.is_number_integer() || s.get<int64_t>() < 0) throw bad("shape has a negative or non-integer size");
+      t.shape.push_back(s.get<int64_t>());
+      numel *= s.get<int64_t>();
+      if (numel > (__int128(1) << 62)) throw bad("shape is too large");
+    }
+    for (auto& o : entry["data_offsets"])
+      if (!o.is_number_unsigned()) throw bad("data_offsets must be non-negative integers");
+    t.begin = entry["data_offsets"][0].get<uint64_t>();
+    t.end = entry["data_offsets"][1].get<uint64_t>();
+    if (t.begin > t.end) throw bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] are reversed");
+    if (t.end > data_size) {
+      throw bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                "] run past the end of the data (" + std::to_string(data_size) + " bytes)");
+    }
+    if (__int128(t.end - t.begin) != numel * __int128(dtype_size(t.type))) {
+      throw bad("holds " + std::to_string(t.end - t.begin) + " bytes but its shape and dtype need " +
+                std::to_string(static_cast<uint64_t>(numel * dtype_size(t.type))));
+    }
+    h.tensors[name] = t;
+  }
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (auto& [name, t] : h.tensors)
+    if (t.end > t.begin) order.emplace_back(t.begin, name);
+  std::sort(order.begin(), order.end());
+  for (size_t i = 1; i < order.size(); ++i) {
+    const auto& prev = h.tensors[order[i - 1].second];
+    if (order[i].first < prev.end) {
+      throw fail("tensors '" + order[i - 1].second + "' and '" + order[i].second + "' overlap");
+    }
+  }
+  return h;
+}
+
+struct safetensors_checkpoint::mapping {
+  std::string file;
+  void* base = nullptr;
+  size_t size = 0;
+  ~mapping() {
+    if (base != nullptr && size > 0) munmap(base, size);
+  }
+};
+
+safetensors_checkpoint::safetensors_checkpoint(const fs::path& path) : path_(path) {
+  std::vector<fs::path> files;
+  std::map<std::string, std::string> expected;  // from the index: tensor -> shard
+  if (fs::is_directory(path)) {
+    auto index = path / "model.safetensors.index.json";
+    if (fs::exists(index)) {
+      nlohmann::json j;
+      try {
+        std::ifstream in(index);
+        in >> j;
+      } catch (const std::exception& e) {
+        throw safetensors_error(index.string() + ": not valid JSON: " + e.what());
+      }
+      if (!j.contains("weight_map") || !j["weight_map"].is_object()) {
+        throw safetensors_error(index.string() + ": no weight_map");
+      }
+      std::vector<std::string> shards;
+      for (auto& [name, shard] : j["weight_map"].items()) {
+        if (!shard.is_string()) throw safetensors_error(index.string() + ": tensor '" + name + "' maps to no file");
+        expected[name] = shard.get<std::string>();
+        if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) {
+          shards.push_back(shard.get<std::string>());
+        }
+      }
+      for (const auto& s : shards) files.push_back(path / s);
+    } else if (fs::exists(path / "model.safetensors")) {
+      files.push_back(path / "model.safetensors");
+    } else {
+      throw safetensors_error(path.string() + ": no model.safetensors or model.safetensors.index.json");
+    }
+  } else {
+    files.push_back(path);
+  }
+  for (const auto& f : files) {
+    if (!fs::exists(f)) {
+      throw safetensors_error(f.string() + (expected.empty() ? ": no such file" : ": missing (listed in the index)"));
+    }
+    struct stat st {};
+    int fd = ::open(f.c_str(), O_RDONLY);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      if (fd >= 0) ::close(fd);
+      throw safetensors_error(f.string() + ": cannot open: " + std::strerror(errno));
+    }
+    auto m = std::make_unique<mapping>();
+    m->file = f.string();
+    m->size = static_cast<size_t>(st.st_size);
+    if (m->size > 0) {
+      m->base = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (m->base == MAP_FAILED) {
+        m->base = nullptr;
+        ::close(fd);
+        throw safetensors_error(f.string() + ": cannot map: " + std::strerror(errno));
+      }
+    }
+    ::close(fd);
+    auto* bytes = static_cast<const uint8_t*>(m->base);
+    auto h = parse_safetensors_header(bytes, m->size, m->size, m->file);
+    const uint8_t* data = bytes + 8 + h.header_size;
+    for (auto& [name, t] : h.tensors) {
+      if (tensors_.count(name)) throw safetensors_error(m->file + ": tensor '" + name + "' appears in two files");
+      auto e = expected.find(name);
+      if (!expected.empty() && (e == expected.end() || path / e->second != f)) {
+        throw safetensors_error(m->file + ": tensor '" + name + "' is not where the index says");
+      }
+      tensors_[name] = {name, t.type, t.shape, data + t.begin, static_cast<size_t>(t.end - t.begin), m->file};
+    }
+    files_.push_back(std::move(m));
+  }
+  for (const auto& [name, shard] : expected) {
+    if (!tensors_.count(name)) {
+      throw safetensors_error((path / shard).string() + ": missing tensor '" + name + "' (listed in the index)");
+    }
+  }
+}
+
+safetensors_checkpoint::~safetensors_checkpoint() = default;
+
+const tensor_view& safetensors_checkpoint::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw safetensors_error(path_.string() + ": missing tensor '" + name + "'");
+  return it->second;
+}
+
+std::vector<std::string> safetensors_checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : tensors_) out.push_back(n);
+  return out;
+}
+
+namespace {
+
+void write_one(const fs::path& file, const std::vector<const tensor_bytes*>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  uint64_t offset = 0;
+  for (const auto* t : tensors) {
+    header[t->name] = {{"dtype", to_string(t->type)},
+                       {"shape", t->shape},
+                       {"data_offsets", {offset, offset + t->nbytes}}};
+    offset += t->nbytes;
+  }
+  std::string text = header.dump();
+  while ((text.size() + 8) % 8 != 0) text += ' ';  // data starts 8-byte aligned
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  uint64_t n = text.size();
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out.write(len, 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const auto* t : tensors) out.write(static_cast<const char*>(t->data), static_cast<std::streamsize>(t->nbytes));
+  out.flush();
+  if (!out) throw safetensors_error(file.string() + ": write failed");
+}
+
+}  // namespace
+
+void write_safetensors(const fs::path& folder, const std::vector<tensor_bytes>& tensors,
+                       uint64_t max_shard_bytes) {
+  fs::create_directories(folder);
+  std::vector<std::vector<const tensor_bytes*>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (const auto& t : tensors) {
+    if (in_shard > 0 && in_shard + t.nbytes > max_shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(&t);
+    in_shard += t.nbytes;
+    total += t.nbytes;
+  }
+  if (shards.size() == 1) {
+    write_one(folder / "model.safetensors", shards[0]);
+    fs::remove(folder / "model.safetensors.index.json");
+    return;
+  }
+  nlohmann::json index;
+  index["metadata"] = {{"total_size", total}};
+  index["weight_map"] = nlohmann::json::object();
+  char name[64];
+  for (size_t i = 0; i < shards.size(); ++i) {
+    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+    write_one(folder / name, shards[i]);
+    for (const auto* t : shards[i]) index["weight_map"][t->name] = name;
+  }
+  std::ofstream(folder / "model.safetensors.index.json") << index.dump(2) << "\n";
+}
+
+}  // namespace milesrt::llm

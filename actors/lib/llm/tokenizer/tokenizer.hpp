@@ -1,0 +1,100 @@
+#pragma once
+/// A Hugging Face tokenizer (tokenizer.json + tokenizer_config.json) in C++: encode gives the ids
+/// HF `tokenizers` gives, decode the text it gives. Immutable after loading; share it freely
+/// between threads.
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "actors/lib/llm/tokenizer/bpe.hpp"
+#include "actors/lib/llm/tokenizer/pipeline.hpp"
+
+namespace milesrt::llm {
+
+/// One entry of tokenizer.json's "added_tokens".
+struct added_token {
+  token_id id = -1;
+  std::string content;
+  bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = false;
+  std::string decoded;  ///< What decode writes: the normalized content when `normalized`, as in HF.
+};
+
+class tokenizer;
+
+/// What `tokenizer::load` returns: the tokenizer, or one line naming the file and component at
+/// fault.
+struct tokenizer_load_result {
+  std::shared_ptr<const tokenizer> tok;
+  std::string error;
+};
+
+class tokenizer {
+public:
+  /// Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json.
+  static tokenizer_load_result load(const std::filesystem::path& dir);
+
+  /// Token ids of `text`. Invalid UTF-8 is first repaired (each maximal invalid subpart becomes
+  /// U+FFFD, as Python's decode(errors="replace")). With `add_special_tokens`, the post-processor
+  /// adds BOS/EOS as tokenizer.json's post_processor says; tokenizer_config.json's add_bos_token /
+  /// add_eos_token are ignored, as transformers 5's AutoTokenizer ignores them.
+  std::vector<token_id> encode(std::string_view text, bool add_special_tokens = false) const;
+
+  /// Text of `ids`; unknown ids are skipped, as HF does. Invalid UTF-8 from byte-level tokens
+  /// becomes U+FFFD.
+  std::string decode(const std::vector<token_id>& ids, bool skip_special_tokens = false) const;
+
+  /// The id of a token (added tokens first, then the model's vocabulary), or -1.
+  token_id token_to_id(std::string_view token) const;
+  /// The string of a token id, or nullptr.
+  const std::string* id_to_token(token_id id) const;
+  /// True when `id` is a special added token.
+  bool is_special(token_id id) const;
+
+  /// tokenizer_config.json's bos_token / eos_token (a string or an AddedToken object's "content";
+  /// "" when absent or null) and its chat_template.
+  const std::string& bos_token() const { return bos_token_; }
+  const std::string& eos_token() const { return eos_token_; }
+  const std::string& chat_template() const { return chat_template_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  /// Internal: use `load`.
+  tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj, const nlohmann::json* cfg);
+
+private:
+  struct trie {
+    struct node {
+      std::vector<std::pair<unsigned char, int>> next;
+      int token = -1;  // index into added_
+    };
+    std::vector<node> nodes{1};
+    void insert(const std::string& s, int token);
+    // Leftmost-longest match starting at `at`: (length, token index) or (0, -1).
+    std::pair<size_t, int> longest(std::string_view s, size_t at) const;
+    bool empty() const { return nodes.size() == 1; }
+  };
+  struct piece {
+    std::string text;
+    int added = -1;  // index into added_, or -1 for text still to tokenize
+  };
+  void split_added(const std::string& text, const trie& t, std::vector<piece>& out) const;
+
+  std::filesystem::path dir_;
+  std::unique_ptr<normalizer> normalizer_;
+  std::unique_ptr<pre_tokenizer> pre_tokenizer_;
+  std::unique_ptr<bpe_model> model_;
+  std::unique_ptr<post_processor> post_processor_;
+  std::unique_ptr<token_decoder> decoder_;
+  std::vector<added_token> added_;
+  std::unordered_map<std::string, int> added_by_content_;
+  std::unordered_map<token_id, int> added_by_id_;
+  std::unordered_set<std::string> special_contents_;
+  trie raw_trie_, normalized_trie_;
+  std::string bos_token_, eos_token_, chat_template_;
+};
+
+}  // namespace milesrt::llm

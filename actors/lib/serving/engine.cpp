@@ -1,0 +1,310 @@
+#include "actors/lib/serving/engine.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace milesrt::serving {
+
+engine::engine(const llm::decoder& model, engine_config config)
+    : model_(model),
+      config_(config),
+      cache_(model.make_cache(config.num_blocks, config.block_size)),
+      blocks_(config.num_blocks),
+      prefix_(blocks_, config.block_size) {}
+
+void engine::add(const generate_request& r) {
+  const auto where = "request " + std::to_string(r.id) + ": ";
+  if (r.prompt.empty()) throw std::invalid_argument(where + "empty prompt");
+  for (auto id : r.prompt) {
+    if (id < 0 || id >= model_.config().vocab_size) {
+      throw std::invalid_argument(where + "token id " + std::to_string(id) +
+                                  " is outside the vocabulary of " +
+                                  std::to_string(model_.config().vocab_size));
+    }
+  }
+  if (!(r.params.temperature > 0)) throw std::invalid_argument(where + "temperature must be > 0");
+  if (!(r.params.top_p > 0 && r.params.top_p <= 1)) throw std::invalid_argument(where + "top_p must be in (0, 1]");
+  if (r.params.top_k < 0) throw std::invalid_argument(where + "top_k must be >= 0");
+  if (r.params.max_new_tokens < 1) throw std::invalid_argument(where + "max_new_tokens must be >= 1");
+  if (r.params.n < 1) throw std::invalid_argument(where + "n must be >= 1");
+  if (!r.params.stop_strings.empty() && !config_.detokenize) {
+    throw std::invalid_argument(where + "stop strings need a tokenizer");
+  }
+  const int64_t need = (int64_t(r.prompt.size()) + r.params.max_new_tokens + config_.block_size - 1) /
+                       config_.block_size;
+  if (need > config_.num_blocks) {
+    throw std::invalid_argument(where + "needs up to " + std::to_string(need) +
+                                " KV blocks, the cache has " + std::to_string(config_.num_blocks));
+  }
+  int64_t leader = -1;
+  for (int64_t i = 0; i < r.params.n; ++i) {
+    sequence s;
+    s.request_id = r.id;
+    s.index = i;
+    s.arrival = arrivals_++;
+    s.tokens = r.prompt;
+    s.prompt_len = static_cast<int64_t>(r.prompt.size());
+    s.params = r.params;
+    s.rng.seed(r.params.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(i));
+    // Samples of one prompt wait for the first one's prompt blocks, then share them.
+    if (i == 0) {
+      leader = static_cast<int64_t>(s.arrival);
+    } else {
+      s.leader = leader;
+    }
+    waiting_.push_back(std::move(s));
+  }
+  prompt_done_[leader] = 0;
+}
+
+bool engine::ensure_blocks(sequence& s, int64_t upto) {
+  const int64_t need = (upto + config_.block_size - 1) / config_.block_size;
+  while (static_cast<int64_t>(s.table.size()) < need) {
+    auto b = blocks_.allocate();
+    if (!b && prefix_.evict(1) == 1) b = blocks_.allocate();
+    if (!b) return false;
+    s.table.push_back(*b);
+  }
+  return true;
+}
+
+void engine::free_sequence(sequence& s, bool cache_blocks) {
+  if (cache_blocks) {
+    std::vector<int64_t> done(s.tokens.begin(), s.tokens.begin() + s.computed);
+    prefix_.insert(done, s.table);
+  }
+  for (auto b : s.table) blocks_.release(b);
+  s.table.clear();
+  s.computed = 0;
+  s.matched = false;
+}
+
+void engine::preempt(size_t index) {
+  sequence s = std::move(running_[index]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(index));
+  // Its whole blocks stay in the prefix cache, so resuming usually finds them again.
+  free_sequence(s, true);
+  waiting_.push_front(std::move(s));
+  stats_.preemptions++;
+}
+
+int64_t engine::sample_token(sequence& s, const at::Tensor& row) {
+  auto logits = model_.logits_rows(row, s.params.temperature).squeeze(0).to(at::kCPU);
+  auto probs = at::softmax(logits.to(at::kDouble), -1);
+  auto sorted = at::sort(probs, 0, /*descending=*/true);
+  auto p = std::get<0>(sorted).contiguous();
+  auto ids = std::get<1>(sorted).contiguous();
+  const double* pp = p.data_ptr<double>();
+  const int64_t* ip = ids.data_ptr<int64_t>();
+  int64_t keep = p.numel();
+  if (s.params.top_k > 0) keep = std::min(keep, s.params.top_k);
+  if (s.params.top_p < 1.0) {
+    double cum = 0;
+    for (int64_t i = 0; i < keep; ++i) {
+      cum += pp[i];
+      if (cum >= s.params.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double total = 0;
+  for (int64_t i = 0; i < keep; ++i) total += pp[i];
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(s.rng) * total;
+  double cum = 0;
+  for (int64_t i = 0; i < keep; ++i) {
+    cum += pp[i];
+    if (u < cum) return ip[i];
+  }
+  return ip[keep - 1];
+}
+
+sample engine::finish(sequence& s, const std::string& reason) {
+  sample out;
+  out.request_id = s.request_id;
+  out.index = s.index;
+  out.prompt.assign(s.tokens.begin(), s.tokens.begin() + s.prompt_len);
+  out.output.assign(s.tokens.begin() + s.prompt_len, s.tokens.end());
+  out.logprobs = s.logprobs;
+  out.versions = s.versions;
+  out.experts = s.experts;
+  out.finish_reason = reason;
+  return out;
+}
+
+std::vector<sample> engine::step() {
+  // The model may share a trainer's parameters, which require grad: build no autograd graph.
+  at::NoGradGuard no_grad;
+  std::vector<sample> finished;
+  int64_t budget = config_.max_tokens_per_step;
+  std::vector<std::pair<sequence*, int64_t>> plan;  // filled after running_ stops changing
+
+  // Running sequences first (decode tokens and unfinished prefills), oldest first. When blocks run
+  // out, the newest running sequence is preempted (it resumes later; nothing is truncated).
+  std::sort(running_.begin(), running_.end(),
+            [](const sequence& a, const sequence& b) { return a.arrival < b.arrival; });
+  std::vector<int64_t> chunk(running_.size(), 0);
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    auto& s = running_[i];
+    int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
+    while (!ensure_blocks(s, s.computed + n)) {
+      if (running_.size() - 1 == i) break;  // it is the newest itself: preempted below
+      preempt(running_.size() - 1);
+      chunk.resize(running_.size());
+    }
+    if (static_cast<int64_t>(s.table.size()) * config_.block_size < s.computed + n) {
+      preempt(i);
+      chunk.resize(running_.size());
+      break;
+    }
+    chunk[i] = n;
+    budget -= n;
+  }
+  chunk.resize(running_.size());
+
+  // Then waiting sequences, in order, while the budget and the blocks last.
+  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 &&
+                                   static_cast<int64_t>(running_.size()) < config_.max_running;) {
+    auto& s = *it;
+    if (s.leader >= 0 && prompt_done_.count(s.leader) && prompt_done_[s.leader] == 0) {
+      ++it;  // waits for its first sibling's prompt blocks
+      continue;
+    }
+    if (!s.matched) {
+      auto hit = prefix_.match(s.tokens, static_cast<int64_t>(s.tokens.size()) - 1);
+      s.table = hit;
+      s.computed = static_cast<int64_t>(hit.size()) * config_.block_size;
+      s.matched = true;
+    }
+    int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
+    if (!ensure_blocks(s, s.computed + n)) break;  // no room: it keeps its place in the queue
+    budget -= n;
+    running_.push_back(std::move(s));
+    chunk.push_back(n);
+    it = waiting_.erase(it);
+  }
+
+  std::vector<llm::segment> segments;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (chunk[i] == 0) continue;
+    auto& s = running_[i];
+    std::vector<int64_t> ids(s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + chunk[i]);
+    segments.push_back({std::move(ids), s.computed, &s.table});
+    plan.push_back({&s, chunk[i]});
+  }
+  if (plan.empty()) {
+    if (!waiting_.empty() && running_.empty()) {
+      throw std::runtime_error("rollout engine: no waiting sequence fits into the free KV blocks");
+    }
+    return finished;
+  }
+
+  auto fr = model_.forward(segments, {&cache_, nullptr});
+  stats_.steps++;
+  int64_t row = 0;
+  std::vector<size_t> done_idx;
+  for (size_t k = 0; k < plan.size(); ++k) {
+    auto& s = *plan[k].first;
+    const int64_t n = plan[k].second;
+    const bool decode = s.computed >= s.prompt_len;
+    (decode ? stats_.decode_tokens : stats_.prefill_tokens) += n;
+    if (!fr.experts.empty()) {
+      s.experts.resize(s.computed + n);
+      for (int64_t r = 0; r < n; ++r) {
+        std::vector<int64_t> e;
+        for (const auto& layer : fr.experts) {
+          auto v = layer[row + r].to(at::kCPU).contiguous();
+          e.insert(e.end(), v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + v.numel());
+        }
+        s.experts[s.computed + r] = std::move(e);
+      }
+    }
+    s.computed += n;
+    // The first sample of a prompt shares its whole prompt blocks once they are written.
+    auto leader = prompt_done_.find(static_cast<int64_t>(s.arrival));
+    if (leader != prompt_done_.end() && leader->second == 0 && s.computed >= s.prompt_len - 1) {
+      std::vector<int64_t> prompt(s.tokens.begin(), s.tokens.begin() + s.computed);
+      prefix_.insert(prompt, s.table);
+      leader->second = 1;
+    }
+    if (s.computed == static_cast<int64_t>(s.tokens.size())) {
+      auto last = fr.hidden.narrow(0, row + n - 1, 1);
+      int64_t token = sample_token(s, last);
+      auto lp = model_.score_rows(last, at::tensor({token}, at::kLong), s.params.temperature);
+      s.tokens.push_back(token);
+      s.logprobs.push_back(lp.logprobs.item<float>());
+      s.versions.push_back(version_);
+      bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
+                            token) != s.params.stop_token_ids.end();
+      if (!stop && !s.params.stop_strings.empty()) {
+        std::vector<int64_t> out(s.tokens.begin() + s.prompt_len, s.tokens.end());
+        const std::string text = config_.detokenize(out);
+        for (const auto& st : s.params.stop_strings) stop = stop || (!st.empty() && text.find(st) != std::string::npos);
+      }
+      const bool length = static_cast<int64_t>(s.tokens.size()) - s.prompt_len >= s.params.max_new_tokens;
+      if (stop || length) {
+        finished.push_back(finish(s, stop ? "stop" : "length"));
+        done_idx.push_back(static_cast<size_t>(&s - running_.data()));
+      }
+    }
+    row += n;
+  }
+  std::sort(done_idx.rbegin(), done_idx.rend());
+  for (auto i : done_idx) {
+    free_sequence(running_[i], true);
+    prompt_done_.erase(static_cast<int64_t>(running_[i].arrival));
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return finished;
+}
+
+std::vector<sample> engine::run() {
+  std::vector<sample> all;
+  while (!idle()) {
+    auto done = step();
+    all.insert(all.end(), done.begin(), done.end());
+  }
+  return all;
+}
+
+std::vector<sample> engine::update_weights(uint64_t version, pause_mode mode) {
+  std::vector<sample> aborted;
+  version_ = version;
+  if (mode == pause_mode::abort) {
+    for (auto& s : running_) {
+      aborted.push_back(finish(s, "abort"));
+      free_sequence(s, false);
+    }
+    for (auto& s : waiting_) aborted.push_back(finish(s, "abort"));
+    running_.clear();
+    waiting_.clear();
+    prompt_done_.clear();
+  } else if (mode == pause_mode::retract) {
+    std::sort(running_.begin(), running_.end(),
+              [](const sequence& a, const sequence& b) { return a.arrival > b.arrival; });
+    for (auto& s : running_) {
+      free_sequence(s, false);  // its KV was computed under the old weights
+      waiting_.push_front(std::move(s));
+    }
+    running_.clear();
+  }
+  // Cached KV belongs to the old weights.
+  prefix_.flush();
+  return aborted;
+}
+
+engine_stats engine::stats() const {
+  engine_stats s = stats_;
+  s.running = static_cast<int64_t>(running_.size());
+  s.waiting = static_cast<int64_t>(waiting_.size());
+  s.used_blocks = blocks_.num_blocks() - blocks_.free_blocks();
+  s.cached_blocks = prefix_.cached_blocks();
+  s.prefix_hit_rate = prefix_.lookups_blocks() ? double(prefix_.hit_blocks()) / double(prefix_.lookups_blocks()) : 0.0;
+  return s;
+}
+
+}  // namespace milesrt::serving

@@ -1,0 +1,128 @@
+#pragma once
+/// The rollout engine: continuous batching over the LLM core's paged forward, with a per-step token
+/// budget and chunked prefill, the paged-KV allocator with preemption, a radix prefix cache, and
+/// sampling that records the exact tokens, their log-probs and weight versions.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/serving/kv_blocks.hpp"
+
+namespace milesrt::serving {
+
+struct sampling_params {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;  ///< 0: the whole vocabulary
+  int64_t max_new_tokens = 16;
+  std::vector<int64_t> stop_token_ids;
+  std::vector<std::string> stop_strings;  ///< needs engine_config::detokenize
+  uint64_t seed = 0;
+  int64_t n = 1;  ///< samples of the prompt
+};
+
+struct generate_request {
+  uint64_t id = 0;
+  std::vector<int64_t> prompt;
+  sampling_params params;
+};
+
+/// One finished sample. logprobs[i] is log p(output[i]) at the sampling temperature over the full
+/// vocabulary, before any top-p/top-k renormalization: the number the trainer recomputes.
+struct sample {
+  uint64_t request_id = 0;
+  int64_t index = 0;  ///< 0 .. n-1 within its request
+  std::vector<int64_t> prompt;
+  std::vector<int64_t> output;
+  std::vector<float> logprobs;
+  std::vector<uint64_t> versions;  ///< the weight version each output token was sampled under
+  /// For MoE models: per token of prompt+output (the last excepted), per MoE layer, top-k experts.
+  std::vector<std::vector<int64_t>> experts;
+  std::string finish_reason;  ///< "stop", "length" or "abort"
+};
+
+struct engine_config {
+  int64_t num_blocks = 256;
+  int64_t block_size = 16;
+  int64_t max_tokens_per_step = 256;  ///< prefill chunks and decode tokens share this budget
+  int64_t max_running = 64;
+  /// Turns output ids into text, for stop strings (null: stop strings are refused).
+  std::function<std::string(const std::vector<int64_t>&)> detokenize;
+};
+
+/// What happens to sequences in flight when the weights change.
+enum class pause_mode {
+  abort,    ///< dropped and reported with finish_reason "abort"
+  retract,  ///< requeued with their tokens; their KV is recomputed under the new weights
+  in_place  ///< they keep going; their tokens then carry mixed versions
+};
+
+struct engine_stats {
+  uint64_t prefill_tokens = 0, decode_tokens = 0, steps = 0, preemptions = 0;
+  int64_t running = 0, waiting = 0, used_blocks = 0, cached_blocks = 0;
+  double prefix_hit_rate = 0;  ///< cached blocks found / whole prompt blocks looked up
+};
+
+class engine {
+ public:
+  engine(const llm::decoder& model, engine_config config);
+
+  void add(const generate_request& r);
+  /// One scheduling step: a batch of prefill chunks and decode tokens, one packed forward,
+  /// sampling. Returns the samples that finished in it.
+  std::vector<sample> step();
+  /// Steps until every request has finished.
+  std::vector<sample> run();
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  /// The weights changed to `version` (the caller has updated the model's parameters).
+  std::vector<sample> update_weights(uint64_t version, pause_mode mode);
+  uint64_t version() const { return version_; }
+  engine_stats stats() const;
+  const block_allocator& blocks() const { return blocks_; }
+
+ private:
+  struct sequence {
+    uint64_t request_id = 0;
+    int64_t index = 0;
+    uint64_t arrival = 0;
+    std::vector<int64_t> tokens;  ///< prompt then output
+    int64_t prompt_len = 0;
+    int64_t computed = 0;         ///< tokens whose KV is in the cache
+    std::vector<int32_t> table;
+    std::vector<float> logprobs;
+    std::vector<uint64_t> versions;
+    std::vector<std::vector<int64_t>> experts;
+    sampling_params params;
+    std::mt19937_64 rng;
+    bool matched = false;  ///< prefix cache consulted since the last (re)start
+    int64_t leader = -1;   ///< arrival of the sibling whose prompt prefill it waits for
+  };
+  bool ensure_blocks(sequence& s, int64_t upto);
+  void free_sequence(sequence& s, bool cache_blocks);
+  void preempt(size_t index);
+  int64_t sample_token(sequence& s, const at::Tensor& row);
+  sample finish(sequence& s, const std::string& reason);
+
+  const llm::decoder& model_;
+  engine_config config_;
+  llm::kv_cache cache_;
+  block_allocator blocks_;
+  radix_cache prefix_;
+  std::vector<sequence> running_;
+  std::deque<sequence> waiting_;
+  uint64_t arrivals_ = 0;
+  uint64_t version_ = 0;
+  engine_stats stats_;
+  std::map<uint64_t, int64_t> prompt_done_;  ///< leader arrival -> whether its prompt is cached
+};
+
+}  // namespace milesrt::serving

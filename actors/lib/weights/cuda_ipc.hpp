@@ -1,0 +1,63 @@
+#pragma once
+/// The ipc transport on the GPU: CUDA IPC memory handles. The publishing process keeps a ring of
+/// device buffers (cudaMalloc) and copies each version into the next one; the update names the
+/// buffer by its IPC handle. An engine in another process on the same machine opens the handle
+/// (once per buffer), copies device to device into its own flat buffer, and verifies the hashes
+/// the update carries. A version is overwritten `slots` publishes later: engines must apply it
+/// before then (the sync schedule always does; async with maxStaleness < slots - 1).
+/// Compiled only with CUDA (MILESRT_PUBLISHER_HAVE_CUDA_IPC).
+
+#if defined(MILESRT_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
+#define MILESRT_PUBLISHER_HAVE_CUDA_IPC 1
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "actors/lib/llm/model.hpp"
+
+namespace milesrt::weights {
+
+/// A CUDA IPC transfer failed; the message names the call, file, line and CUDA's error string.
+struct cuda_ipc_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class cuda_ipc_publisher {
+ public:
+  /// A ring of `slots` device buffers of `bytes` each on `device`.
+  cuda_ipc_publisher(size_t bytes, int device, int slots = 3);
+  ~cuda_ipc_publisher();
+  cuda_ipc_publisher(const cuda_ipc_publisher&) = delete;
+  cuda_ipc_publisher& operator=(const cuda_ipc_publisher&) = delete;
+  /// Copies `p`'s buffer (on this device) into the next buffer of the ring and returns the
+  /// location for the update: "cuda-ipc:<bytes>:<hex of the IPC handle>".
+  std::string publish(const llm::flat_params& p);
+
+ private:
+  size_t bytes_;
+  int device_;
+  std::vector<void*> buffers_;
+  std::vector<std::string> handles_;  ///< hex, per buffer
+  size_t next_ = 0;
+};
+
+class cuda_ipc_receiver {
+ public:
+  cuda_ipc_receiver() = default;
+  ~cuda_ipc_receiver();
+  cuda_ipc_receiver(const cuda_ipc_receiver&) = delete;
+  cuda_ipc_receiver& operator=(const cuda_ipc_receiver&) = delete;
+  /// Copies the buffer at `location` (from cuda_ipc_publisher::publish, in another process) into
+  /// `p`'s buffer, which must be on a CUDA device and have the same byte count.
+  void apply(llm::flat_params& p, const std::string& location);
+
+ private:
+  std::map<std::string, void*> opened_;  ///< hex handle -> mapped device pointer
+};
+
+}  // namespace milesrt::weights
+
+#endif

@@ -1,0 +1,96 @@
+// CUDA IPC between two processes on one GPU: the parent publishes two versions through
+// cuda_ipc_publisher, a child process (this binary again) applies each with cuda_ipc_receiver and
+// checks the per-tensor hashes. Skipped without a GPU.
+#include "actors/lib/weights/cuda_ipc.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "actors/lib/weights/tensor_hash.hpp"
+
+extern char** environ;
+
+namespace milesrt::weights {
+namespace {
+
+#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+
+llm::flat_params gpu_params(int seed) {
+  llm::flat_params p({{"embed", {300, 64}}, {"layers.0.w", {64, 3, 7}}, {"norm", {63}}}, at::kBFloat16,
+                     at::Device(at::kCUDA, 0));
+  if (seed > 0) {
+    at::manual_seed(seed);
+    p.buffer().detach().copy_(at::randn({p.buffer().numel()}));
+  }
+  return p;
+}
+
+std::string joined(const std::vector<uint64_t>& h) {
+  std::ostringstream s;
+  for (auto x : h) s << x << ',';
+  return s.str();
+}
+
+// The child half: run by cuda_ipc.GpuTwoProcessesRoundTrip with the location and hashes.
+TEST(cuda_ipc_child, GpuAppliesFromParent) {
+  const char* where = std::getenv("MILESRT_CUDA_IPC_LOCATION");
+  if (!where) GTEST_SKIP() << "run as a child process by cuda_ipc.GpuTwoProcessesRoundTrip";
+  auto p = gpu_params(0);
+  cuda_ipc_receiver r;
+  r.apply(p, where);
+  EXPECT_EQ(joined(param_hashes(p)), std::getenv("MILESRT_CUDA_IPC_HASHES"));
+}
+
+int run_child(const std::string& location, const std::string& hashes) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  env.push_back("MILESRT_CUDA_IPC_LOCATION=" + location);
+  env.push_back("MILESRT_CUDA_IPC_HASHES=" + hashes);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=cuda_ipc_child.GpuAppliesFromParent";
+  char* argv[] = {exe.data(), filter.data(), nullptr};
+  pid_t child = 0;
+  if (::posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST(cuda_ipc, GpuTwoProcessesRoundTrip) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  auto v1 = gpu_params(1), v2 = gpu_params(2);
+  cuda_ipc_publisher pub(v1.buffer().nbytes(), 0, 2);
+  const auto l1 = pub.publish(v1);
+  EXPECT_EQ(run_child(l1, joined(param_hashes(v1))), 0) << "version 1 (the child's output is above)";
+  const auto l2 = pub.publish(v2);
+  EXPECT_NE(l1, l2);  // the next buffer of the ring
+  EXPECT_EQ(run_child(l2, joined(param_hashes(v2))), 0) << "version 2";
+}
+
+TEST(cuda_ipc, GpuRefusesMismatchedSizesAndCpuWeights) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  auto v = gpu_params(3);
+  cuda_ipc_publisher pub(v.buffer().nbytes() + 2, 0, 1);
+  EXPECT_THROW(pub.publish(v), cuda_ipc_error);
+  llm::flat_params cpu({{"x", {4}}}, at::kFloat, at::kCPU);
+  cuda_ipc_receiver r;
+  EXPECT_THROW(r.apply(cpu, "cuda-ipc:16:00"), cuda_ipc_error);
+  EXPECT_THROW(r.apply(v, "shm:/x"), cuda_ipc_error);
+}
+
+#else
+
+TEST(cuda_ipc, GpuTwoProcessesRoundTrip) { GTEST_SKIP() << "built without CUDA"; }
+
+#endif
+
+}  // namespace
+}  // namespace milesrt::weights

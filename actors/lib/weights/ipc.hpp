@@ -1,0 +1,70 @@
+#pragma once
+/// The ipc transport on the CPU: a trainer process writes each version of the flat parameter
+/// buffer into a POSIX shared-memory segment, and engine processes on the same host copy it out.
+///
+/// Segment layout: a header of shm_header_bytes (magic, a seqlock counter that is odd while a
+/// version is being written, the version, its byte count and the xxh3-64 of the payload), then the
+/// payload, the flat buffer's bytes. A reader copies the payload out and keeps the copy only when
+/// the counter was even and unchanged across it, and the checksum matches: it never applies a
+/// torn copy. One publisher per segment.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "actors/lib/llm/model.hpp"
+
+namespace milesrt::weights {
+
+/// Bytes before the payload in a segment.
+constexpr size_t shm_header_bytes = 4096;
+
+/// A shared-memory transfer failed (no segment, timeout, checksum or size mismatch); the message
+/// names the segment.
+struct shm_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Owns a segment (created at construction, replacing a stale one of the same name; unlinked at
+/// destruction) and writes versions into it.
+class shm_publisher {
+ public:
+  /// Creates segment `name` ("/x" or "x") with room for `bytes` of payload.
+  shm_publisher(std::string name, size_t bytes);
+  ~shm_publisher();
+  shm_publisher(const shm_publisher&) = delete;
+  shm_publisher& operator=(const shm_publisher&) = delete;
+
+  /// Writes `p`'s buffer (any device) as `version`; throws shm_error when it does not fit.
+  void publish(const llm::flat_params& p, uint64_t version);
+  /// The segment's name, with its leading '/'.
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  size_t bytes_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+};
+
+/// Reads versions from a segment written by shm_publisher (in another process).
+class shm_receiver {
+ public:
+  /// Reads segment `name` ("/x" or "x"); it need not exist yet.
+  explicit shm_receiver(std::string name);
+
+  /// Waits up to `deadline` for a version >= `want_version`, copies it into `p`'s buffer (which
+  /// must have the payload's byte count) and returns its version. Throws shm_error naming the
+  /// segment on timeout, size or checksum mismatch; `p` is then unchanged.
+  uint64_t apply(llm::flat_params& p, uint64_t want_version, std::chrono::milliseconds deadline);
+
+ private:
+  std::string name_;
+  at::Tensor staged_;  ///< reused CPU copy of the payload
+};
+
+}  // namespace milesrt::weights

@@ -1,7 +1,0 @@
-#pragma once
-#include "runtime/cli/command.hpp"
-
-namespace milesrt::rollout {
-/// generate_command.cpp: `milesrt generate --model DIR`.
-cli::command make_generate_command();
-}  // namespace milesrt::rollout

@@ -1,0 +1,25 @@
+#include "app/builtin_kinds.hpp"
+
+#include "actors/buffer/group_filter_kind.hpp"
+#include "actors/critic/critic_kind.hpp"
+#include "actors/data/data_kind.hpp"
+#include "actors/publisher/publisher_kind.hpp"
+#include "actors/reference/reference_kind.hpp"
+#include "actors/reward/reward_kinds.hpp"
+#include "actors/rollout/rollout_kind.hpp"
+#include "actors/trainer/trainer_kind.hpp"
+
+namespace milesrt::app {
+
+void register_builtin_kinds(runtime::kind_registry& kinds) {
+  data::register_data_kind(kinds);
+  rollout::register_rollout_kind(kinds);
+  reward::register_reward_kinds(kinds);
+  buffer::register_group_filter_kind(kinds);
+  trainer::register_trainer_kind(kinds);
+  publisher::register_publisher_kind(kinds);
+  reference::register_reference_kind(kinds);
+  critic::register_critic_kind(kinds);
+}
+
+}  // namespace milesrt::app

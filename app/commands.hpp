@@ -1,0 +1,13 @@
+#pragma once
+/// The subcommands the LLM code adds to milesrt (registered in runtime/cli/main.cpp).
+
+#include "runtime/cli/command.hpp"
+
+namespace milesrt::app {
+
+/// score_command.cpp: `milesrt score --model DIR`: log-probs and entropies of token sequences.
+cli::command make_score_command();
+/// bench_command.cpp: `milesrt bench forward|logprobs`.
+cli::command make_bench_command();
+
+}  // namespace milesrt::app

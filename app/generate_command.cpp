@@ -1,0 +1,130 @@
+// `milesrt generate`: the rollout engine on JSON lines, all input lines batched together.
+#include <iostream>
+#include <optional>
+
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/serving/engine.hpp"
+#include "app/generate_command.hpp"
+#include "actors/lib/llm/text_codec.hpp"
+
+namespace milesrt::app {
+
+cli::command make_generate_command() {
+  return {"generate", "Sample completions with the rollout engine (JSON lines on stdin)",
+          [](CLI::App& app, cli::context& ctx) -> cli::runner {
+            struct options {
+              std::string model, device = "cpu", dtype = "fp32", chat;
+              int64_t blocks = 1024, block_size = 16, budget = 512;
+            };
+            auto opt = std::make_shared<options>();
+            app.add_option("--model", opt->model, "Hugging Face model folder")->required();
+            app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+            app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+            app.add_option("--chat-template", opt->chat, "qwen2.5, qwen3 or llama3 (default: detected)");
+            app.add_option("--kv-blocks", opt->blocks, "KV cache blocks")->check(CLI::PositiveNumber);
+            app.add_option("--block-size", opt->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
+            app.add_option("--step-tokens", opt->budget, "Tokens per engine step")->check(CLI::PositiveNumber);
+            app.footer(
+                "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]}, plus optional\n"
+                "  max_new_tokens (16), temperature (1.0), top_p, top_k, n, seed, stop (strings), stop_token_ids,\n"
+                "  ignore_eos. Output, one line per sample: {\"index\", \"output_ids\", \"logprobs\", \"text\",\n"
+                "  \"finish_reason\"}. logprobs are at the sampling temperature over the full vocabulary.");
+            return [opt, &ctx] {
+              if (opt->device == "cuda" && !at::hasCUDA()) {
+                cli::print_error(ctx.err, "generate", "--device cuda: no CUDA device is visible");
+                return cli::exit_status::bad_input;
+              }
+              std::unique_ptr<llm::decoder> model;
+              try {
+                model = llm::decoder::load(opt->model, opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat,
+                                           at::Device(opt->device == "cuda" ? at::kCUDA : at::kCPU));
+              } catch (const std::exception& e) {
+                cli::print_error(ctx.err, "generate", e.what());
+                return cli::exit_status::bad_input;
+              }
+              std::string tok_error;
+              auto tok = text_codec::load(opt->model, opt->chat, tok_error);
+              if (!tok && !opt->chat.empty()) {
+                cli::print_error(ctx.err, "generate", tok_error);
+                return cli::exit_status::bad_input;
+              }
+              engine_config cfg{opt->blocks, opt->block_size, opt->budget, 64, nullptr};
+              if (tok) {
+                auto* codec = tok.get();
+                cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
+              }
+              engine eng(*model, cfg);
+              std::vector<std::string> errors;
+              std::vector<int64_t> samples_of;  // per line: n, or 0 for an error line
+              std::string line;
+              for (size_t n = 1; std::getline(std::cin, line); ++n) {
+                try {
+                  auto j = nlohmann::ordered_json::parse(line);
+                  generate_request r;
+                  r.id = n;
+                  if (j.contains("prompt_ids")) {
+                    r.prompt = j["prompt_ids"].get<std::vector<int64_t>>();
+                  } else if (j.contains("prompt") || j.contains("messages")) {
+                    if (!tok) throw std::invalid_argument(tok_error);
+                    std::string text = j.contains("messages") ? tok->render(j["messages"].dump())
+                                                              : j["prompt"].get<std::string>();
+                    r.prompt = tok->encode(text);
+                  } else {
+                    throw std::invalid_argument("expected prompt_ids, prompt or messages");
+                  }
+                  r.params.max_new_tokens = j.value("max_new_tokens", int64_t{16});
+                  r.params.temperature = j.value("temperature", 1.0);
+                  r.params.top_p = j.value("top_p", 1.0);
+                  r.params.top_k = j.value("top_k", int64_t{0});
+                  r.params.n = j.value("n", int64_t{1});
+                  r.params.seed = j.value("seed", uint64_t{0});
+                  if (j.contains("stop_token_ids")) r.params.stop_token_ids = j["stop_token_ids"].get<std::vector<int64_t>>();
+                  if (j.contains("stop")) r.params.stop_strings = j["stop"].get<std::vector<std::string>>();
+                  if (tok && !j.value("ignore_eos", false) && tok->eos()) {
+                    r.params.stop_token_ids.push_back(*tok->eos());
+                  }
+                  eng.add(r);
+                  errors.push_back("");
+                  samples_of.push_back(r.params.n);
+                } catch (const std::exception& e) {
+                  errors.push_back("line " + std::to_string(n) + ": " + e.what());
+                  samples_of.push_back(0);
+                }
+              }
+              std::vector<sample> done;
+              try {
+                done = eng.run();
+              } catch (const std::exception& e) {
+                cli::print_error(ctx.err, "generate", e.what());
+                return cli::exit_status::run_failed;
+              }
+              std::map<std::pair<uint64_t, int64_t>, const sample*> by_key;
+              for (const auto& s : done) by_key[{s.request_id, s.index}] = &s;
+              bool bad = false;
+              for (size_t i = 0; i < errors.size(); ++i) {
+                if (!errors[i].empty()) {
+                  ctx.out << nlohmann::json({{"error", errors[i]}}).dump() << "\n";
+                  bad = true;
+                  continue;
+                }
+                for (int64_t k = 0; k < samples_of[i]; ++k) {
+                  const sample& s = *by_key.at({i + 1, k});
+                  nlohmann::json out;
+                  out["index"] = k;
+                  out["output_ids"] = s.output;
+                  out["logprobs"] = s.logprobs;
+                  if (tok) out["text"] = tok->decode(s.output);
+                  out["finish_reason"] = s.finish_reason;
+                  ctx.out << out.dump() << "\n";
+                }
+              }
+              return bad ? cli::exit_status::bad_input : cli::exit_status::ok;
+            };
+          }};
+}
+
+}  // namespace milesrt::app

@@ -1,0 +1,116 @@
+// `milesrt tokenize --model DIR [--chat-template FAMILY]`: one JSON object per stdin line, one JSON
+// line out per input line:
+//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}
+//   {"ids": [...], "skip_special_tokens": false}           -> {"text": "..."}
+//   {"messages": [...], "add_generation_prompt": true,
+//    "tools": [...], "enable_thinking": false}             -> {"text": "...", "ids": [...]}
+// A bad line gets {"error": "line N: ..."} and the rest go on; the exit status is then 2.
+#include "app/tokenize_command.hpp"
+
+#include <iostream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/lib/llm/tokenizer/chat_template.hpp"
+#include "actors/lib/llm/tokenizer/tokenizer.hpp"
+
+namespace milesrt::app {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool flag(const ojson& j, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw std::invalid_argument(std::string("'") + key + "' must be true or false");
+  return it->get<bool>();
+}
+
+ojson handle(const ojson& req, const tokenizer& tok, std::optional<chat_family> family) {
+  if (!req.is_object()) throw std::invalid_argument("not a JSON object");
+  if (req.contains("messages")) {
+    if (!family) {
+      throw std::invalid_argument("no chat template: tokenizer_config.json's chat_template is not one milesrt "
+                                  "knows (qwen2.5, qwen3, llama3); pass --chat-template FAMILY");
+    }
+    chat_options o;
+    o.add_generation_prompt = flag(req, "add_generation_prompt", false);
+    if (req.contains("enable_thinking")) o.enable_thinking = flag(req, "enable_thinking", true);
+    if (req.contains("tools")) o.tools = req.at("tools");
+    o.bos_token = tok.bos_token();
+    auto r = render_chat(*family, req.at("messages"), o);
+    if (!r.error.empty()) throw std::invalid_argument(r.error);
+    return {{"text", r.text}, {"ids", tok.encode(r.text, false)}};
+  }
+  if (req.contains("text")) {
+    if (!req.at("text").is_string()) throw std::invalid_argument("'text' must be a string");
+    return {{"ids", tok.encode(req.at("text").get_ref<const std::string&>(),
+                               flag(req, "add_special_tokens", false))}};
+  }
+  if (req.contains("ids")) {
+    const auto& ids = req.at("ids");
+    if (!ids.is_array()) throw std::invalid_argument("'ids' must be a list of integers");
+    std::vector<token_id> v;
+    for (const auto& id : ids) {
+      if (!id.is_number_integer()) throw std::invalid_argument("'ids' must be a list of integers");
+      v.push_back(id.get<token_id>());
+    }
+    // error_handler::replace keeps the reply valid JSON should a token carry invalid UTF-8.
+    return {{"text", tok.decode(v, flag(req, "skip_special_tokens", false))}};
+  }
+  throw std::invalid_argument("expected one of 'text', 'ids' or 'messages'");
+}
+
+}  // namespace
+
+cli::command make_tokenize_command() {
+  return {"tokenize", "Tokenize JSON lines from stdin with a model's tokenizer and chat template",
+          [](CLI::App& app, cli::context& ctx) -> cli::runner {
+            struct options {
+              std::string model;
+              std::string chat;
+            };
+            auto opt = std::make_shared<options>();
+            app.add_option("--model", opt->model, "Model folder with tokenizer.json (+ tokenizer_config.json)")
+                ->required();
+            app.add_option("--chat-template", opt->chat,
+                           "Chat template family: qwen2.5, qwen3 or llama3 (default: detected)");
+            return [opt, &ctx] {
+              auto loaded = tokenizer::load(opt->model);
+              if (!loaded.tok) {
+                cli::print_error(ctx.err, "tokenize", loaded.error);
+                return cli::exit_status::bad_input;
+              }
+              std::optional<chat_family> family;
+              if (!opt->chat.empty()) {
+                family = parse_chat_family(opt->chat);
+                if (!family) {
+                  cli::print_error(ctx.err, "tokenize", "--chat-template: unknown family '" + opt->chat +
+                                                            "' (qwen2.5, qwen3, llama3)");
+                  return cli::exit_status::bad_input;
+                }
+              } else {
+                family = detect_chat_family(loaded.tok->chat_template());
+              }
+              bool any_bad = false;
+              std::string line;
+              for (size_t n = 1; std::getline(std::cin, line); ++n) {
+                if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+                ojson reply;
+                try {
+                  reply = handle(ojson::parse(line), *loaded.tok, family);
+                } catch (const std::exception& e) {
+                  any_bad = true;
+                  reply = {{"error", "line " + std::to_string(n) + ": " + e.what()}};
+                }
+                ctx.out << reply.dump(-1, ' ', false, ojson::error_handler_t::replace) << '\n';
+                ctx.out.flush();
+              }
+              return any_bad ? cli::exit_status::bad_input : cli::exit_status::ok;
+            };
+          }};
+}
+
+}  // namespace milesrt::app

@@ -1,0 +1,238 @@
+#include "runtime/testing/toy_kinds.hpp"
+
+#include <cstring>
+#include <fstream>
+
+#include <caf/all.hpp>
+
+#include "runtime/core/interfaces.hpp"
+
+namespace milesrt::toy {
+namespace {
+using namespace milesrt::runtime;
+
+std::vector<uint8_t> pack(std::initializer_list<uint64_t> values) {
+  std::vector<uint8_t> out(values.size() * 8);
+  size_t i = 0;
+  for (uint64_t v : values) std::memcpy(out.data() + 8 * i++, &v, 8);
+  return out;
+}
+
+bool unpack(const std::vector<uint8_t>& bytes, std::initializer_list<uint64_t*> values) {
+  if (bytes.size() != values.size() * 8) return false;
+  size_t i = 0;
+  for (uint64_t* v : values) std::memcpy(v, bytes.data() + 8 * i++, 8);
+  return true;
+}
+
+int64_t int_param(const actor_setup& s, const std::string& name) {
+  return std::get<int64_t>(s.params.at(name));
+}
+
+uint64_t value_of(const envelope& e) {
+  return e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0) : 0;
+}
+
+// -- toy_source: emits 0, 1, 2, ... up to `limit` items (0: no limit).
+
+struct source_state {
+  uint64_t next = 0;
+};
+
+source_actor::behavior_type source_fn(source_actor::stateful_pointer<source_state> self,
+                                      uint64_t limit, int64_t stall_after) {
+  return {
+      [=](produce_atom, uint64_t count) -> caf::result<node_reply> {
+        if (stall_after >= 0 && self->state.next >= uint64_t(stall_after)) {
+          return caf::delegated<node_reply>();  // never answered: the requester's deadline passes
+        }
+        node_reply reply;
+        for (uint64_t i = 0; i < count && (limit == 0 || self->state.next < limit); ++i) {
+          envelope e;
+          e.payload = caf::make_message(self->state.next++);
+          reply.outputs.push_back({"items", std::move(e)});
+        }
+        return reply;
+      },
+      [=](snapshot_atom, const std::string&) { return actor_state{pack({self->state.next})}; },
+      [=](restore_atom, const std::string&, const actor_state& s) {
+        return unpack(s.bytes, {&self->state.next});
+      },
+  };
+}
+
+// -- toy_stage: stamps items with the version it last received on `weights`.
+
+struct stage_state {
+  uint64_t version = 0;
+  uint64_t processed = 0;
+};
+
+struct stage_knobs {
+  int64_t stall_after = -1;  // stop answering after this many items
+  int64_t die_after = -1;    // terminate with an error after this many items
+  int64_t drop_every = 0;    // emit nothing for every k-th item (a filter)
+};
+
+stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> self,
+                                    stage_knobs knobs) {
+  return {
+      [=](process_atom, const std::string& port, envelope& e) -> caf::result<node_reply> {
+        auto& st = self->state;
+        node_reply reply;
+        if (port == "weights") {
+          st.version = value_of(e);
+          return reply;
+        }
+        st.processed++;
+        if (knobs.die_after >= 0 && st.processed > uint64_t(knobs.die_after)) {
+          self->quit(caf::make_error(caf::sec::runtime_error,
+                                     "toy_stage told to die after " +
+                                         std::to_string(knobs.die_after) + " items"));
+          return caf::delegated<node_reply>();
+        }
+        if (knobs.stall_after >= 0 && st.processed > uint64_t(knobs.stall_after)) {
+          return caf::delegated<node_reply>();  // never answered: the requester's deadline passes
+        }
+        if (knobs.drop_every > 0 && st.processed % uint64_t(knobs.drop_every) == 0) return reply;
+        e.min_version = e.max_version = st.version;
+        reply.metrics["version_seen"] = double(st.version);
+        reply.outputs.push_back({"items", std::move(e)});
+        return reply;
+      },
+      [=](snapshot_atom, const std::string&) {
+        return actor_state{pack({self->state.version, self->state.processed})};
+      },
+      [=](restore_atom, const std::string&, const actor_state& s) {
+        return unpack(s.bytes, {&self->state.version, &self->state.processed});
+      },
+  };
+}
+
+// -- toy_learner: version + 1 per step; reports the sum of the values it trained on.
+
+struct learner_state {
+  uint64_t version = 0;
+  uint64_t total = 0;
+};
+
+learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_state> self,
+                                        int64_t stall_at_step, int64_t die_at_step) {
+  return {
+      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
+        auto& st = self->state;
+        if (die_at_step >= 0 && step == uint64_t(die_at_step)) {
+          self->quit(caf::make_error(caf::sec::runtime_error,
+                                     "toy_learner told to die at step " + std::to_string(step)));
+          return caf::delegated<train_reply>();
+        }
+        if (stall_at_step >= 0 && step == uint64_t(stall_at_step)) {
+          return caf::delegated<train_reply>();
+        }
+        uint64_t sum = 0;
+        for (const auto& e : batch) sum += value_of(e);
+        st.total += sum;
+        st.version++;
+        train_reply reply;
+        reply.version = st.version;
+        reply.metrics["batch_sum"] = double(sum);
+        reply.metrics["total"] = double(st.total);
+        reply.metrics["loss"] = 1.0 / double(st.version);
+        envelope w;
+        w.payload = caf::make_message(st.version);
+        w.min_version = w.max_version = st.version;
+        reply.outputs.push_back({"weights", std::move(w)});
+        return reply;
+      },
+      [=](snapshot_atom, const std::string& dir) {
+        // A file of its own beside the inline state, as a model checkpoint would be.
+        std::ofstream(dir + "/weights.txt") << self->state.version << "\n";
+        return actor_state{pack({self->state.version, self->state.total})};
+      },
+      [=](restore_atom, const std::string& dir, const actor_state& s) {
+        uint64_t from_file = 0;
+        std::ifstream in(dir + "/weights.txt");
+        if (!(in >> from_file)) return false;
+        if (!unpack(s.bytes, {&self->state.version, &self->state.total})) return false;
+        return from_file == self->state.version;
+      },
+  };
+}
+
+}  // namespace
+
+void register_kinds(runtime::kind_registry& registry) {
+  using runtime::param_type;
+  const std::string item = "toy.item", version = "toy.version";
+
+  kind_descriptor source;
+  source.name = "toy_source";
+  source.summary = "emits the numbers 0, 1, 2, ... as work items";
+  source.role = role::source;
+  source.outputs = {{"items", item, "one number per item"}};
+  source.params = {{"limit", param_type::integer, "items in all (0: unlimited)", false,
+                    int64_t{0}, 0.0, std::nullopt},
+                   {"stall_after", param_type::integer,
+                    "stop answering once this many items were emitted (-1: never)", false,
+                    int64_t{-1}, -1.0, std::nullopt}};
+  source.spawn = [](caf::actor_system& sys, const actor_setup& s) {
+    return caf::actor_cast<caf::actor>(
+        sys.spawn(source_fn, uint64_t(int_param(s, "limit")), int_param(s, "stall_after")));
+  };
+  registry.add(source);
+
+  kind_descriptor stage;
+  stage.name = "toy_stage";
+  stage.summary = "stamps each item with the version last received on `weights`";
+  stage.role = role::stage;
+  stage.inputs = {{"items", item, ""}, {"weights", version, "new versions from the learner"}};
+  stage.outputs = {{"items", item, ""}};
+  stage.params = {
+      {"stall_after", param_type::integer, "stop answering after this many items (-1: never)",
+       false, int64_t{-1}, -1.0, std::nullopt},
+      {"die_after", param_type::integer, "fail after this many items (-1: never)", false,
+       int64_t{-1}, -1.0, std::nullopt},
+      {"drop_every", param_type::integer, "filter out every k-th item (0: none)", false,
+       int64_t{0}, 0.0, std::nullopt},
+  };
+  stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
+    stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
+                  int_param(s, "drop_every")};
+    return caf::actor_cast<caf::actor>(sys.spawn(stage_fn, k));
+  };
+  registry.add(stage);
+
+  kind_descriptor flaky = stage;
+  flaky.name = "toy_flaky_stage";
+  flaky.summary = "toy_stage whose dead replicas the runtime restarts";
+  flaky.restartable = true;
+  // A restarted replica is healthy: the knobs apply to the first incarnation only.
+  flaky.spawn = [incarnations = std::make_shared<std::map<std::string, int>>()](
+                    caf::actor_system& sys, const actor_setup& s) {
+    auto key = s.name + "/" + std::to_string(s.replica);
+    stage_knobs k{-1, -1, int_param(s, "drop_every")};
+    if ((*incarnations)[key]++ == 0) k.die_after = int_param(s, "die_after");
+    return caf::actor_cast<caf::actor>(sys.spawn(stage_fn, k));
+  };
+  registry.add(flaky);
+
+  kind_descriptor learner;
+  learner.name = "toy_learner";
+  learner.summary = "sums the items of each batch; each step makes a new version";
+  learner.role = role::learner;
+  learner.inputs = {{"items", item, ""}};
+  learner.outputs = {{"weights", version, "the new version after each step"}};
+  learner.params = {
+      {"stall_at_step", param_type::integer, "never answer this step (-1: none)", false,
+       int64_t{-1}, -1.0, std::nullopt},
+      {"die_at_step", param_type::integer, "fail at this step (-1: none)", false, int64_t{-1},
+       -1.0, std::nullopt},
+  };
+  learner.spawn = [](caf::actor_system& sys, const actor_setup& s) {
+    return caf::actor_cast<caf::actor>(
+        sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step")));
+  };
+  registry.add(learner);
+}
+
+}  // namespace milesrt::toy
