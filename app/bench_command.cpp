@@ -15,6 +15,7 @@
 #include "actors/lib/llm/tokenizer/tokenizer_bench.hpp"
 
 namespace milesrt::app {
+using namespace milesrt::llm;
 namespace {
 
 /// A field of /proc/self/status (VmRSS, VmHWM) in MiB.

@@ -12,6 +12,8 @@
 #include "actors/lib/llm/text_codec.hpp"
 
 namespace milesrt::app {
+using namespace milesrt::llm;
+using namespace milesrt::serving;
 
 cli::command make_generate_command() {
   return {"generate", "Sample completions with the rollout engine (JSON lines on stdin)",

@@ -11,6 +11,7 @@
 #include "actors/lib/llm/safetensors.hpp"
 
 namespace milesrt::app {
+using namespace milesrt::llm;
 
 cli::command make_score_command() {
   return {"score", "Log-probs and entropies of token sequences (JSON lines on stdin)",

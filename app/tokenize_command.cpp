@@ -17,6 +17,7 @@
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 
 namespace milesrt::app {
+using namespace milesrt::llm;
 namespace {
 
 using ojson = nlohmann::ordered_json;

@@ -15,6 +15,8 @@
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::app {
+using namespace milesrt::llm;
+using namespace milesrt::trainer;
 
 cli::command make_train_bench_command() {
   return {"bench-train", "Benchmark: trainer steps on random sequences (tokens/s, MFU on CUDA)",

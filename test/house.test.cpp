@@ -60,7 +60,7 @@ std::vector<fs::path> sources_under(const std::string& folder) {
 }
 
 std::vector<include_line> quoted_includes(const fs::path& rel) {
-  static const std::regex inc(R"(^\s*#\s*include\s*"([^"]+)")");
+  static const std::regex inc(R"re(^\s*#\s*include\s*"([^"]+)")re");
   std::vector<include_line> out;
   std::ifstream in(root / rel);
   std::string text;
@@ -205,7 +205,7 @@ TEST(house, the_generic_graph_schema_imports_no_kind) {
   std::string text;
   int n = 0;
   std::vector<std::string> problems;
-  static const std::regex imp(R"(import\s+"([^"]+)")");
+  static const std::regex imp(R"re(import\s+"([^"]+)")re");
   while (std::getline(in, text)) {
     ++n;
     std::smatch m;

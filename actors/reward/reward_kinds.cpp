@@ -49,7 +49,7 @@ stage_actor::behavior_type math_fn(stage_actor::pointer self, math_options o) {
         if (!group) return std::move(group.error());
         double found = 0, correct = 0;
         for (auto& s : group->samples) {
-          auto j = judge_math(s.text, group->label);
+          auto j = tasks::judge_math(s.text, group->label);
           found += j.found;
           correct += j.correct;
           s.reward = float(!j.found ? o.no_answer : j.correct ? o.correct : o.wrong);

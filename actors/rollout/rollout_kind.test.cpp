@@ -22,7 +22,6 @@ using llm::text_codec;
 using llm::prompt_msg;
 using llm::sample_group;
 using llm::sample_msg;
-using namespace milesrt::serving;
 namespace {
 namespace fs = std::filesystem;
 using namespace milesrt::runtime;
