@@ -10,6 +10,8 @@
 #include <caf/all.hpp>
 
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/driver/schedule_policy.hpp"
+#include "runtime/driver/staleness.hpp"
 
 namespace milesrt::runtime {
 namespace {
@@ -44,7 +46,7 @@ struct node_rt {
 /// The driver's part of a checkpoint.
 struct driver_snapshot {
   uint64_t step = 0, version = 0, next_origin = 1;
-  std::map<std::string, uint64_t> counters;
+  driver_counters counters;
   bool exhausted = false;
   std::vector<envelope> buffer;
   /// The learner's outputs of its last step: sent again on resume, so that every stage holds the
@@ -73,10 +75,8 @@ struct driver_state {
   uint32_t live_publish = 0;
   std::deque<envelope> buffer;
   std::vector<output> last_publication;
-  std::map<std::string, uint64_t> counters{{"admitted", 0},      {"accepted", 0},
-                                           {"dropped_stale", 0}, {"filtered", 0},
-                                           {"surplus", 0},       {"stale_violations", 0},
-                                           {"restarts", 0}};
+  driver_counters counters;  // in_flight and buffered are filled in by counters_now()
+  std::unique_ptr<schedule_policy> policy;  // picked once from plan.schedule
 
   uint64_t next_ticket = 0;
   uint64_t producing = 0;  // items asked of the source, not yet answered
@@ -178,21 +178,20 @@ void release(driver self, const pending& p) {
   auto it = st.live_work.find(p.item.origin);
   if (it == st.live_work.end()) return;
   if (--it->second == 0) {
-    if (st.arrived_origins.erase(p.item.origin) == 0) st.counters["filtered"]++;
+    if (st.arrived_origins.erase(p.item.origin) == 0) st.counters.filtered++;
     st.live_work.erase(it);
   }
 }
 
+/// An item reaches the learner's buffer; the schedule keeps it or drops it as stale.
 void accept(driver self, const envelope& item) {
   auto& st = self->state;
-  uint64_t staleness = st.version > item.min_version ? st.version - item.min_version : 0;
   st.arrived_origins.insert(item.origin);
-  if (st.plan.schedule.async && st.plan.schedule.drop_stale &&
-      staleness > st.plan.schedule.max_staleness) {
-    st.counters["dropped_stale"]++;
+  if (st.policy->on_arrival(st.version, item.min_version) == arrival_verdict::drop_stale) {
+    st.counters.dropped_stale++;
     return;
   }
-  st.counters["accepted"]++;
+  st.counters.accepted++;
   st.buffer.push_back(item);
 }
 
@@ -277,36 +276,36 @@ void dispatch(driver self, size_t edge_index) {
   }
 }
 
-/// The admission policy: how many new items the source may be asked for now.
-uint64_t admissible(driver self) {
+/// What the schedule policy sees of the driver now.
+schedule_view view_of(driver self) {
   auto& st = self->state;
-  const uint64_t batch = st.plan.batch_size;
-  if (!st.plan.schedule.async) {
-    // Lockstep: the step's items are admitted when everything from the previous step is done;
-    // more are admitted (over-sampling) when filters left the batch short.
-    if (!quiescent(self) || st.published != st.version) return 0;
-    return st.buffer.size() >= batch ? 0 : batch - st.buffer.size();
-  }
-  // Bounded staleness (the admission rule AReaL uses), counted in items and with the version the
-  // stages have actually received: admit while (maxStaleness + v + 1) * batch exceeds what is
-  // accepted or in flight.
-  const uint64_t limit = (st.plan.schedule.max_staleness + st.published + 1) * batch;
-  const uint64_t used = st.counters["accepted"] + st.counters["dropped_stale"] +
-                        st.live_work.size() + st.producing;
-  if (st.plan.schedule.drop_stale) {
-    // With `drop`, generation keeps a window of work open; what arrives too old is discarded.
-    const uint64_t window = (st.plan.schedule.max_staleness + 1) * batch;
-    const uint64_t open = st.live_work.size() + st.producing + st.buffer.size();
-    return open >= window ? 0 : std::min<uint64_t>(window - open, batch);
-  }
-  return used >= limit ? 0 : std::min<uint64_t>(limit - used, batch);
+  schedule_view v;
+  v.batch_size = st.plan.batch_size;
+  v.version = st.version;
+  v.published = st.published;
+  v.in_flight = st.live_work.size();
+  v.producing = st.producing;
+  v.buffered = st.buffer.size();
+  v.accepted = st.counters.accepted;
+  v.dropped_stale = st.counters.dropped_stale;
+  v.quiescent = quiescent(self);
+  return v;
+}
+
+/// The counters with what is in flight and buffered at this moment.
+driver_counters counters_now(driver self) {
+  auto& st = self->state;
+  driver_counters c = st.counters;
+  c.in_flight = st.live_work.size();
+  c.buffered = st.buffer.size();
+  return c;
 }
 
 void admit(driver self) {
   auto& st = self->state;
   if (st.done || st.checkpoint_due || st.exhausted || st.producing > 0) return;
   if (st.step >= st.plan.steps) return;
-  uint64_t n = admissible(self);
+  uint64_t n = st.policy->admissible(view_of(self));
   if (n == 0) return;
   size_t src = st.plan.source;
   auto target = st.nodes[src].plan.replicas[0];
@@ -327,7 +326,7 @@ void admit(driver self) {
             if (reply.outputs.size() < n) s.exhausted = true;
             for (auto& o : reply.outputs) {
               o.item.origin = s.next_origin++;
-              s.counters["admitted"]++;
+              s.counters.admitted++;
               // Held while routing, so an item that reaches no edge still counts as filtered.
               s.live_work[o.item.origin]++;
             }
@@ -354,52 +353,57 @@ step_record close_step(driver self, const std::vector<envelope>& batch) {
   rec.busy_seconds = std::move(st.busy);
   st.busy.clear();
   for (const auto& e : batch) {
-    rec.staleness[st.version - 1 > e.min_version ? st.version - 1 - e.min_version : 0]++;
+    // The version has already moved past this step: staleness is counted from the one before.
+    rec.staleness[staleness(st.version - 1, e.min_version)]++;
     rec.batch_origins.push_back(e.origin);
   }
-  rec.counters = st.counters;
-  rec.counters["in_flight"] = st.live_work.size();
-  rec.counters["buffered"] = st.buffer.size();
+  rec.counters = counters_now(self);
   for (const auto& [k, s] : st.metric_sums) rec.metrics[k] = s.first / double(s.second);
   st.metric_sums.clear();
   return rec;
 }
 
-void try_train(driver self) {
+/// Takes the learner's next batch from the buffer, keeping what the schedule keeps; empty (and
+/// the buffer as it was, less what was dropped) when too few items are fit to train.
+std::vector<envelope> take_batch(driver self) {
   auto& st = self->state;
   const uint64_t batch_size = st.plan.batch_size;
-  if (st.done || st.training || st.checkpoint_due || st.step >= st.plan.steps) return;
-  if (st.buffer.size() < batch_size) return;
-  if (!st.plan.schedule.async) {
-    // Lockstep: train once the whole step's generation is done; what over-sampling brought in
-    // beyond the batch is discarded so that no item crosses a version.
-    if (!st.live_work.empty() || st.producing > 0) return;
-  }
   std::vector<envelope> batch;
   while (batch.size() < batch_size && !st.buffer.empty()) {
     envelope e = std::move(st.buffer.front());
     st.buffer.pop_front();
-    uint64_t staleness = st.version > e.min_version ? st.version - e.min_version : 0;
-    if (st.plan.schedule.async && staleness > st.plan.schedule.max_staleness) {
-      // The buffer held it while the learner moved on.
-      if (st.plan.schedule.drop_stale) {
+    // The buffer may have held it while the learner moved on.
+    switch (st.policy->on_take(st.version, e.min_version)) {
+      case take_verdict::keep:
+        break;
+      case take_verdict::keep_stale:
+        st.counters.stale_violations++;
+        break;
+      case take_verdict::drop_stale:
         // Counted once: no longer accepted, now dropped.
-        st.counters["accepted"]--;
-        st.counters["dropped_stale"]++;
+        st.counters.accepted--;
+        st.counters.dropped_stale++;
         continue;
-      }
-      st.counters["stale_violations"]++;
     }
     batch.push_back(std::move(e));
   }
   if (batch.size() < batch_size) {
     for (auto it = batch.rbegin(); it != batch.rend(); ++it) st.buffer.push_front(*it);
-    return;
+    return {};
   }
-  if (!st.plan.schedule.async) {
-    st.counters["surplus"] += st.buffer.size();
+  if (st.policy->discards_surplus()) {
+    st.counters.surplus += st.buffer.size();
     st.buffer.clear();
   }
+  return batch;
+}
+
+void try_train(driver self) {
+  auto& st = self->state;
+  if (st.done || st.training || st.checkpoint_due || st.step >= st.plan.steps) return;
+  if (!st.policy->batch_ready(view_of(self))) return;
+  std::vector<envelope> batch = take_batch(self);
+  if (batch.empty()) return;
   // Arrival order depends on which replica answered first; the learner sees admission order, so
   // that a step (and a resumed run) trains on the same batch in the same order every time.
   std::stable_sort(batch.begin(), batch.end(),
@@ -473,9 +477,7 @@ void finish(driver self, bool ok, const std::string& error) {
   out.note = st.note;
   out.steps = st.step;
   out.version = st.version;
-  out.counters = st.counters;
-  out.counters["in_flight"] = st.live_work.size();
-  out.counters["buffered"] = st.buffer.size();
+  out.counters = counters_now(self);
   shut_down_actors(self);
   if (st.opts.on_finish) st.opts.on_finish(out);
   self->quit();
@@ -653,6 +655,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
   auto& st = self->state;
   st.plan = std::move(plan);
   st.opts = std::move(opts);
+  st.policy = make_schedule_policy(st.plan.schedule);
   for (const auto& n : st.plan.nodes) {
     node_rt rt;
     rt.plan = n;
@@ -676,7 +679,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
         if (n.plan.kind->restartable && n.plan.respawn) {
           n.plan.replicas[r] = n.plan.respawn(r);
           self->monitor(n.plan.replicas[r]);
-          s.counters["restarts"]++;
+          s.counters.restarts++;
           // The new replica first gets the newest version published to it, then its old work.
           for (size_t e = 0; e < s.edges.size(); ++e) {
             if (s.edges[e].plan.to != i || !s.edges[e].last_publish) continue;

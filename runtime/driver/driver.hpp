@@ -1,7 +1,8 @@
 #pragma once
 /// The schedule driver: a CAF actor that admits work into the source, routes every item along the
 /// graph's edges as requests with deadlines, assembles the learner's batches (applying the
-/// staleness policy), checkpoints, and writes metrics. `sync` and `async` are two policies of it.
+/// schedule's rules), checkpoints, and writes metrics. `sync` and `async` (bounded staleness) are
+/// two schedule policies of it (schedule_policy.hpp).
 
 #include <cstdint>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <caf/fwd.hpp>
 
 #include "runtime/core/messages.hpp"
+#include "runtime/driver/driver_counters.hpp"
 #include "runtime/driver/plan.hpp"
 
 namespace milesrt::runtime {
@@ -25,7 +27,7 @@ struct step_record {
   double seconds = 0;          ///< wall time since the previous step ended
   std::map<std::string, double> busy_seconds;    ///< per actor: time its requests were outstanding
   std::map<uint64_t, uint64_t> staleness;        ///< of the batch: staleness -> items
-  std::map<std::string, uint64_t> counters;      ///< admitted, accepted, dropped_stale, ...
+  driver_counters counters;                      ///< after the step
   metric_map metrics;                            ///< what the actors reported (mean per step)
   std::vector<uint64_t> batch_origins;           ///< which admitted items the batch came from
 };
@@ -38,7 +40,7 @@ struct run_outcome {
   std::string note;   ///< why a successful run ended early, if it did
   uint64_t steps = 0;
   uint64_t version = 0;
-  std::map<std::string, uint64_t> counters;
+  driver_counters counters;
 };
 
 struct driver_options {

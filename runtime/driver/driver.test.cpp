@@ -46,14 +46,14 @@ void check_run(const run_outcome& o, const records& steps, bool async, uint64_t 
       }
     }
   }
-  auto c = o.counters;
-  EXPECT_EQ(c["stale_violations"], 0u);
-  EXPECT_EQ(c["in_flight"], 0u);
-  EXPECT_EQ(c["admitted"], c["accepted"] + c["dropped_stale"] + c["filtered"])
-      << "accepted " << c["accepted"] << ", dropped_stale " << c["dropped_stale"] << ", filtered "
-      << c["filtered"] << ", buffered " << c["buffered"] << ", surplus " << c["surplus"];
+  const auto& c = o.counters;
+  EXPECT_EQ(c.stale_violations, 0u);
+  EXPECT_EQ(c.in_flight, 0u);
+  EXPECT_EQ(c.admitted, c.accepted + c.dropped_stale + c.filtered)
+      << "accepted " << c.accepted << ", dropped_stale " << c.dropped_stale << ", filtered "
+      << c.filtered << ", buffered " << c.buffered << ", surplus " << c.surplus;
   if (trained == &local) {
-    EXPECT_EQ(c["accepted"], steps.size() * batch + c["buffered"] + c["surplus"]);
+    EXPECT_EQ(c.accepted, steps.size() * batch + c.buffered + c.surplus);
   }
 }
 
@@ -99,7 +99,7 @@ TEST_F(Driver, SyncIsLockstep) {
   check_run(o, steps, false, 0, 4, &trained);
   EXPECT_EQ(trained, (std::set<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                         17, 18, 19, 20}));
-  EXPECT_EQ(o.counters["admitted"], 20u);
+  EXPECT_EQ(o.counters.admitted, 20u);
   // The toy learner sums the numbers 0..19 it was given, in lockstep order.
   EXPECT_EQ(steps.back().metrics.at("total"), 190.0);
   EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "metrics.jsonl"));
@@ -126,8 +126,8 @@ TEST_F(Driver, FilteredItemsAreReplacedByOverSampling) {
                &steps);
   ASSERT_TRUE(o.ok) << o.error;
   check_run(o, steps, false, 0, 4);
-  EXPECT_GT(o.counters["filtered"], 5u);
-  EXPECT_GT(o.counters["admitted"], 20u);
+  EXPECT_GT(o.counters.filtered, 5u);
+  EXPECT_GT(o.counters.admitted, 20u);
 }
 
 TEST_F(Driver, SourceRunningOutEndsTheRunWithANote) {
@@ -188,7 +188,7 @@ TEST_F(Driver, ARestartableActorIsRestartedAndNothingIsLost) {
   records steps;
   auto o = run(fields, &steps, false, {"stage.die_after=3"});
   ASSERT_TRUE(o.ok) << o.error;
-  EXPECT_EQ(o.counters["restarts"], 2u);  // each replica dies once
+  EXPECT_EQ(o.counters.restarts, 2u);  // each replica dies once
   std::set<uint64_t> trained;
   check_run(o, steps, false, 0, 4, &trained);
   EXPECT_EQ(trained.size(), 20u);
@@ -345,7 +345,7 @@ TEST_F(Schedules, ThousandRandomDeliveryOrdersKeepEveryProperty) {
     check_run(o, steps, c.async, c.staleness, c.batch);
     for (const auto& r : steps)
       for (const auto& [staleness, n] : r.staleness) stale_items += staleness > 0 ? n : 0;
-    dropped += o.counters.at("dropped_stale");
+    dropped += o.counters.dropped_stale;
   }
   // The async runs really ran ahead of the learner, and `drop` really dropped.
   EXPECT_GT(stale_items, 100u);

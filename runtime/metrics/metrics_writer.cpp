@@ -5,6 +5,17 @@
 namespace milesrt::runtime {
 namespace fs = std::filesystem;
 
+namespace {
+
+/// The counters as a JSON object, by name.
+nlohmann::json to_json(const driver_counters& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : c.named()) j[std::string(name)] = value;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const step_record& r) {
   nlohmann::json j;
   j["step"] = r.step;
@@ -14,7 +25,7 @@ nlohmann::json to_json(const step_record& r) {
   nlohmann::json hist = nlohmann::json::object();
   for (const auto& [s, n] : r.staleness) hist[std::to_string(s)] = n;
   j["staleness"] = hist;
-  j["counters"] = r.counters;
+  j["counters"] = to_json(r.counters);
   j["metrics"] = r.metrics;
   return j;
 }
@@ -74,21 +85,22 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
   s["steps"] = o.steps;
   s["version"] = o.version;
   s["seconds"] = elapsed;
-  s["counters"] = o.counters;
+  s["counters"] = to_json(o.counters);
   s["last_metrics"] = last_metrics_;
   std::ofstream(run_dir_ / "summary.json") << s.dump(2) << "\n";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", elapsed);
   std::string line = graph_name_ + ": " + std::to_string(o.steps) + " steps in " + buf +
                      " s, version " + std::to_string(o.version);
-  for (const char* c : {"admitted", "accepted", "dropped_stale", "filtered", "restarts"}) {
-    auto it = o.counters.find(c);
-    if (it != o.counters.end() && it->second > 0) line += ", " + std::string(c) + " " + std::to_string(it->second);
+  const auto& c = o.counters;
+  for (const auto& [name, value] : {std::pair<const char*, uint64_t>{"admitted", c.admitted},
+                                    {"accepted", c.accepted},
+                                    {"dropped_stale", c.dropped_stale},
+                                    {"filtered", c.filtered},
+                                    {"restarts", c.restarts}}) {
+    if (value > 0) line += ", " + std::string(name) + " " + std::to_string(value);
   }
-  auto left = o.counters.find("buffered");
-  if (left != o.counters.end() && left->second > 0) {
-    line += ", " + std::to_string(left->second) + " left unused in the buffer";
-  }
+  if (c.buffered > 0) line += ", " + std::to_string(c.buffered) + " left unused in the buffer";
   if (!o.note.empty()) line += " (" + o.note + ")";
   return line;
 }
