@@ -161,12 +161,12 @@ TEST(house, the_rules_catch_what_they_forbid) {
   EXPECT_FALSE(bad("runtime/graph/loader.hpp", "milesrt/graph.capnp.h"));
 }
 
-/// Words of the LLM layers and of the built-in kinds, which runtime/ must not use (whole words,
-/// any case): the runtime is a generic actor-graph engine.
+/// Words of the LLM layers and of the built-in kinds, which runtime/ must not use (any case, as a
+/// word or a part of a snake_case name): the runtime is a generic actor-graph engine.
 const std::regex kLlmWords(
-    R"(\b(llm|llms|tokens?|tokenizers?|prompts?|rollouts?|rewards?|log-?probs?|logits?|grpo|ppo|sft|)"
+    R"((?:^|[^A-Za-z0-9])(llm|llms|tokens?|tokenizers?|prompts?|rollouts?|rewards?|log-?probs?|logits?|grpo|ppo|sft|)"
     R"(qwen|llama|safetensors|vocab|vocabulary|decoder|kv|trainers?|chat|transformers?|attention|)"
-    R"(publishers?|critic|group_filter|math_reward|remote_reward)\b)",
+    R"(publishers?|critic|group_filter|math_reward|remote_reward)(?:[^A-Za-z0-9]|$))",
     std::regex::icase);
 
 TEST(house, runtime_names_no_llm_concept) {

@@ -48,8 +48,8 @@ void register_group_filter_kind(runtime::kind_registry& registry) {
   k.name = "group_filter";
   k.summary = "drops groups whose rewards are all equal (dynamic sampling)";
   k.role = role::stage;
-  k.inputs = {{"groups", "llm.scored_group", "a scored group"}};
-  k.outputs = {{"groups", "llm.scored_group", "the groups that carry a learning signal"}};
+  k.inputs = {{"groups", llm::port_type::scored_group, "a scored group"}};
+  k.outputs = {{"groups", llm::port_type::scored_group, "the groups that carry a learning signal"}};
   k.params_member = "groupFilter";
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::GroupFilterParams>();

@@ -142,9 +142,9 @@ void register_critic_kind(kind_registry& registry) {
   k.name = "critic";
   k.summary = "PPO's value model: sets each sample's values (for gae) and trains on the trainer's groups";
   k.role = role::stage;
-  k.inputs = {{"groups", "llm.scored_group", "a scored group to give values"},
-              {"train", "llm.scored_group", "the groups the trainer gets (from the filter/buffer): training data"}};
-  k.outputs = {{"groups", "llm.scored_group", "the group with each sample's values"}};
+  k.inputs = {{"groups", llm::port_type::scored_group, "a scored group to give values"},
+              {"train", llm::port_type::scored_group, "the groups the trainer gets (from the filter/buffer): training data"}};
+  k.outputs = {{"groups", llm::port_type::scored_group, "the group with each sample's values"}};
   k.params_member = "critic";
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {

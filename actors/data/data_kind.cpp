@@ -144,7 +144,7 @@ void register_data_kind(runtime::kind_registry& registry) {
   k.name = "data";
   k.summary = "serves the prompts of a JSONL dataset, shuffled per epoch";
   k.role = role::source;
-  k.outputs = {{"prompts", "llm.prompt", "one prompt per group, with its label"}};
+  k.outputs = {{"prompts", llm::port_type::prompt, "one prompt per group, with its label"}};
   k.params_member = "data";
   k.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::DataParams>();

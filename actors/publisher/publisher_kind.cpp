@@ -221,8 +221,8 @@ void register_publisher_kind(kind_registry& registry) {
   k.name = "publisher";
   k.summary = "moves each trained version to the rollout engines (colocated, ipc, disk_delta, broadcast, p2p)";
   k.role = role::stage;
-  k.inputs = {{"weights", "llm.trained_weights", "a new version from the trainer"}};
-  k.outputs = {{"updates", "llm.weights", "what each engine applies"}};
+  k.inputs = {{"weights", weights::port_type::trained_weights, "a new version from the trainer"}};
+  k.outputs = {{"updates", weights::port_type::weights, "what each engine applies"}};
   k.params_member = "publisher";
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {

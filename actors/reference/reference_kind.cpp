@@ -97,8 +97,8 @@ void register_reference_kind(kind_registry& registry) {
   k.name = "reference";
   k.summary = "a frozen reference model: sets each sample's ref_logprobs (for KL to the reference)";
   k.role = role::stage;
-  k.inputs = {{"groups", "llm.scored_group", "a scored group"}};
-  k.outputs = {{"groups", "llm.scored_group", "the group with each sample's reference log-probs"}};
+  k.inputs = {{"groups", llm::port_type::scored_group, "a scored group"}};
+  k.outputs = {{"groups", llm::port_type::scored_group, "the group with each sample's reference log-probs"}};
   k.params_member = "reference";
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {

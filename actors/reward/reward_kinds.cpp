@@ -90,8 +90,8 @@ stage_actor::behavior_type remote_fn(stage_actor::pointer self, remote_reward_co
   };
 }
 
-const std::vector<port_spec> reward_inputs = {{"groups", "llm.sample_group", "the samples of one prompt"}};
-const std::vector<port_spec> reward_outputs = {{"scored", "llm.scored_group", "the group with each sample's reward"}};
+const std::vector<port_spec> reward_inputs = {{"groups", llm::port_type::sample_group, "the samples of one prompt"}};
+const std::vector<port_spec> reward_outputs = {{"scored", llm::port_type::scored_group, "the group with each sample's reward"}};
 
 }  // namespace
 

@@ -203,9 +203,9 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.name = "rollout";
   k.summary = "samples groups of completions with the rollout engine";
   k.role = role::stage;
-  k.inputs = {{"prompts", "llm.prompt", "one prompt per group"},
-              {"weights", "llm.weights", "a new weight version from a publisher"}};
-  k.outputs = {{"groups", "llm.sample_group", "the samples of one prompt"}};
+  k.inputs = {{"prompts", llm::port_type::prompt, "one prompt per group"},
+              {"weights", weights::port_type::weights, "a new weight version from a publisher"}};
+  k.outputs = {{"groups", llm::port_type::sample_group, "the samples of one prompt"}};
   k.params_member = "rollout";
   k.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::RolloutParams>();

@@ -259,9 +259,9 @@ void register_trainer_kind(kind_registry& registry) {
   k.name = "trainer";
   k.summary = "trains the policy: GRPO-family / PPO losses on scored groups, or SFT on prompts";
   k.role = role::learner;
-  k.inputs = {{"batches", "llm.scored_group", "scored sample groups (RL)"},
-              {"sft", "llm.prompt", "prompts with a response (SFT)"}};
-  k.outputs = {{"weights", "llm.trained_weights", "where the new version's weights are"}};
+  k.inputs = {{"batches", llm::port_type::scored_group, "scored sample groups (RL)"},
+              {"sft", llm::port_type::prompt, "prompts with a response (SFT)"}};
+  k.outputs = {{"weights", weights::port_type::trained_weights, "where the new version's weights are"}};
   k.params_member = "trainer";
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {

@@ -52,8 +52,8 @@ void register_length_reward(runtime::kind_registry& registry) {
   k.name = "length_reward";
   k.summary = "rewards completions whose length is close to a target (an example plugin)";
   k.role = role::stage;
-  k.inputs = {{"groups", "llm.sample_group", "the samples of one prompt"}};
-  k.outputs = {{"scored", "llm.scored_group", "the group with each sample's reward"}};
+  k.inputs = {{"groups", llm::port_type::sample_group, "the samples of one prompt"}};
+  k.outputs = {{"scored", llm::port_type::scored_group, "the group with each sample's reward"}};
   // Custom kinds declare their parameters; the graph's `custom` list is checked against them.
   k.params = {{"target_length", param_type::integer, "the completion length (tokens) that earns the most",
                false, int64_t{64}, 1.0, std::nullopt},

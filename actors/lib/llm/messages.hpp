@@ -13,6 +13,13 @@
 
 namespace milesrt::llm {
 
+/// The port types of the LLM dataflow: an edge joins ports of equal type (runtime/core/kind.hpp).
+namespace port_type {
+inline constexpr const char* prompt = "llm.prompt";              ///< a prompt_msg
+inline constexpr const char* sample_group = "llm.sample_group";  ///< a sample_group, as sampled
+inline constexpr const char* scored_group = "llm.scored_group";  ///< a sample_group with rewards
+}  // namespace port_type
+
 /// One prompt of a group (port type "llm.prompt"): token ids, chat messages (a JSON array) that
 /// the rollout renders with its chat template and tokenizes, or plain text tokenized as it is.
 /// The first of ids / messages_json / text that is set is used. For SFT, `response` holds the

@@ -16,6 +16,12 @@
 
 namespace milesrt::weights {
 
+/// The port types of the weight path.
+namespace port_type {
+inline constexpr const char* trained_weights = "llm.trained_weights";  ///< a weights_ref
+inline constexpr const char* weights = "llm.weights";                  ///< a weights_update
+}  // namespace port_type
+
 /// Where a trainer's weights of one version live: a channel in the process-local registry
 /// (local_weights.hpp), valid in the trainer's process.
 struct weights_ref {
