@@ -222,7 +222,7 @@ class lexer {
         for (const char* t : two) {
           if (src_.compare(pos_, 2, t) == 0) op = t;
         }
-        if (std::string("+-*/%~()[]{},.:|=<>").find(c) == std::string::npos) {
+        if (op.size() == 1 && std::string("+-*/%~()[]{},.:|=<>").find(c) == std::string::npos) {
           throw error(std::string("unexpected character '") + c + "' in a tag", line_);
         }
         if (op == "(" || op == "[" || op == "{") ++depth;
