@@ -16,7 +16,7 @@ const graph :Graph = (
     (name = "reward", kind = "math_reward"),
     (name = "filter", kind = "group_filter"),
     (name = "trainer", kind = "trainer",
-     params = (trainer = (model = "runs/arith/sft_model", objective = "rl", estimator = "grpo",
+     params = (trainer = (model = "runs/arith/sft_model", objective = rl, estimator = "grpo",
                           lr = 5e-4, gradClip = 1.0, epsClip = 0.2,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
                           evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_async_model"))),

@@ -51,8 +51,8 @@ const graph :Graph = (
                          valueClip = 0.2, gamma = 1.0, lambda = 1.0, trainBatch = 4))),
     (name = "filter", kind = "group_filter", params = (groupFilter = (dynamicSampling = false))),
     (name = "trainer", kind = "trainer",
-     params = (trainer = (model = "runs/arith/sft_model", objective = "rl", estimator = "gae",  # PATH
-                          gamma = 1.0, lambda = 1.0, klType = "k3", klCoef = 0.01,
+     params = (trainer = (model = "runs/arith/sft_model", objective = rl, estimator = "gae",  # PATH
+                          gamma = 1.0, lambda = 1.0, klType = k3, klCoef = 0.01,
                           lr = 5e-4, gradClip = 1.0, epsClip = 0.2, temperature = 1.0,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,     # PATH
                           evalMaxNewTokens = 4, exportDir = "runs/arith/ppo_model"))),       # PATH

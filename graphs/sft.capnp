@@ -11,7 +11,7 @@ const graph :Graph = (
     (name = "data", kind = "data",
      params = (data = (path = "runs/arith/setup/sft.jsonl", epochs = 0, seed = 1))),
     (name = "trainer", kind = "trainer",
-     params = (trainer = (model = "runs/arith/setup/model", objective = "sft",
+     params = (trainer = (model = "runs/arith/setup/model", objective = sft,
                           lr = 3e-3, gradClip = 1.0, warmupSteps = 10,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 25,
                           evalMaxNewTokens = 4, evalPatience = 2, evalMinSteps = 150,

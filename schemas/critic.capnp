@@ -5,12 +5,15 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("milesrt::schema");
 
+using import "/milesrt/device.capnp".Device;
+using import "/milesrt/device.capnp".Dtype;
+
 struct CriticParams {
   model @0 :Text;
   # A Hugging Face model folder: the critic is this decoder plus a value head Linear(hidden, 1),
   # read from value_head.safetensors in the folder when present, else initialised to zero.
-  device @1 :Text = "cpu";
-  dtype @2 :Text = "fp32";
+  device @1 :Device = cpu;
+  dtype @2 :Dtype = fp32;
   # fp32, or bf16 (bf16 weights with fp32 master weights and optimizer state).
   lr @3 :Float64 = 1e-5;
   weightDecay @4 :Float64 = 0.0;

@@ -30,34 +30,13 @@ struct ActorSpec {
   replicas @2 :UInt32 = 1;
   placement @3 :Text;
   # Which process hosts the actor: "" (the driver's own) or the name a worker joined with.
-  params :union {
-    none @4 :Void;
-    # The kind's defaults.
-    custom @5 :List(Param);
-    # Named typed values, checked against the parameter list the kind declares.
-    # Each built-in kind with its own params struct (schemas/<kind>.capnp) adds a member here.
-    rollout @7 :import "/milesrt/rollout.capnp".RolloutParams;
-    trainer @8 :import "/milesrt/trainer.capnp".TrainerParams;
-    publisher @9 :import "/milesrt/publisher.capnp".PublisherParams;
-    data @10 :import "/milesrt/data.capnp".DataParams;
-    mathReward @11 :import "/milesrt/reward.capnp".MathRewardParams;
-    remoteReward @12 :import "/milesrt/reward.capnp".RemoteRewardParams;
-    groupFilter @13 :import "/milesrt/reward.capnp".GroupFilterParams;
-    reference @14 :import "/milesrt/reference.capnp".ReferenceParams;
-    critic @15 :import "/milesrt/critic.capnp".CriticParams;
-  }
-  deadlineSeconds @6 :Float64 = 0;
+  params @4 :import "/milesrt/kinds.capnp".Params;
+  # The kind's parameters: `(none = void)` (the default: the kind's defaults), `(custom = [...])`
+  # (named typed values, checked against the parameter list the kind declares), or the member of
+  # the kind's own params struct, `(<member> = (...))`. The members are not named here: the app
+  # registers the schema of its kinds as /milesrt/kinds.capnp in the schema import folder.
+  deadlineSeconds @5 :Float64 = 0;
   # Deadline of each request to this actor; 0 = the run's deadlineSeconds.
-}
-
-struct Param {
-  name @0 :Text;
-  value :union {
-    bool @1 :Bool;
-    int @2 :Int64;
-    float @3 :Float64;
-    text @4 :Text;
-  }
 }
 
 struct Edge {

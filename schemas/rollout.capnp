@@ -4,11 +4,14 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("milesrt::schema");
 
+using import "/milesrt/device.capnp".Device;
+using import "/milesrt/device.capnp".Dtype;
+
 struct RolloutParams {
   model @0 :Text;
   # A Hugging Face model folder (config.json, safetensors, tokenizer.json for text prompts).
-  device @1 :Text = "cpu";
-  dtype @2 :Text = "fp32";
+  device @1 :Device = cpu;
+  dtype @2 :Dtype = fp32;
   kvBlocks @3 :UInt32 = 512;
   blockSize @4 :UInt32 = 16;
   stepTokens @5 :UInt32 = 512;

@@ -4,13 +4,16 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("milesrt::schema");
 
+using import "/milesrt/device.capnp".Device;
+using import "/milesrt/device.capnp".Dtype;
+
 struct TrainerParams {
   model @0 :Text;
   # The Hugging Face model folder training starts from (config.json + safetensors).
-  device @1 :Text = "cpu";
-  dtype @2 :Text = "fp32";
+  device @1 :Device = cpu;
+  dtype @2 :Dtype = fp32;
   # fp32, or bf16 (bf16 weights with fp32 master weights and optimizer state).
-  objective @3 :Text = "rl";
+  objective @3 :Objective = rl;
   # rl: policy-gradient on scored groups; sft: cross-entropy on prompt/response pairs.
 
   # Advantage estimator: grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gae.
@@ -28,11 +31,9 @@ struct TrainerParams {
   # Dual-clip constant c > 1; 0 = off.
   ratioLevel @11 :Text = "token";
   # token, or sequence (GSPO).
-  aggregation @12 :Text = "token_mean";
-  # token_mean, seq_mean_token_sum, seq_mean_token_mean, constant (Dr.GRPO).
+  aggregation @12 :Aggregation = tokenMean;
   constantNormalizer @13 :Float64 = 1.0;
-  klType @14 :Text = "none";
-  # none, k1, k2, k3 (low-variance).
+  klType @14 :KlType = none;
   klCoef @15 :Float64 = 0;
   klInReward @16 :Bool = false;
   # KL as a per-token reward penalty instead of a loss term.
@@ -41,8 +42,8 @@ struct TrainerParams {
   # Truncated importance sampling: weight clamp(exp(old - rollout), tisLow, tisHigh).
   tisLow @19 :Float64 = 0;
   tisHigh @20 :Float64 = 2;
-  mis @21 :Text = "none";
-  # Masked importance sampling: none, token, sequence.
+  mis @21 :Mis = none;
+  # Masked importance sampling.
   misLow @22 :Float64 = 0.5;
   misHigh @23 :Float64 = 2;
   useRolloutLogprobs @24 :Bool = false;
@@ -63,8 +64,7 @@ struct TrainerParams {
   gradClip @33 :Float64 = 1.0;
   # Global grad-norm clip; 0 = off.
   warmupSteps @34 :UInt32 = 0;
-  lrSchedule @35 :Text = "constant";
-  # constant or cosine (to minLr over the run's steps).
+  lrSchedule @35 :LrSchedule = constant;
   minLr @36 :Float64 = 0;
   microBatchTokens @37 :UInt32 = 4096;
   # Micro-batches are packed up to this many tokens; gradients accumulate over them.
@@ -89,4 +89,43 @@ struct TrainerParams {
   evalMinSteps @47 :UInt32 = 0;
   # evalPatience counts evaluations from this step on: early accuracy near zero is noise, not a
   # plateau.
+
+  enum Objective {
+    rl @0;
+    sft @1;
+  }
+
+  enum Aggregation {
+    # How the per-token policy loss becomes one number.
+    tokenMean @0;
+    # Over all tokens of the batch.
+    seqMeanTokenSum @1;
+    # Sum over each sequence's tokens, mean over sequences.
+    seqMeanTokenMean @2;
+    # Mean over each sequence's tokens, mean over sequences.
+    constant @3;
+    # Sum over all tokens divided by constantNormalizer times the sequences (Dr.GRPO).
+  }
+
+  enum KlType {
+    none @0;
+    k1 @1;
+    k2 @2;
+    k3 @3;
+    # Low-variance.
+  }
+
+  enum Mis {
+    none @0;
+    token @1;
+    # Mask tokens whose ratio exp(old - rollout) is outside [misLow, misHigh].
+    sequence @2;
+    # Mask whole sequences whose ratio (the exp of the summed log-ratios) is outside it.
+  }
+
+  enum LrSchedule {
+    constant @0;
+    cosine @1;
+    # To minLr over the run's steps.
+  }
 }

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include "actors/critic/critic_core.hpp"
+#include "actors/lib/llm/device.hpp"
 #include "milesrt/critic.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -121,10 +122,7 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::CriticParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
-  const std::string device = p.getDevice(), dtype = p.getDtype();
   if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
-  if (device != "cpu" && device != "cuda") bad("device: '" + device + "' is not cpu or cuda");
-  if (dtype != "fp32" && dtype != "bf16") bad("dtype: '" + dtype + "' is not fp32 or bf16");
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (!(p.getWeightDecay() >= 0)) bad("weightDecay: must be >= 0");
   if (!(p.getGradClip() >= 0)) bad("gradClip: must be >= 0 (0 = off)");
@@ -160,9 +158,8 @@ void register_critic_kind(kind_registry& registry) {
     auto init = std::make_shared<critic_state>();
     init->name = s.name;
     init->train_batch = p.getTrainBatch();
-    init->core = critic_core::load(std::string(p.getModel()),
-                                   std::string(p.getDtype()) == "bf16" ? at::kBFloat16 : at::kFloat,
-                                   at::Device(std::string(p.getDevice()) == "cuda" ? at::kCUDA : at::kCPU), o);
+    init->core = critic_core::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                   llm::to_device(p.getDevice()), o);
     // Forward and backward passes block: a thread of its own.
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(critic_fn, init));
   };

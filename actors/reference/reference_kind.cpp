@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/lib/llm/device.hpp"
 #include "milesrt/reference.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -55,10 +56,7 @@ stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::ReferenceParams>();
   std::vector<std::string> problems;
-  const std::string device = p.getDevice(), dtype = p.getDtype();
   if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
-  if (device != "cpu" && device != "cuda") problems.push_back("device: '" + device + "' is not cpu or cuda");
-  if (dtype != "fp32" && dtype != "bf16") problems.push_back("dtype: '" + dtype + "' is not fp32 or bf16");
   if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
   return problems;
 }
@@ -107,9 +105,8 @@ void register_reference_kind(kind_registry& registry) {
     auto init = std::make_shared<reference_state>();
     init->name = s.name;
     init->temperature = p.getTemperature();
-    init->model = llm::decoder::load(std::string(p.getModel()),
-                                     std::string(p.getDtype()) == "bf16" ? at::kBFloat16 : at::kFloat,
-                                     at::Device(std::string(p.getDevice()) == "cuda" ? at::kCUDA : at::kCPU));
+    init->model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                     llm::to_device(p.getDevice()));
     // Forward passes block: a thread of its own.
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(reference_fn, init));
   };

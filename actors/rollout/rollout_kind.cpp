@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/messages.hpp"
@@ -211,9 +212,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     auto p = reader.as<schema::RolloutParams>();
     std::vector<std::string> problems;
     if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
-    const std::string device = p.getDevice(), dtype = p.getDtype(), chat = p.getChatTemplate();
-    if (device != "cpu" && device != "cuda") problems.push_back("device: '" + device + "' is not cpu or cuda");
-    if (dtype != "fp32" && dtype != "bf16") problems.push_back("dtype: '" + dtype + "' is not fp32 or bf16");
+    const std::string chat = p.getChatTemplate();
     if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
     if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
     if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
@@ -230,11 +229,8 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();
     if (p.getModel().size() == 0) throw std::invalid_argument("params.rollout.model: a model folder is required");
-    const std::string device = p.getDevice();
-    if (device != "cpu" && device != "cuda") throw std::invalid_argument("params.rollout.device: cpu or cuda");
-    auto model = llm::decoder::load(std::string(p.getModel()),
-                                    std::string(p.getDtype()) == "bf16" ? at::kBFloat16 : at::kFloat,
-                                    at::Device(device == "cuda" ? at::kCUDA : at::kCPU));
+    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                    llm::to_device(p.getDevice()));
     engine_config cfg;
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();

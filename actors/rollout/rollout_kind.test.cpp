@@ -13,8 +13,10 @@
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/text_codec.hpp"
+#include "milesrt/rollout.capnp.h"
 #include "runtime/driver/run.hpp"
 #include "runtime/graph/check_kinds.hpp"
+#include "runtime/graph/overrides.hpp"
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::rollout {
@@ -177,7 +179,7 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   auto file = dir_ / "bad.capnp";
   std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
                       << "const graph :Graph = (actors = [(name = \"data\", kind = \"test_prompts\"),\n"
-                      << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = (device = \"tpu\","
+                      << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
                       << " temperature = 0, chatTemplate = \"mistral\"))),\n"
                       << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
                       << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
@@ -191,9 +193,51 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text + "\n";
   const std::string f = file.string() + ": actor 'rollout': params.rollout.";
   EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos) << all;
-  EXPECT_NE(all.find(f + "device: 'tpu' is not cpu or cuda"), std::string::npos) << all;
   EXPECT_NE(all.find(f + "temperature: must be > 0"), std::string::npos) << all;
   EXPECT_NE(all.find(f + "chatTemplate: 'mistral' is not qwen2.5, qwen3 or llama3"), std::string::npos) << all;
+}
+
+TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
+  // A closed set (device, dtype, pauseMode) is a Cap'n Proto enum: a wrong value is a compile
+  // error at its position that lists the values; --set takes an enumerant's name.
+  auto write = [&](const std::string& name, const std::string& rollout_params) {
+    auto file = dir_ / name;
+    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+                        << "const graph :Graph = (actors = [\n"
+                        << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
+                        << rollout_params << ")))]);\n";
+    return file;
+  };
+  auto errors = [&](const fs::path& file) {
+    std::string all;
+    for (const auto& d : graph::load_graph(file, graph::default_import_dirs()).errors) all += d.text + "\n";
+    return all;
+  };
+  auto unknown = write("unknown.capnp", "device = tpu");
+  EXPECT_EQ(errors(unknown), unknown.string() + ":4:70: Not defined: tpu (device is one of: cpu, cuda)\n");
+  auto quoted = write("quoted.capnp", "dtype = \"bf16\"");
+  EXPECT_EQ(errors(quoted), quoted.string() +
+                                ":4:69: Type mismatch; expected Dtype. Dtype is one of: fp32, bf16 "
+                                "(written without quotes)\n");
+
+  auto loaded = graph::load_graph(write("ok.capnp", "model = \"m\", dtype = bf16"), graph::default_import_dirs());
+  ASSERT_TRUE(loaded.ok());
+  kind_registry kinds;
+  register_rollout_kind(kinds);
+  auto set = [&](const std::string& a) {
+    auto d = graph::apply_override(*loaded.graph, kinds, a);
+    return d ? d->text : std::string("<accepted>");
+  };
+  EXPECT_EQ(set("rollout.device=cuda"), "<accepted>");
+  EXPECT_EQ(set("rollout.pauseMode=inPlace"), "<accepted>");
+  EXPECT_EQ(set("rollout.dtype=fp16"), "--set rollout.dtype=fp16: 'fp16' is not one of fp32, bf16");
+  EXPECT_EQ(set("rollout.pauseMode=in_place"),
+            "--set rollout.pauseMode=in_place: 'in_place' is not one of abort, retract, inPlace");
+  auto p = loaded.graph->reader().getActors()[0].getParams().getRollout();
+  EXPECT_EQ(p.getDevice(), schema::Device::CUDA);
+  EXPECT_EQ(p.getDtype(), schema::Dtype::BF16);  // from the file, kept
+  EXPECT_EQ(p.getPauseMode(), schema::RolloutParams::PauseMode::IN_PLACE);
+  EXPECT_EQ(std::string(p.getModel()), "m");
 }
 
 TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {

@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 #include <sstream>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/messages.hpp"
 #include "actors/lib/llm/messages.hpp"
@@ -215,15 +216,44 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
   };
 }
 
+using Params = schema::TrainerParams;
+
+// The schema's enums as the RL library's (the schema is the graph file's word, the library's the
+// maths').
+aggregation to_aggregation(Params::Aggregation a) {
+  switch (a) {
+    case Params::Aggregation::TOKEN_MEAN: return aggregation::token_mean;
+    case Params::Aggregation::SEQ_MEAN_TOKEN_SUM: return aggregation::seq_mean_token_sum;
+    case Params::Aggregation::SEQ_MEAN_TOKEN_MEAN: return aggregation::seq_mean_token_mean;
+    case Params::Aggregation::CONSTANT: return aggregation::constant;
+  }
+  throw std::invalid_argument("aggregation: unknown enumerant " + std::to_string(static_cast<int>(a)));
+}
+
+kl_estimator to_kl(Params::KlType k) {
+  switch (k) {
+    case Params::KlType::NONE: return kl_estimator::none;
+    case Params::KlType::K1: return kl_estimator::k1;
+    case Params::KlType::K2: return kl_estimator::k2;
+    case Params::KlType::K3: return kl_estimator::k3;
+  }
+  throw std::invalid_argument("klType: unknown enumerant " + std::to_string(static_cast<int>(k)));
+}
+
+mis_level to_mis(Params::Mis m) {
+  switch (m) {
+    case Params::Mis::NONE: return mis_level::none;
+    case Params::Mis::TOKEN: return mis_level::token;
+    case Params::Mis::SEQUENCE: return mis_level::sequence;
+  }
+  throw std::invalid_argument("mis: unknown enumerant " + std::to_string(static_cast<int>(m)));
+}
+
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::TrainerParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
   if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
-  const std::string device = p.getDevice(), dtype = p.getDtype(), objective = p.getObjective();
-  if (device != "cpu" && device != "cuda") bad("device: '" + device + "' is not cpu or cuda");
-  if (dtype != "fp32" && dtype != "bf16") bad("dtype: '" + dtype + "' is not fp32 or bf16");
-  if (objective != "rl" && objective != "sft") bad("objective: '" + objective + "' is not rl or sft");
   auto try_parse = [&](const char* field, auto fn) {
     try {
       fn();
@@ -232,12 +262,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
     }
   };
   try_parse("estimator", [&] { parse_estimator(p.getEstimator()); });
-  try_parse("aggregation", [&] { parse_aggregation(p.getAggregation()); });
-  try_parse("klType", [&] { parse_kl(p.getKlType()); });
-  const std::string level = p.getRatioLevel(), mis = p.getMis(), sched = p.getLrSchedule();
+  const std::string level = p.getRatioLevel();
   if (level != "token" && level != "sequence") bad("ratioLevel: '" + level + "' is not token or sequence");
-  if (mis != "none" && mis != "token" && mis != "sequence") bad("mis: '" + mis + "' is not none, token or sequence");
-  if (sched != "constant" && sched != "cosine") bad("lrSchedule: '" + sched + "' is not constant or cosine");
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
   if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");
@@ -267,12 +293,10 @@ void register_trainer_kind(kind_registry& registry) {
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
     for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.trainer." + problem);
-    const std::string device = p.getDevice();
-    const bool bf16 = std::string(p.getDtype()) == "bf16";
-    auto model = llm::decoder::load(std::string(p.getModel()), bf16 ? at::kBFloat16 : at::kFloat,
-                                    at::Device(device == "cuda" ? at::kCUDA : at::kCPU));
+    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                    llm::to_device(p.getDevice()));
     trainer_options o;
-    o.objective = p.getObjective();
+    o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
     o.advantages.kind = parse_estimator(p.getEstimator());
     if (o.advantages.kind == estimator::grpo && !p.getStdNormalize()) o.advantages.kind = estimator::dr_grpo;
     o.advantages.gamma = p.getGamma();
@@ -281,9 +305,9 @@ void register_trainer_kind(kind_registry& registry) {
     o.loss.eps_clip_high = p.getEpsClipHigh() > 0 ? p.getEpsClipHigh() : p.getEpsClip();
     o.loss.dual_clip_c = p.getDualClipC();
     o.loss.level = std::string(p.getRatioLevel()) == "sequence" ? ratio_level::sequence : ratio_level::token;
-    o.loss.agg = parse_aggregation(p.getAggregation());
+    o.loss.agg = to_aggregation(p.getAggregation());
     o.loss.constant_normalizer = p.getConstantNormalizer();
-    o.loss.kl = parse_kl(p.getKlType());
+    o.loss.kl = to_kl(p.getKlType());
     o.kl_in_reward = p.getKlInReward();
     // KL as a reward penalty takes the coefficient away from the loss term.
     o.loss.kl_coef = o.kl_in_reward ? 0.0 : p.getKlCoef();
@@ -292,8 +316,7 @@ void register_trainer_kind(kind_registry& registry) {
     o.loss.tis = p.getTis();
     o.loss.tis_low = p.getTisLow();
     o.loss.tis_high = p.getTisHigh();
-    const std::string mis = p.getMis();
-    o.loss.mis = mis == "token" ? mis_level::token : mis == "sequence" ? mis_level::sequence : mis_level::none;
+    o.loss.mis = to_mis(p.getMis());
     o.loss.mis_low = p.getMisLow();
     o.loss.mis_high = p.getMisHigh();
     o.loss.distill_coef = p.getDistillCoef();
@@ -307,7 +330,7 @@ void register_trainer_kind(kind_registry& registry) {
     o.optimizer.eps = p.getAdamEps();
     o.optimizer.grad_clip = p.getGradClip();
     o.optimizer.warmup_steps = p.getWarmupSteps();
-    o.optimizer.schedule = p.getLrSchedule();
+    o.optimizer.schedule = p.getLrSchedule() == Params::LrSchedule::COSINE ? "cosine" : "constant";
     o.optimizer.min_lr = p.getMinLr();
     o.optimizer.total_steps = s.steps * std::max<uint32_t>(1, p.getUpdatesPerStep());
     o.micro_batch_tokens = p.getMicroBatchTokens();

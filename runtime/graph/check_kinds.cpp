@@ -56,6 +56,16 @@ std::string union_member(schema::ActorSpec::Reader actor) {
 
 }  // namespace
 
+std::string params_member_problem(const kind_descriptor& kind) {
+  if (kind.params_member.empty()) return "";
+  auto params = capnp::Schema::from<schema::ActorSpec>().getFieldByName("params").getType().asStruct();
+  if (params.findFieldByName(kind.params_member) != nullptr) return "";
+  std::string members;
+  for (auto f : params.getFields()) members += (members.empty() ? "" : ", ") + std::string(f.getProto().getName().cStr());
+  return "kind '" + kind.name + "' takes params (" + kind.params_member + " = (...)), but the " +
+         "schema of kinds (/milesrt/kinds.capnp) has no such member (members: " + members + ")";
+}
+
 capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor, const std::string& member,
                                            std::shared_ptr<capnp::MallocMessageBuilder>& storage) {
   capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
@@ -125,7 +135,9 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
     // Parameters: a params struct for built-in kinds that have one, a declared list otherwise.
     std::string member = union_member(actor);
     if (!kind->params_member.empty()) {
-      if (member != "none" && member != kind->params_member) {
+      if (auto problem = params_member_problem(*kind); !problem.empty()) {
+        report(where, "field 'params': " + problem);
+      } else if (member != "none" && member != kind->params_member) {
         report(where, "field 'params': kind '" + kind->name + "' takes params (" +
                           kind->params_member + " = (...)), not " + member);
       } else if (kind->check_params) {

@@ -28,6 +28,10 @@ std::map<std::string, runtime::param_value> resolve_params(schema::ActorSpec::Re
 capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor, const std::string& member,
                                            std::shared_ptr<capnp::MallocMessageBuilder>& storage);
 
+/// What is wrong with a kind's `params_member` when ActorSpec.params (the params union the app's
+/// /milesrt/kinds.capnp declares) has no such member; "" when it has, or the kind takes none.
+std::string params_member_problem(const runtime::kind_descriptor& kind);
+
 /// Parses `text` as a value of type `t`; false when it is not one.
 bool parse_param(const std::string& text, runtime::param_type t, runtime::param_value& out);
 

@@ -129,6 +129,28 @@ TEST_F(CheckKinds, ParamsOfTheWrongShape) {
   EXPECT_EQ(s, "");
 }
 
+TEST_F(CheckKinds, AKindWhoseParamsMemberTheSchemaLacks) {
+  // A kind names its member of ActorSpec.params (the app's /milesrt/kinds.capnp); one that names
+  // a member the schema lacks is reported, by validation and by --set, instead of throwing.
+  runtime::kind_descriptor odd = *kinds_.find("toy_stage");
+  odd.name = "toy_odd_stage";
+  odd.params_member = "nonesuch";
+  kinds_.add(odd);
+  auto fields = testing::toy_graph("", kSync, kRun);
+  fields.replace(fields.find("kind = \"toy_stage\""), 18, "kind = \"toy_odd_stage\"");
+  auto s = problems(fields);
+  EXPECT_NE(s.find(file() + "actor 'stage': field 'params': kind 'toy_odd_stage' takes params "
+                            "(nonesuch = (...)), but the schema of kinds (/milesrt/kinds.capnp) has "
+                            "no such member (members: none, custom, "),
+            std::string::npos) << s;
+  auto g = load("g.capnp", fields);
+  ASSERT_TRUE(g);
+  auto d = apply_override(*g, kinds_, "stage.x=1");
+  ASSERT_TRUE(d);
+  EXPECT_NE(d->text.find("--set stage.x=1: kind 'toy_odd_stage' takes params (nonesuch = (...))"),
+            std::string::npos) << d->text;
+}
+
 TEST_F(CheckKinds, OverridesSetRunFieldsActorFieldsAndParams) {
   auto g = load("g.capnp", testing::toy_graph("", kSync, kRun));
   ASSERT_TRUE(g);

@@ -1,15 +1,16 @@
 #include "runtime/graph/loader.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <cstring>
 
 #include <capnp/dynamic.h>
 #include <capnp/serialize.h>
 #include <capnp/schema-parser.h>
 #include <kj/exception.h>
+
+#include "runtime/graph/enum_hints.hpp"
 
 namespace milesrt::graph {
 namespace fs = std::filesystem;
@@ -101,6 +102,11 @@ class disk_schema_file final : public capnp::SchemaFile {
     std::ostringstream text;
     text << display_name_ << ':' << start.line + 1 << ':' << start.column + 1 << ": "
          << message.cStr();
+    // A wrong enum value: list the values the field takes (the compiler names neither).
+    auto content = readContent();
+    const std::string source(content.begin(), content.size());
+    text << enum_hint(capnp::Schema::from<schema::Graph>(), message.cStr(), source,
+                      offset_of(source, start.line, start.column));
     errors_->push_back({text.str()});
   }
 

@@ -84,6 +84,27 @@ TEST_F(GraphLoader, TypeErrorNamesTheField) {
   EXPECT_NE(all(r).find(file.string() + ":3:"), std::string::npos) << all(r);
 }
 
+TEST_F(GraphLoader, AWrongEnumValueListsTheValues) {
+  // The compiler names neither the field nor its values; the loader adds them.
+  auto file = write("enum.capnp", std::string(kHeader) +
+                                      "const graph :Graph = (schedule = (async = (onStale = dorp)));\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(all(r), file.string() + ":3:54: Not defined: dorp (onStale is one of: wait, drop)\n");
+  auto quoted = write("quoted.capnp", std::string(kHeader) +
+                                          "const graph :Graph = (schedule = (async = (onStale = \"drop\")));\n");
+  r = load_graph(quoted, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(all(r), quoted.string() +
+                        ":3:54: Type mismatch; expected OnStale. OnStale is one of: wait, drop "
+                        "(written without quotes)\n");
+  // Not an enum field: the compiler's message alone.
+  auto other = write("other.capnp", std::string(kHeader) + "const graph :Graph = (name = nothing);\n");
+  r = load_graph(other, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(all(r), other.string() + ":3:30: Not defined: nothing\n");
+}
+
 TEST_F(GraphLoader, UnknownFieldIsAnError) {
   auto file = write("field.capnp", std::string(kHeader) + "const graph :Graph = (actorz = []);\n");
   auto r = load_graph(file, default_import_dirs());

@@ -4,6 +4,7 @@
 #include <capnp/schema.h>
 
 #include "runtime/graph/check_kinds.hpp"
+#include "runtime/graph/enum_hints.hpp"
 
 namespace milesrt::graph {
 namespace {
@@ -49,7 +50,7 @@ std::string set_field(capnp::DynamicStruct::Builder target, const std::string& n
           target.set(*field, capnp::DynamicEnum(*e));
           return "";
         }
-        return "not a value of this enum";
+        return "'" + text + "' is not one of " + enumerant_list(type.asEnum());
       }
       default:
         return "field '" + name + "' cannot be set from the command line";
@@ -89,9 +90,16 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
       return std::nullopt;
     }
     const runtime::kind_descriptor* kind = kinds.find(actor.getKind().cStr());
-    if (kind == nullptr) return fail("actor '" + head + "' has unknown kind '" + std::string(actor.getKind().cStr()) + "'");
+    if (kind == nullptr) {
+      std::string known;
+      for (const auto& n : kinds.names()) known += (known.empty() ? "" : ", ") + n;
+      return fail("actor '" + head + "' has unknown kind '" + std::string(actor.getKind().cStr()) +
+                  "' (known: " + (known.empty() ? "none" : known) + ")");
+    }
     if (!kind->params_member.empty()) {
       capnp::DynamicStruct::Builder params = capnp::toDynamic(actor.getParams());
+      auto problem = params_member_problem(*kind);
+      if (!problem.empty()) return fail(problem);
       auto member = params.getSchema().getFieldByName(kind->params_member);
       bool present = false;
       KJ_IF_MAYBE(which, params.which()) { present = *which == member; }

@@ -1,11 +1,23 @@
 #pragma once
-/// Which libtorch this build links and which devices it can reach.
+/// Which libtorch this build links and which devices it can reach; the device and dtype a graph
+/// file names (schemas/device.capnp) as libtorch's.
 
 #include <string>
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include "milesrt/device.capnp.h"
 
 namespace milesrt::llm {
 
 /// "libtorch 2.11.0 (CUDA 13.0 part linked, 0 CUDA devices)": printed by `milesrt --version`.
 std::string torch_summary();
+
+/// cpu -> kCPU, cuda -> kCUDA (the current CUDA device).
+c10::Device to_device(schema::Device device);
+
+/// fp32 -> kFloat, bf16 -> kBFloat16.
+c10::ScalarType to_dtype(schema::Dtype dtype);
 
 }  // namespace milesrt::llm
