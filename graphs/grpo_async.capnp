@@ -1,6 +1,9 @@
-# Stage 2 of the arithmetic example, asynchronous: the same actors as grpo_sync.capnp, only
-# the schedule block differs. Generation runs ahead of training by at most one version; the
-# colocated publisher copies each version into the engine's own buffer (one flat copy).
+# Stage 2 of the arithmetic example, asynchronous: the same actors as grpo_sync.capnp; the
+# schedule block differs, and so does the publisher's handover. Generation runs ahead of training
+# by at most one version, so the trainer trains while a version is being published: with
+# handover = copy the trainer's process keeps an immutable copy of each version (one flat copy),
+# which the colocated engine adopts. (handover = share, the sync graph's default, would hand the
+# engine the very buffer the trainer is changing.)
 @0xd77a2c0e1b5f4a93;
 using import "/milesrt/graph.capnp".Graph;
 
@@ -20,7 +23,8 @@ const graph :Graph = (
                           lr = 5e-4, gradClip = 1.0, epsClip = 0.2,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
                           evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_async_model"))),
-    (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
+    (name = "publisher", kind = "publisher",
+     params = (publisher = (transport = colocated, handover = copy, keepVersions = 4))),
   ],
   edges = [
     (from = "data.prompts", to = "rollout.prompts"),

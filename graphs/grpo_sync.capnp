@@ -1,8 +1,9 @@
 # Stage 2 of the arithmetic example: GRPO from the SFT model, synchronous schedule. Each step the
 # rollout samples a group of completions per prompt under version k, the math reward checks them
 # against the true sums, groups whose samples all agree are dropped (no signal), the trainer
-# takes a GRPO step and the colocated publisher hands version k+1 to the engine (in the sync
-# schedule the engine reads the trainer's own weights: nothing is copied).
+# takes a GRPO step and the colocated publisher hands version k+1 to the engine (handover =
+# share, the default: the engine reads the trainer's own weights and nothing is copied, which the
+# sync schedule allows since the trainer waits until the version is published).
 @0xf4433c33f532258d;
 using import "/milesrt/graph.capnp".Graph;
 

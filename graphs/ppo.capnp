@@ -27,8 +27,8 @@
 #              dynamic sampling is off (turn it on to drop them as in GRPO).
 #   trainer    the learner: estimator = "gae" (gamma, lambda as the critic's), PPO clipped loss,
 #              AdamW (PATH: trainer.model = rollout.model; evalData, exportDir).
-#   publisher  hands the new weights to the rollout engine (colocated: the engine reads the
-#              trainer's own weights in this process, nothing is copied).
+#   publisher  hands the new weights to the rollout engine (colocated, handover = share: the
+#              engine reads the trainer's own weights in this process, nothing is copied).
 #
 # Run it:   build/milesrt run graphs/ppo.capnp [--set run.steps=5] [--set critic.lr=1e-4]
 @0x8c212684a630a051;

@@ -8,12 +8,11 @@
 #include <chrono>
 #include <cstdio>
 
-#include "actors/lib/weights/cuda_ipc.hpp"
-#include "actors/lib/weights/disk_delta.hpp"
-#include "actors/lib/weights/ipc.hpp"
+#include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
 #include "actors/lib/weights/nccl_broadcast.hpp"
 #include "actors/lib/weights/tensor_hash.hpp"
+#include "actors/lib/weights/transport.hpp"
 #include "milesrt/publisher.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -22,9 +21,10 @@ using namespace milesrt::weights;  // the publish protocol and its transports
 namespace {
 using namespace milesrt::runtime;
 namespace fs = std::filesystem;
+using Transport = schema::PublisherParams::Transport;
 
-/// Sent to itself after answering: the NCCL side of a broadcast / p2p publish, which blocks until
-/// every engine takes part (they do once they get the update).
+/// Sent to itself after answering: the part of a publish that waits for the engines (NCCL
+/// collectives), which they join once they get the update.
 using ncclgo_atom = caf::atom_constant<caf::atom("ncclgo")>;
 
 using publisher_actor = stage_actor::extend<caf::replies_to<fullcopy_atom, uint64_t>::with<std::string>,
@@ -32,40 +32,50 @@ using publisher_actor = stage_actor::extend<caf::replies_to<fullcopy_atom, uint6
 
 struct publisher_state {
   std::string name;
-  std::string transport;
+  Transport kind = Transport::COLOCATED;
   bool verify = true;
-  bool async = false;
-  std::shared_ptr<process_store> store;
-  fs::path dir;
-  uint32_t full_every = 0;
-  std::unique_ptr<delta_writer> writer;
-  std::unique_ptr<shm_publisher> shm;
-  uint32_t engines = 1;         ///< broadcast / p2p: engine ranks (1..engines; the trainer is rank 0)
-  int64_t bucket_bytes = 256 << 20;
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
-  std::string nccl_location;    ///< "nccl:<world>:<bucket bytes>:<hex id>", made on the first publish
-  nccl_id id{};
-  std::unique_ptr<nccl_broadcaster> nccl;
-  std::shared_ptr<llm::flat_params> nccl_src;  ///< the version the next ncclgo sends
-  std::vector<transfer> plan;   ///< p2p: computed once
-#endif
-#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
-  std::unique_ptr<cuda_ipc_publisher> cuda_ipc;  ///< ipc of weights on a GPU
-#endif
-  /// disk_delta: CPU copies of the last versions published, for full copies an engine asks for
-  /// after the trainer has moved on.
-  std::map<uint64_t, std::shared_ptr<llm::flat_params>> held;
+  bool copies = false;  ///< handover = copy: publish the immutable copy of each version
+  std::shared_ptr<local_versions> versions;  ///< this process's trainers and their copies
+  transport_options options;
+  std::unique_ptr<transport> out;  ///< made on the first version (ipc picks by its device)
+  bool warned_share = false;
 };
 
-std::string transport_name(schema::PublisherParams::Transport t) {
-  switch (t) {
-    case schema::PublisherParams::Transport::COLOCATED: return "colocated";
-    case schema::PublisherParams::Transport::IPC: return "ipc";
-    case schema::PublisherParams::Transport::BROADCAST: return "broadcast";
-    case schema::PublisherParams::Transport::P2P: return "p2p";
-    case schema::PublisherParams::Transport::DISK_DELTA: return "disk_delta";
+/// The weights of the version `ref` announces, as the handover says, or an error naming why
+/// there are none.
+caf::expected<published_version> find_version(publisher_state& st, const weights_ref& ref) {
+  auto live = st.versions->live(ref.channel);
+  if (!live) {
+    return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': no trainer '" + ref.channel +
+                                                        "' in this process (place the publisher with the trainer)");
   }
-  return "?";
+  published_version v;
+  v.version = ref.version;
+  if (st.copies) {
+    v.weights = st.versions->frozen(ref.channel, ref.version);
+    v.frozen = true;
+    if (!v.weights) {
+      return caf::make_error(caf::sec::runtime_error,
+                             "publisher '" + st.name + "': trainer '" + ref.channel + "' has no copy of version " +
+                                 std::to_string(ref.version) + " (it keeps " + st.versions->kept_range(ref.channel) +
+                                 "; handover = copy needs a trainer that announces its versions to the weights library)");
+    }
+    return v;
+  }
+  v.weights = std::move(live);
+  const uint64_t latest = st.versions->latest(ref.channel);
+  if (latest > ref.version && !st.warned_share) {
+    // The trainer went on training before this version was published: the engines would read
+    // weights that change under them (an async schedule with handover = share).
+    st.warned_share = true;
+    std::fprintf(stderr,
+                 "publisher '%s': trainer '%s' is at version %llu while version %llu is published; with "
+                 "handover = share the engines read weights that training changes (an async schedule needs "
+                 "publisher.handover = copy)\n",
+                 st.name.c_str(), ref.channel.c_str(), static_cast<unsigned long long>(latest),
+                 static_cast<unsigned long long>(ref.version));
+  }
+  return v;
 }
 
 publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<publisher_state> self,
@@ -79,75 +89,30 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
                                  "publisher '" + st.name + "': port '" + port + "' expects a weights_ref");
         }
         const auto& ref = e.payload.get_as<weights_ref>(0);
-        auto src = st.store->get<llm::flat_params>("weights/" + ref.channel);
-        if (!src) {
-          return caf::make_error(caf::sec::runtime_error,
-                                 "publisher '" + st.name + "': no trainer '" + ref.channel +
-                                     "' in this process (place the publisher with the trainer)");
-        }
+        auto v = find_version(st, ref);
+        if (!v) return std::move(v.error());
         const auto t0 = std::chrono::steady_clock::now();
         weights_update u;
         u.version = ref.version;
-        u.transport = st.transport;
         u.channel = ref.channel;
         u.pid = static_cast<int64_t>(::getpid());
         u.publisher = caf::actor_cast<caf::actor>(self);
-        node_reply reply;
+        const auto& buffer = v->weights->buffer();
         try {
           at::NoGradGuard no_grad;
-          const bool share = st.transport == "colocated" && !st.async;
-          if (st.verify && !share) u.hashes = param_hashes(*src);
-          if (st.transport == "colocated") {
-            u.share = share;
-          } else if (st.transport == "disk_delta") {
-            if (!st.writer) st.writer = std::make_unique<delta_writer>(st.dir, st.full_every);
-            st.writer->publish(*src, ref.version);
-            u.location = st.dir.string();
-            st.held[ref.version] = src->copy(src->buffer().scalar_type(), at::Device(at::kCPU));
-            while (st.held.size() > 2) st.held.erase(st.held.begin());
-          } else if (st.transport == "ipc" && src->buffer().is_cuda()) {
-#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
-            if (!st.cuda_ipc) {
-              st.cuda_ipc = std::make_unique<cuda_ipc_publisher>(
-                  src->buffer().numel() * src->buffer().element_size(), src->buffer().device().index());
-            }
-            u.location = st.cuda_ipc->publish(*src);
-#else
-            throw std::runtime_error("ipc of weights on a GPU needs a build with CUDA");
-#endif
-          } else if (st.transport == "ipc") {
-            const size_t bytes = src->buffer().numel() * src->buffer().element_size();
-            if (!st.shm) {
-              u.location = "/milesrt-" + std::to_string(::getpid()) + "-" + st.name;
-              st.shm = std::make_unique<shm_publisher>(u.location, bytes);
-            }
-            u.location = "/milesrt-" + std::to_string(::getpid()) + "-" + st.name;
-            st.shm->publish(*src, ref.version);
-          } else {
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
-            if (!src->buffer().is_cuda()) {
-              throw std::runtime_error("transport '" + st.transport + "' moves weights between GPUs; the trainer's are on " +
-                                       src->buffer().device().str());
-            }
-            if (st.nccl_location.empty()) {
-              st.id = nccl_broadcaster::make_id();
-              st.nccl_location = "nccl:" + std::to_string(st.engines + 1) + ":" + std::to_string(st.bucket_bytes) +
-                                 ":" + nccl_id_to_hex(st.id);
-            }
-            u.location = st.nccl_location;
-            st.nccl_src = src;
-            self->send(self, ncclgo_atom::value);  // after this answer has gone out
-#else
-            throw std::runtime_error("transport '" + st.transport + "' needs a build with CUDA and NCCL");
-#endif
-          }
+          if (!st.out) st.out = make_transport(st.kind, buffer.device(), st.options);
+          u.transport = st.out->name();
+          const bool after_reply = st.out->publish(*v, u);
+          if (st.verify && !u.share) u.hashes = param_hashes(*v->weights);
+          if (after_reply) self->send(self, ncclgo_atom::value);  // handled after this answer went out
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "', version " +
                                                               std::to_string(ref.version) + ": " + ex.what());
         }
+        node_reply reply;
         reply.metrics["publish_seconds"] =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        reply.metrics["publish_bytes"] = static_cast<double>(src->buffer().numel() * src->buffer().element_size());
+        reply.metrics["publish_bytes"] = static_cast<double>(buffer.numel() * buffer.element_size());
         envelope out;
         out.min_version = out.max_version = ref.version;
         out.payload = caf::make_message(std::move(u));
@@ -156,44 +121,25 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
       },
       [=](fullcopy_atom, uint64_t version) -> caf::result<std::string> {
         auto& st = self->state;
-        if (!st.writer || st.held.empty()) {
-          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "' has published nothing on disk");
-        }
-        auto it = st.held.find(version);
-        if (it == st.held.end()) {
-          return caf::make_error(caf::sec::runtime_error,
-                                 "publisher '" + st.name + "' no longer holds version " + std::to_string(version) +
-                                     " (it holds " + std::to_string(st.held.begin()->first) + ".." +
-                                     std::to_string(st.held.rbegin()->first) + ")");
-        }
         try {
-          return st.writer->write_full(*it->second, version).string();
+          if (!st.out) throw full_copy_refused("has published nothing on disk");
+          return st.out->full_copy(version);
+        } catch (const full_copy_refused& ex) {
+          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "' " + ex.what());
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': " + ex.what());
         }
       },
       [=](ncclgo_atom) {
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
         auto& st = self->state;
         try {
-          auto src = st.nccl_src;
-          if (!st.nccl) {
-            st.nccl = std::make_unique<nccl_broadcaster>(st.id, static_cast<int>(st.engines) + 1, 0,
-                                                         src->buffer().device().index());
-          }
-          if (st.transport == "broadcast") {
-            st.nccl->broadcast(*src, 0, st.bucket_bytes);
-          } else {
-            if (st.plan.empty()) st.plan = plan_whole_model(src->element_counts(), static_cast<int>(st.engines));
-            st.nccl->run_plan(*src, st.plan);
-          }
+          st.out->after_reply();
         } catch (const std::exception& ex) {
           // Nobody waits on this message: the engines' requests meet their deadlines, and this
           // line says why.
-          std::fprintf(stderr, "publisher '%s': %s: %s\n", st.name.c_str(), st.transport.c_str(), ex.what());
+          std::fprintf(stderr, "publisher '%s': %s: %s\n", st.name.c_str(), st.out->name(), ex.what());
           self->quit(caf::make_error(caf::sec::runtime_error, ex.what()));
         }
-#endif
       },
       [=](snapshot_atom, const std::string&) { return actor_state{}; },
       [=](restore_atom, const std::string&, const actor_state&) { return true; },
@@ -211,6 +157,7 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
     if (p.getEngines() == 0) problems.push_back("engines: must be at least 1 for " + transport_name(t));
     if (p.getBucketMb() == 0) problems.push_back("bucketMb: must be at least 1");
   }
+  if (p.getKeepVersions() == 0) problems.push_back("keepVersions: must be at least 1");
   return problems;
 }
 
@@ -230,14 +177,20 @@ void register_publisher_kind(kind_registry& registry) {
     for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.publisher." + problem);
     auto init = std::make_shared<publisher_state>();
     init->name = s.name;
-    init->transport = transport_name(p.getTransport());
+    init->kind = p.getTransport();
     init->verify = p.getVerify();
-    init->async = s.async_schedule;
-    init->store = s.store;
-    init->full_every = p.getFullEvery();
-    init->engines = p.getEngines();
-    init->bucket_bytes = static_cast<int64_t>(p.getBucketMb()) << 20;
-    init->dir = p.getDir().size() ? fs::path(std::string(p.getDir())) : s.run_dir / "weights";
+    init->copies = p.getHandover() == schema::PublisherParams::Handover::COPY;
+    init->versions = s.store->get_or_make<local_versions>();
+    // Before any step runs (every actor is spawned first): from now on this process's trainers
+    // freeze a copy of each version they announce.
+    if (init->copies) init->versions->keep_copies(p.getKeepVersions());
+    auto& o = init->options;
+    o.publisher = s.name;
+    o.full_every = p.getFullEvery();
+    o.keep_versions = p.getKeepVersions();
+    o.engines = p.getEngines();
+    o.bucket_bytes = static_cast<int64_t>(p.getBucketMb()) << 20;
+    o.dir = p.getDir().size() ? fs::path(std::string(p.getDir())) : s.run_dir / "weights";
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(publisher_fn, init));
   };
   registry.add(k);

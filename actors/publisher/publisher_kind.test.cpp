@@ -1,6 +1,7 @@
-// The publisher kind as a real actor: what it announces for each transport (colocated share in
-// the sync schedule, a copy with hashes in the async one, disk_delta, ipc), the errors it names,
-// and the full copy an engine asks for when a delta is corrupt.
+// The publisher kind as a real actor: what it announces for each transport (colocated with
+// handover = share, the trainer's buffer itself; with handover = copy, a kept copy with hashes;
+// disk_delta, ipc), the errors it names, and the full copy an engine asks for when a delta is
+// corrupt. The test plays the trainer: it announces each version to local_versions first.
 #include "actors/publisher/publisher_kind.hpp"
 
 #include <ATen/ATen.h>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/weights/apply.hpp"
+#include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
 #include "actors/lib/weights/tensor_hash.hpp"
 #include "runtime/testing/kind_testing.hpp"
@@ -25,6 +27,7 @@ using namespace milesrt::runtime;
 using namespace milesrt::kind_testing;
 namespace fs = std::filesystem;
 using Transport = schema::PublisherParams::Transport;
+using Handover = schema::PublisherParams::Handover;
 
 const std::string config = R"({"model_type": "qwen3", "vocab_size": 32, "hidden_size": 32,
   "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -52,24 +55,23 @@ class PublisherKind : public ::testing::Test {
   ~PublisherKind() override { fs::remove_all(dir_); }
   caf::actor_system& sys() { return system_->sys(); }
 
-  caf::actor spawn(Transport t, bool async, bool verify = true) {
+  caf::actor spawn(Transport t, Handover h, bool verify = true, uint32_t keep = 4) {
     params_of<schema::PublisherParams> p;
     p->setTransport(t);
+    p->setHandover(h);
     p->setVerify(verify);
+    p->setKeepVersions(keep);
     auto s = p.setup();
     s.name = "pub";
-    s.async_schedule = async;
     s.run_dir = dir_;
     s.store = store_;
     return kinds_.find("publisher")->spawn(sys(), s);
   }
 
-  /// Announces `version` of the trainer's weights and returns the one weights_update published.
+  /// Announces `version` of the trainer's weights (as the trainer does when it answers its step)
+  /// and returns the one weights_update published.
   weights_update publish(const caf::actor& a, uint64_t version) {
-    weights_ref ref;
-    ref.version = version;
-    ref.channel = "trainer";
-    ref.pid = ::getpid();
+    weights_ref ref = versions_->announce("trainer", version);
     auto reply = ask<node_reply>(sys(), a, process_atom::value, std::string("weights"), wrap(ref));
     if (!reply) {
       ADD_FAILURE() << sys().render(reply.error());
@@ -95,15 +97,16 @@ class PublisherKind : public ::testing::Test {
                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::unique_ptr<llm::decoder> trainer_ = llm::decoder::random(config, at::kFloat, at::kCPU, 1);
   std::unique_ptr<llm::decoder> engine_ = llm::decoder::random(config, at::kFloat, at::kCPU, 2);
-  std::shared_ptr<process_store> store_ = [this] {
-    auto s = std::make_shared<process_store>();
-    s->put("weights/trainer", trainer_->shared_params());
-    return s;
+  std::shared_ptr<process_store> store_ = std::make_shared<process_store>();
+  std::shared_ptr<local_versions> versions_ = [this] {
+    auto v = store_->get_or_make<local_versions>();
+    v->add_trainer("trainer", trainer_->shared_params());
+    return v;
   }();
 };
 
-TEST_F(PublisherKind, colocated_sync_shares_without_hashes) {
-  auto a = spawn(Transport::COLOCATED, false);
+TEST_F(PublisherKind, colocated_share_hands_over_the_trainers_buffer_without_hashes) {
+  auto a = spawn(Transport::COLOCATED, Handover::SHARE);
   auto u = publish(a, 3);
   EXPECT_EQ(u.version, 3u);
   EXPECT_EQ(u.transport, "colocated");
@@ -113,27 +116,64 @@ TEST_F(PublisherKind, colocated_sync_shares_without_hashes) {
   EXPECT_EQ(u.pid, ::getpid());
   EXPECT_EQ(u.publisher, caf::actor_cast<caf::actor>(a));
   receiver r;
-  r.apply(*engine_, u, *store_);
+  r.apply(*engine_, u, *versions_);
   EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
 }
 
-TEST_F(PublisherKind, colocated_async_copies_with_hashes) {
-  auto a = spawn(Transport::COLOCATED, true);
+TEST_F(PublisherKind, colocated_copy_publishes_a_kept_copy_with_hashes) {
+  auto a = spawn(Transport::COLOCATED, Handover::COPY);
   auto u = publish(a, 1);
   EXPECT_EQ(u.transport, "colocated");
   EXPECT_FALSE(u.share);
   EXPECT_EQ(u.hashes, param_hashes(trainer_->params()));
   receiver r;
-  r.apply(*engine_, u, *store_);
+  r.apply(*engine_, u, *versions_);
   EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
   // verify off: no hashes.
-  auto b = spawn(Transport::COLOCATED, true, false);
+  auto b = spawn(Transport::COLOCATED, Handover::COPY, false);
   EXPECT_TRUE(publish(b, 2).hashes.empty());
 }
 
+// handover = copy when training overlaps publishing (the async schedule): the trainer's next step
+// starts right after it announced version 1, before the publisher and the engine see it; what
+// they publish and apply is still version 1, whole.
+TEST_F(PublisherKind, copy_keeps_a_published_version_intact_while_the_trainer_trains) {
+  auto a = spawn(Transport::COLOCATED, Handover::COPY, true, 2);
+  weights_ref ref = versions_->announce("trainer", 1);
+  const auto v1 = trainer_->params().buffer().detach().clone();
+  nudge(*trainer_, 31);  // step 2 runs
+  auto reply = ask<node_reply>(sys(), a, process_atom::value, std::string("weights"), wrap(ref));
+  ASSERT_TRUE(reply) << sys().render(reply.error());
+  auto u = reply->outputs.at(0).item.payload.get_as<weights_update>(0);
+  receiver r;
+  r.apply(*engine_, u, *versions_);  // verifies the hashes of version 1 too
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1));
+  nudge(*trainer_, 32);
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1)) << "training reached the published version";
+  // A version the trainer did not announce (so no copy was taken) is refused, not read live.
+  weights_ref unannounced = ref;
+  unannounced.version = 7;
+  auto refused = ask<node_reply>(sys(), a, process_atom::value, std::string("weights"), wrap(unannounced));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(sys().render(refused.error()).find("has no copy of version 7"), std::string::npos)
+      << sys().render(refused.error());
+}
+
+TEST_F(PublisherKind, share_hands_over_the_same_buffer_and_copy_never_does) {
+  auto shared = spawn(Transport::COLOCATED, Handover::SHARE);
+  receiver r;
+  r.apply(*engine_, publish(shared, 1), *versions_);
+  EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
+  EXPECT_EQ(engine_->shared_params(), trainer_->shared_params());
+  auto copied = spawn(Transport::COLOCATED, Handover::COPY);
+  r.apply(*engine_, publish(copied, 2), *versions_);
+  EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
+  EXPECT_EQ(engine_->params().buffer().data_ptr(), versions_->frozen("trainer", 2)->buffer().data_ptr());
+}
+
 TEST_F(PublisherKind, ipc_publishes_into_a_segment_the_receiver_reads) {
-  auto a = spawn(Transport::IPC, true);
+  auto a = spawn(Transport::IPC, Handover::SHARE);
   receiver r;
   for (uint64_t v = 1; v <= 2; ++v) {
     if (v > 1) nudge(*trainer_, 5);
@@ -141,13 +181,13 @@ TEST_F(PublisherKind, ipc_publishes_into_a_segment_the_receiver_reads) {
     EXPECT_EQ(u.transport, "ipc");
     EXPECT_EQ(u.location, "/milesrt-" + std::to_string(::getpid()) + "-pub");
     EXPECT_EQ(u.hashes, param_hashes(trainer_->params()));
-    r.apply(*engine_, u, *store_);
+    r.apply(*engine_, u, *versions_);
     EXPECT_TRUE(same_weights(*trainer_, *engine_)) << "version " << v;
   }
 }
 
 TEST_F(PublisherKind, disk_delta_versions_apply_bit_exact) {
-  auto a = spawn(Transport::DISK_DELTA, true);
+  auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   receiver r;
   for (uint64_t v = 1; v <= 3; ++v) {
     if (v > 1) nudge(*trainer_, v);
@@ -155,16 +195,16 @@ TEST_F(PublisherKind, disk_delta_versions_apply_bit_exact) {
     EXPECT_EQ(u.transport, "disk_delta");
     EXPECT_EQ(fs::path(u.location), dir_ / "weights");  // the run dir's default
     EXPECT_TRUE(fs::exists(dir_ / "weights" / ("v" + std::to_string(v))));
-    r.apply(*engine_, u, *store_);
+    r.apply(*engine_, u, *versions_);
     EXPECT_TRUE(same_weights(*trainer_, *engine_)) << "version " << v;
   }
   EXPECT_EQ(r.full_copies(), 0u);
 }
 
 TEST_F(PublisherKind, corrupt_delta_is_replaced_by_a_full_copy_from_the_publisher) {
-  auto a = spawn(Transport::DISK_DELTA, true);
+  auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   receiver r;
-  r.apply(*engine_, publish(a, 1), *store_);
+  r.apply(*engine_, publish(a, 1), *versions_);
   nudge(*trainer_, 8);
   auto u = publish(a, 2);
   const fs::path v2 = dir_ / "weights" / "v2";
@@ -180,14 +220,14 @@ TEST_F(PublisherKind, corrupt_delta_is_replaced_by_a_full_copy_from_the_publishe
     io.seekp(fs::file_size(f) / 2);
     io.put(static_cast<char>(c ^ 0x21));
   }
-  r.apply(*engine_, u, *store_);
+  r.apply(*engine_, u, *versions_);
   EXPECT_EQ(r.full_copies(), 1u);
   EXPECT_EQ(r.version(), 2u);
   EXPECT_TRUE(fs::exists(dir_ / "weights" / "v2-full"));
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
   // Deltas go on from there.
   nudge(*trainer_, 9);
-  r.apply(*engine_, publish(a, 3), *store_);
+  r.apply(*engine_, publish(a, 3), *versions_);
   EXPECT_EQ(r.full_copies(), 1u);
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
 }
@@ -197,9 +237,9 @@ TEST_F(PublisherKind, corrupt_delta_is_replaced_by_a_full_copy_from_the_publishe
 // The publisher keeps CPU copies of the versions it published, so a full copy asked for after
 // the trainer moved on holds the requested version.
 TEST_F(PublisherKind, full_copy_holds_the_requested_version_after_the_trainer_moved_on) {
-  auto a = spawn(Transport::DISK_DELTA, true);
+  auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   receiver r;
-  r.apply(*engine_, publish(a, 1), *store_);
+  r.apply(*engine_, publish(a, 1), *versions_);
   nudge(*trainer_, 8);
   auto u = publish(a, 2);
   auto v2 = trainer_->params().buffer().detach().clone();
@@ -213,7 +253,7 @@ TEST_F(PublisherKind, full_copy_holds_the_requested_version_after_the_trainer_mo
   nudge(*trainer_, 10);  // the trainer's next step, not yet published
   std::string error;
   try {
-    r.apply(*engine_, u, *store_);
+    r.apply(*engine_, u, *versions_);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -222,7 +262,7 @@ TEST_F(PublisherKind, full_copy_holds_the_requested_version_after_the_trainer_mo
 }
 
 TEST_F(PublisherKind, full_copy_request_before_any_disk_publish_is_an_error) {
-  auto a = spawn(Transport::DISK_DELTA, true);
+  auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   auto reply = ask<std::string>(sys(), a, fullcopy_atom::value, uint64_t{1});
   ASSERT_FALSE(reply);
   EXPECT_NE(sys().render(reply.error()).find("publisher 'pub' has published nothing on disk"), std::string::npos)
@@ -230,7 +270,7 @@ TEST_F(PublisherKind, full_copy_request_before_any_disk_publish_is_an_error) {
 }
 
 TEST_F(PublisherKind, errors_name_the_publisher_and_the_problem) {
-  auto a = spawn(Transport::COLOCATED, false);
+  auto a = spawn(Transport::COLOCATED, Handover::SHARE);
   auto wrong_port = ask<node_reply>(sys(), a, process_atom::value, std::string("batches"), wrap(weights_ref{}));
   ASSERT_FALSE(wrong_port);
   EXPECT_NE(sys().render(wrong_port.error()).find("publisher 'pub': port 'batches' expects a weights_ref"),
@@ -251,8 +291,13 @@ TEST_F(PublisherKind, errors_name_the_publisher_and_the_problem) {
   ASSERT_FALSE(problems.empty());
   EXPECT_NE(problems.back().find("engines: must be at least 1"), std::string::npos) << problems.back();
   EXPECT_THROW(kinds_.find("publisher")->spawn(sys(), p.setup()), std::invalid_argument);
+  params_of<schema::PublisherParams> none_kept;
+  none_kept->setKeepVersions(0);
+  problems = kinds_.find("publisher")->check_params(capnp::toDynamic(none_kept->asReader()));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "keepVersions: must be at least 1");
 #ifdef MILESRT_PUBLISHER_HAVE_NCCL
-  auto b = spawn(Transport::BROADCAST, false);
+  auto b = spawn(Transport::BROADCAST, Handover::SHARE);
   ref.channel = "trainer";
   auto on_cpu = ask<node_reply>(sys(), b, process_atom::value, std::string("weights"), wrap(ref));
   ASSERT_FALSE(on_cpu);

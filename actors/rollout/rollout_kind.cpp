@@ -8,6 +8,7 @@
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/apply.hpp"
+#include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/llm/messages.hpp"
@@ -43,7 +44,7 @@ struct rollout_state {
   sampling_params base;
   pause_mode mode = pause_mode::retract;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
-  std::shared_ptr<runtime::process_store> store;
+  std::shared_ptr<weights::local_versions> versions;  ///< this process's trainers (colocated publishing)
   weights::receiver receiver;  ///< what this engine holds of the published versions
   uint64_t next_request = 1;
   bool stepping = false;
@@ -115,7 +116,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
                                         sampling_params base, pause_mode mode,
                                         std::shared_ptr<runtime::process_store> store, uint32_t replica) {
   auto& st = self->state;
-  st.store = std::move(store);
+  st.versions = store->get_or_make<weights::local_versions>();
   st.receiver.set_rank(static_cast<int>(replica) + 1);  // NCCL transports: the trainer is rank 0
   st.model = std::move(model_holder);
   st.codec = std::move(codec);
@@ -134,7 +135,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
             version = u.version;
             try {
               auto t0 = std::chrono::steady_clock::now();
-              s.receiver.apply(*s.model, u, *s.store);
+              s.receiver.apply(*s.model, u, *s.versions);
               reply.metrics["publish_apply_seconds"] =
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             } catch (const std::exception& ex) {

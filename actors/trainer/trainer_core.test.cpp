@@ -14,6 +14,7 @@
 
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/weights/apply.hpp"
+#include "actors/lib/weights/local_versions.hpp"
 
 namespace milesrt::trainer {
 using namespace milesrt::rl;
@@ -346,8 +347,8 @@ TEST(trainer_core, a_colocated_engine_sharing_the_weights_keeps_the_trainer_trai
   o.optimizer.lr = 1e-2;
   policy_trainer t(tiny(), o);
   auto engine = tiny(dense_config, 9);
-  runtime::process_store store;
-  store.put("weights/trainer", t.model().shared_params());
+  weights::local_versions store;
+  store.add_trainer("trainer", t.model().shared_params());
   weights::receiver r;
   weights::weights_update u;
   u.version = 1;

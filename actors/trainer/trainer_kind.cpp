@@ -1,14 +1,13 @@
 #include "actors/trainer/trainer_kind.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <sstream>
 
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
+#include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/text_codec.hpp"
@@ -37,8 +36,9 @@ struct trainer_state {
   fs::path source_dir;  ///< the model folder training started from (its tokenizer files)
   std::shared_ptr<llm::text_codec> codec;
   std::string name;
-  std::shared_ptr<process_store> store;
-  bool async = false;
+  /// This process's weights registry: the publisher and colocated engines read the versions
+  /// this trainer announces there.
+  std::shared_ptr<weights::local_versions> versions;
   uint64_t version = 0;
   uint64_t total_steps = 0;
   eval_settings eval;
@@ -170,24 +170,13 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         }
         reply.version = step;
         weights::weights_ref ref;
-        ref.version = step;
-        ref.channel = st.name;
-        if (st.async) {
-          // Training goes on while this version is published: publish a copy of it that nothing
-          // changes (the engine adopts it), under its own channel; a few versions are kept.
-          try {
-            at::NoGradGuard no_grad;
-            const auto& live = st.core->model().params();
-            auto copy = live.copy(live.buffer().scalar_type(), live.buffer().device());
-            ref.channel = st.name + "@" + std::to_string(step);
-            st.store->put("weights/" + ref.channel, copy);
-            if (step > 4) st.store->erase("weights/" + st.name + "@" + std::to_string(step - 4));
-          } catch (const std::exception& e) {
-            return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': copy of version " +
-                                                                std::to_string(step) + ": " + e.what());
-          }
+        try {
+          // Inside this answer, before the next step can change the weights: when the publisher
+          // publishes copies (handover = copy), the library freezes one of this version now.
+          ref = st.versions->announce(st.name, step);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, e.what());
         }
-        ref.pid = static_cast<int64_t>(::getpid());
         envelope out;
         out.min_version = out.max_version = step;
         out.payload = caf::make_message(std::move(ref));
@@ -210,6 +199,13 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
           st.core->load(dir);
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
+        }
+        try {
+          // The driver sends the restored version's announcement again (to the publisher):
+          // announce it here too, so that its copy exists when handover = copy.
+          st.versions->announce(st.name, st.version);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, e.what());
         }
         return true;
       },
@@ -339,8 +335,7 @@ void register_trainer_kind(kind_registry& registry) {
 
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;
-    init->store = s.store;
-    init->async = s.async_schedule;
+    init->versions = s.store->get_or_make<weights::local_versions>();
     init->source_dir = std::string(p.getModel());
     init->total_steps = s.steps;
     std::string tok_error;
@@ -360,7 +355,7 @@ void register_trainer_kind(kind_registry& registry) {
     }
     init->core = std::make_unique<policy_trainer>(std::move(model), o);
     // A colocated publisher (and engine) in this process reads the weights from here.
-    s.store->put("weights/" + s.name, init->core->model().shared_params());
+    init->versions->add_trainer(s.name, init->core->model().shared_params());
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(trainer_fn, init));
   };
   registry.add(k);

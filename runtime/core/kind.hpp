@@ -58,7 +58,6 @@ struct actor_setup {
   uint32_t replica = 0;  ///< 0 .. replicas-1
   uint64_t seed = 0;     ///< the run's seed; kinds derive their own streams from it
   std::filesystem::path run_dir;
-  bool async_schedule = false;  ///< the graph's schedule is async (else sync lockstep)
   uint64_t steps = 0;           ///< the run's training steps
   uint32_t batch_size = 1;      ///< items per training step
   /// Shared with the other actors of this process (never null).

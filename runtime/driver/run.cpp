@@ -20,7 +20,6 @@ actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader a
                        std::shared_ptr<process_store> store) {
   actor_setup s;
   s.store = store ? std::move(store) : std::make_shared<process_store>();
-  s.async_schedule = g.reader().getSchedule().isAsync();
   s.steps = g.reader().getRun().getSteps();
   s.batch_size = std::max<uint32_t>(1, g.reader().getRun().getBatchSize());
   s.name = actor.getName();

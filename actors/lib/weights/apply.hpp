@@ -1,20 +1,17 @@
 #pragma once
-/// The engine side of weight publishing: applies a weights_update, whatever its transport, to a
-/// model, and verifies it.
+/// The engine side of weight publishing: applies a weights_update to a model through the
+/// transport it names (transport.hpp), and verifies it.
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/messages.hpp"
-#include "runtime/core/process_store.hpp"
 
 namespace milesrt::weights {
 
-class delta_reader;
-class cuda_ipc_receiver;
-class nccl_broadcaster;
+class local_versions;
+class transport;
 
 class receiver {
  public:
@@ -22,12 +19,14 @@ class receiver {
   ~receiver();
   receiver(receiver&&) noexcept;
   receiver& operator=(receiver&&) noexcept;
-  /// Brings `model` to version u.version. Throws naming the transport and what is wrong.
-  /// disk_delta and ipc verify what they read before writing into the model, so a corrupt delta
-  /// or a torn copy leaves the weights as they were (disk_delta then asks the publisher for a
-  /// full copy). The end-to-end hash check (verifyWeights) runs after the copy: when it fails the
-  /// weights are already overwritten, version() keeps the old number, and the error stops the run.
-  void apply(llm::decoder& model, const weights_update& u, runtime::process_store& store);
+  /// Brings `model` to version u.version; `local` is this process's local_versions (colocated
+  /// publishing finds the trainer's weights there). Throws naming the transport and what is
+  /// wrong. disk_delta and ipc verify what they read before writing into the model, so a corrupt
+  /// delta or a torn copy leaves the weights as they were (disk_delta then asks the publisher for
+  /// a full copy). The end-to-end hash check (verifyWeights) runs after the copy: when it fails
+  /// the weights are already overwritten, version() keeps the old number, and the error stops the
+  /// run.
+  void apply(llm::decoder& model, const weights_update& u, local_versions& local);
   /// broadcast / p2p: this engine's NCCL rank (its replica + 1; the trainer is rank 0).
   void set_rank(int rank) { rank_ = rank; }
   /// The version the model holds (0 = as loaded).
@@ -38,11 +37,8 @@ class receiver {
  private:
   uint64_t version_ = 0;
   uint64_t full_copies_ = 0;
-  std::unique_ptr<delta_reader> delta_;
-  std::unique_ptr<cuda_ipc_receiver> cuda_ipc_;
-  std::unique_ptr<nccl_broadcaster> nccl_;
-  std::vector<struct transfer> plan_;  ///< p2p: computed once
   int rank_ = 1;
+  std::unique_ptr<transport> transport_;  ///< kept while updates keep to it (its state: delta base, NCCL)
 };
 
 }  // namespace milesrt::weights

@@ -1,5 +1,5 @@
-// The engine side of publishing (receiver::apply) on tiny CPU models: colocated share and copy,
-// disk_delta over several versions and a corrupt delta, ipc within one process, versions that go
+// The engine side of publishing (receiver::apply) on tiny CPU models: colocated share, copy and
+// adopting a kept copy (handover = copy), disk_delta over several versions and a corrupt delta, ipc within one process, versions that go
 // backwards, and verifyWeights catching tampered hashes.
 #include "actors/lib/weights/apply.hpp"
 
@@ -14,6 +14,7 @@
 
 #include "actors/lib/weights/disk_delta.hpp"
 #include "actors/lib/weights/ipc.hpp"
+#include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/tensor_hash.hpp"
 
 namespace milesrt::weights {
@@ -72,9 +73,9 @@ std::string error_of(F&& f) {
 
 class Apply : public ::testing::Test {
  protected:
-  Apply() { store_.put("weights/trainer", trainer_->shared_params()); }
+  Apply() { local_.add_trainer("trainer", trainer_->shared_params()); }
   std::unique_ptr<llm::decoder> trainer_ = tiny(1), engine_ = tiny(2);
-  runtime::process_store store_;
+  local_versions local_;
   receiver r_;
 };
 
@@ -82,14 +83,14 @@ TEST_F(Apply, colocated_share_uses_the_trainers_own_buffer) {
   ASSERT_FALSE(same_weights(*trainer_, *engine_));
   auto u = update(1, "colocated");
   u.share = true;
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   EXPECT_EQ(engine_->shared_params(), trainer_->shared_params());
   EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
   EXPECT_EQ(r_.version(), 1u);
   nudge(*trainer_, 7);  // the engine sees the trainer's next step without any copy
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
   u.version = 2;
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
   EXPECT_EQ(r_.version(), 2u);
 }
@@ -97,24 +98,63 @@ TEST_F(Apply, colocated_share_uses_the_trainers_own_buffer) {
 TEST_F(Apply, colocated_copy_fills_an_own_buffer_bitwise) {
   auto u = update(1, "colocated");
   u.share = true;
-  r_.apply(*engine_, u, store_);  // shares first: the copy must then leave the trainer's buffer
+  r_.apply(*engine_, u, local_);  // shares first: the copy must then leave the trainer's buffer
   nudge(*trainer_, 3);
   u = update(2, "colocated");
   u.hashes = param_hashes(trainer_->params());
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   EXPECT_NE(engine_->shared_params(), trainer_->shared_params());
   EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
   nudge(*trainer_, 4);  // the trainer's next step does not reach the engine's copy
   EXPECT_FALSE(same_weights(*trainer_, *engine_));
   u = update(3, "colocated");
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
   EXPECT_EQ(r_.version(), 3u);
 }
 
+TEST_F(Apply, colocated_copy_handover_keeps_the_published_version_while_the_trainer_trains) {
+  local_.keep_copies(2);  // what a publisher with handover = copy registers
+  auto ref = local_.announce("trainer", 1);
+  EXPECT_EQ(ref.channel, "trainer");
+  const auto v1 = trainer_->params().buffer().detach().clone();
+  nudge(*trainer_, 21);  // the trainer's next step starts before the engine applies version 1
+  auto u = update(1, "colocated");
+  u.hashes = param_hashes(*local_.frozen("trainer", 1));
+  r_.apply(*engine_, u, local_);
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1)) << "the engine got a torn or newer version";
+  EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
+  // The engine adopted the kept copy itself: no second copy.
+  EXPECT_EQ(engine_->params().buffer().data_ptr(), local_.frozen("trainer", 1)->buffer().data_ptr());
+  nudge(*trainer_, 22);
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1));
+  // Versions 2 and 3 are announced; 1 is no longer kept (keep 2), and an engine that still wants
+  // it is told how to keep more.
+  local_.announce("trainer", 2);
+  local_.announce("trainer", 3);
+  EXPECT_EQ(local_.frozen("trainer", 1), nullptr);
+  EXPECT_EQ(local_.kept_range("trainer"), "2..3");
+  receiver late;
+  auto msg = error_of([&] { late.apply(*engine_, update(1, "colocated"), local_); });
+  EXPECT_NE(msg.find("no longer has a copy of version 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("keepVersions"), std::string::npos) << msg;
+  r_.apply(*engine_, update(3, "colocated"), local_);
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), trainer_->params().buffer().detach()));
+  EXPECT_EQ(engine_->params().buffer().data_ptr(), local_.frozen("trainer", 3)->buffer().data_ptr());
+}
+
+TEST_F(Apply, colocated_share_hands_over_the_trainers_buffer_even_when_copies_are_kept) {
+  local_.keep_copies(1);
+  local_.announce("trainer", 1);
+  auto u = update(1, "colocated");
+  u.share = true;
+  r_.apply(*engine_, u, local_);
+  EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
+}
+
 TEST_F(Apply, colocated_without_the_trainer_names_the_channel) {
-  runtime::process_store empty;
+  local_versions empty;
   auto msg = error_of([&] { r_.apply(*engine_, update(1, "colocated"), empty); });
   EXPECT_NE(msg.find("no trainer 'trainer'"), std::string::npos) << msg;
   EXPECT_EQ(r_.version(), 0u);
@@ -129,7 +169,7 @@ TEST_F(Apply, disk_delta_over_three_versions_is_bit_exact) {
     auto u = update(v, "disk_delta");
     u.location = d.path.string();
     u.hashes = param_hashes(trainer_->params());
-    r_.apply(*engine_, u, store_);
+    r_.apply(*engine_, u, local_);
     ASSERT_TRUE(same_weights(*trainer_, *engine_)) << "version " << v;
     EXPECT_EQ(r_.version(), v);
   }
@@ -156,13 +196,13 @@ TEST_F(Apply, corrupt_delta_without_a_publisher_names_the_version) {
   w.publish(trainer_->params(), 1);
   auto u = update(1, "disk_delta");
   u.location = d.path.string();
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   nudge(*trainer_, 9);
   w.publish(trainer_->params(), 2);
   corrupt(d.path, 2);
   auto before = engine_->params().buffer().detach().clone();
   u.version = 2;
-  auto msg = error_of([&] { r_.apply(*engine_, u, store_); });
+  auto msg = error_of([&] { r_.apply(*engine_, u, local_); });
   EXPECT_NE(msg.find("version 2"), std::string::npos) << msg;
   EXPECT_EQ(r_.version(), 1u);
   EXPECT_EQ(r_.full_copies(), 0u);
@@ -179,7 +219,7 @@ TEST_F(Apply, ipc_round_trip_in_one_process) {
     auto u = update(v, "ipc");
     u.location = name;
     u.hashes = param_hashes(trainer_->params());
-    r_.apply(*engine_, u, store_);
+    r_.apply(*engine_, u, local_);
     EXPECT_TRUE(same_weights(*trainer_, *engine_)) << "version " << v;
     EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
   }
@@ -188,16 +228,16 @@ TEST_F(Apply, ipc_round_trip_in_one_process) {
 
 TEST_F(Apply, a_version_going_backwards_is_refused) {
   auto u = update(5, "colocated");
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   auto before = engine_->params().buffer().detach().clone();
   nudge(*trainer_, 5);
   u.version = 4;
-  auto msg = error_of([&] { r_.apply(*engine_, u, store_); });
+  auto msg = error_of([&] { r_.apply(*engine_, u, local_); });
   EXPECT_NE(msg.find("version 4 is older than the 5"), std::string::npos) << msg;
   EXPECT_EQ(r_.version(), 5u);
   EXPECT_TRUE(at::equal(before, engine_->params().buffer().detach()));
   u.version = 5;  // the same version again is accepted
-  r_.apply(*engine_, u, store_);
+  r_.apply(*engine_, u, local_);
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
 }
 
@@ -206,7 +246,7 @@ TEST_F(Apply, verify_weights_detects_tampered_hashes) {
   u.hashes = param_hashes(trainer_->params());
   u.hashes[3] ^= 1;
   try {
-    r_.apply(*engine_, u, store_);
+    r_.apply(*engine_, u, local_);
     ADD_FAILURE() << "no weights_mismatch";
   } catch (const weights_mismatch& e) {
     ASSERT_EQ(e.tensors.size(), 1u);
@@ -224,15 +264,15 @@ TEST_F(Apply, verify_weights_detects_tampered_hashes) {
   dd.location = d.path.string();
   dd.hashes = param_hashes(trainer_->params());
   dd.hashes.back() ^= 1;
-  EXPECT_THROW(r_.apply(*engine_, dd, store_), weights_mismatch);
+  EXPECT_THROW(r_.apply(*engine_, dd, local_), weights_mismatch);
   EXPECT_EQ(r_.version(), 0u);
   // A wrong number of hashes is an error too, not a silent pass.
   dd.hashes.pop_back();
-  EXPECT_NE(error_of([&] { r_.apply(*engine_, dd, store_); }), "<no error>");
+  EXPECT_NE(error_of([&] { r_.apply(*engine_, dd, local_); }), "<no error>");
 }
 
 TEST_F(Apply, unknown_transport_is_named) {
-  auto msg = error_of([&] { r_.apply(*engine_, update(1, "pigeon"), store_); });
+  auto msg = error_of([&] { r_.apply(*engine_, update(1, "pigeon"), local_); });
   EXPECT_NE(msg.find("transport 'pigeon'"), std::string::npos) << msg;
 }
 

@@ -102,6 +102,25 @@ void cuda_ipc_receiver::apply(llm::flat_params& p, const std::string& location) 
   MILESRT_CUDA_IPC_CHECK(cudaMemcpy(buf.data_ptr(), src, n, cudaMemcpyDeviceToDevice));
 }
 
+// -- the transport -----------------------------------------------------------------------------
+
+bool cuda_ipc_transport::publish(const published_version& v, weights_update& u) {
+  const auto& b = v.weights->buffer();
+  if (!ring_) ring_ = std::make_unique<cuda_ipc_publisher>(b.numel() * b.element_size(), b.device().index());
+  u.location = ring_->publish(*v.weights);
+  return false;
+}
+
+apply_result cuda_ipc_transport::apply(llm::decoder& model, const weights_update& u, const apply_context&) {
+  if (!receiver_) receiver_ = std::make_unique<cuda_ipc_receiver>();
+  receiver_->apply(model.mutable_params(), u.location);
+  return {};
+}
+
+bool cuda_ipc_transport::serves(const weights_update& u) const {
+  return u.transport == name() && u.location.rfind("cuda-ipc:", 0) == 0;
+}
+
 }  // namespace milesrt::weights
 
 #endif

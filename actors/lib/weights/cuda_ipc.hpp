@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/weights/transport.hpp"
 
 namespace milesrt::weights {
 
@@ -56,6 +58,20 @@ class cuda_ipc_receiver {
 
  private:
   std::map<std::string, void*> opened_;  ///< hex handle -> mapped device pointer
+};
+
+/// The ipc transport for weights on a GPU (the factory picks it when the trainer's weights are on
+/// CUDA; engines by the "cuda-ipc:" location). The update's transport name stays "ipc".
+class cuda_ipc_transport final : public transport {
+ public:
+  const char* name() const override { return "ipc"; }
+  bool publish(const published_version& v, weights_update& u) override;
+  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  bool serves(const weights_update& u) const override;
+
+ private:
+  std::unique_ptr<cuda_ipc_publisher> ring_;     ///< the publisher's side
+  std::unique_ptr<cuda_ipc_receiver> receiver_;  ///< an engine's side
 };
 
 }  // namespace milesrt::weights

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 #include <zstd.h>
 
@@ -311,6 +312,52 @@ void delta_reader::apply_full(llm::flat_params& p, const fs::path& dir, uint64_t
   fs::path d = full_dir(dir, version);
   if (!fs::is_directory(d)) d = version_dir(dir, version);
   commit(p, load_version(p, d, version, std::nullopt, true));
+}
+
+// -- the transport -----------------------------------------------------------------------------
+
+bool disk_delta_transport::publish(const published_version& v, weights_update& u) {
+  if (!writer_) writer_ = std::make_unique<delta_writer>(options_.dir, options_.full_every);
+  writer_->publish(*v.weights, v.version);
+  u.location = options_.dir.string();
+  const auto& b = v.weights->buffer();
+  // An immutable copy on the CPU is held as it is; the trainer's own buffer changes, and a GPU's
+  // memory is dearer: those are copied to the CPU.
+  held_[v.version] = v.frozen && b.is_cpu() ? v.weights : v.weights->copy(b.scalar_type(), at::Device(at::kCPU));
+  while (held_.size() > std::max<uint32_t>(1, options_.keep_versions)) held_.erase(held_.begin());
+  return false;
+}
+
+std::string disk_delta_transport::full_copy(uint64_t version) {
+  if (!writer_ || held_.empty()) throw full_copy_refused("has published nothing on disk");
+  auto it = held_.find(version);
+  if (it == held_.end()) {
+    throw full_copy_refused("no longer holds version " + std::to_string(version) + " (it holds " +
+                            std::to_string(held_.begin()->first) + ".." + std::to_string(held_.rbegin()->first) +
+                            ")");
+  }
+  return writer_->write_full(*it->second, version).string();
+}
+
+apply_result disk_delta_transport::apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) {
+  if (!reader_) reader_ = std::make_unique<delta_reader>();
+  apply_result r;
+  try {
+    reader_->apply(model.mutable_params(), u.location, ctx.have, u.version);
+  } catch (const delta_error& e) {
+    // Refused (corrupt or missing): ask the publisher for a full copy of this version.
+    if (!u.publisher) throw;
+    caf::scoped_actor self{u.publisher->home_system()};
+    std::string error;
+    self->request(u.publisher, std::chrono::seconds(120), fullcopy_atom::value, u.version)
+        .receive([](const std::string&) {}, [&](caf::error& err) { error = self->system().render(err); });
+    if (!error.empty()) {
+      throw std::runtime_error(std::string(e.what()) + "; the full copy could not be had: " + error);
+    }
+    reader_->apply_full(model.mutable_params(), u.location, u.version);
+    r.full_copy = true;
+  }
+  return r;
 }
 
 }  // namespace milesrt::weights

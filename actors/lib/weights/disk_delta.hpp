@@ -11,11 +11,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <stdexcept>
 
 #include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/weights/transport.hpp"
 
 namespace milesrt::weights {
 
@@ -71,6 +74,26 @@ class delta_reader {
   /// Applies the full copy of `version` (dir/v<version>-full, else dir/v<version> when that is
   /// one), verified first like apply; throws delta_error when there is none.
   void apply_full(llm::flat_params& p, const std::filesystem::path& dir, uint64_t version);
+};
+
+/// The disk_delta transport. The publisher writes each version with a delta_writer and keeps the
+/// last `keep_versions` in CPU memory (the immutable copies themselves when handover = copy puts
+/// them on the CPU), so that it can write a full copy of a version an engine could not apply
+/// after the trainer has moved on. An engine applies each version with a delta_reader; when one
+/// is refused it asks the publisher (weights_update::publisher) for a full copy and applies that.
+class disk_delta_transport final : public transport {
+ public:
+  explicit disk_delta_transport(transport_options options = {}) : options_(std::move(options)) {}
+  const char* name() const override { return "disk_delta"; }
+  bool publish(const published_version& v, weights_update& u) override;
+  std::string full_copy(uint64_t version) override;
+  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+
+ private:
+  transport_options options_;
+  std::unique_ptr<delta_writer> writer_;                           ///< the publisher's side
+  std::map<uint64_t, std::shared_ptr<const llm::flat_params>> held_;  ///< the publisher's side
+  std::unique_ptr<delta_reader> reader_;                           ///< an engine's side
 };
 
 }  // namespace milesrt::weights

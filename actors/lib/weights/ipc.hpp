@@ -1,5 +1,5 @@
 #pragma once
-/// The ipc transport on the CPU: a trainer process writes each version of the flat parameter
+/// The ipc transport on the CPU (ipc_transport; CUDA IPC for weights on a GPU is cuda_ipc.hpp): a trainer process writes each version of the flat parameter
 /// buffer into a POSIX shared-memory segment, and engine processes on the same host copy it out.
 ///
 /// Segment layout: a header of shm_header_bytes (magic, a seqlock counter that is odd while a
@@ -11,12 +11,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/weights/transport.hpp"
 
 namespace milesrt::weights {
 
@@ -65,6 +67,23 @@ class shm_receiver {
  private:
   std::string name_;
   at::Tensor staged_;  ///< reused CPU copy of the payload
+};
+
+/// The ipc transport for weights on the CPU: the publisher owns segment
+/// "/milesrt-<pid>-<publisher>"; each engine copies each version out of it.
+class ipc_transport final : public transport {
+ public:
+  explicit ipc_transport(transport_options options = {}) : options_(std::move(options)) {}
+  const char* name() const override { return "ipc"; }
+  bool publish(const published_version& v, weights_update& u) override;
+  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  bool serves(const weights_update& u) const override;
+
+ private:
+  transport_options options_;
+  std::unique_ptr<shm_publisher> segment_;  ///< the publisher's side
+  std::unique_ptr<shm_receiver> reader_;    ///< an engine's side
+  std::string reader_location_;
 };
 
 }  // namespace milesrt::weights

@@ -1,5 +1,5 @@
 #pragma once
-/// The messages of the weight path, owned by the publisher kind:
+/// The messages of the weight path:
 ///   trainer.weights (port type "llm.trained_weights", a weights_ref) -> publisher.weights
 ///   publisher.updates (port type "llm.weights", a weights_update)    -> rollout.weights
 
@@ -22,11 +22,11 @@ inline constexpr const char* trained_weights = "llm.trained_weights";  ///< a we
 inline constexpr const char* weights = "llm.weights";                  ///< a weights_update
 }  // namespace port_type
 
-/// Where a trainer's weights of one version live: a channel in the process-local registry
-/// (local_weights.hpp), valid in the trainer's process.
+/// A trainer's announcement of a version (made by local_versions::announce): its weights are in
+/// the trainer's process's local_versions, under the trainer's name and this version.
 struct weights_ref {
   uint64_t version = 0;
-  std::string channel;
+  std::string channel;  ///< the trainer's name
   int64_t pid = 0;  ///< the trainer's process
   std::vector<uint64_t> hashes;  ///< xxh3 of each tensor, in parameter order (verifyWeights)
 };
@@ -40,8 +40,9 @@ typename Inspector::result_type inspect(Inspector& f, weights_ref& x) {
 struct weights_update {
   uint64_t version = 0;
   std::string transport;  ///< colocated | ipc | broadcast | p2p | disk_delta
-  std::string channel;    ///< colocated: the trainer's registry channel
-  bool share = false;     ///< colocated, sync schedule: use the trainer's buffer itself (no copy)
+  std::string channel;    ///< the trainer's name (colocated: where local_versions has its weights)
+  bool share = false;     ///< colocated, handover = share: use the trainer's buffer itself (no copy);
+                          ///< else the kept copy of this version
   std::string location;   ///< ipc: shared-memory name; disk_delta: the directory
   int64_t pid = 0;        ///< the publishing process
   std::vector<uint64_t> hashes;  ///< per tensor; empty = do not verify

@@ -158,6 +158,55 @@ nccl_id nccl_id_from_hex(const std::string& hex) {
   return id;
 }
 
+// -- what the NCCL transports share ------------------------------------------------------------
+
+bool nccl_transport::publish(const published_version& v, weights_update& u) {
+  const auto& b = v.weights->buffer();
+  if (!b.is_cuda()) {
+    throw std::runtime_error(std::string("transport '") + name() + "' moves weights between GPUs; the trainer's are on " +
+                             b.device().str());
+  }
+  if (location_.empty()) {
+    id_ = nccl_broadcaster::make_id();
+    location_ = "nccl:" + std::to_string(options_.engines + 1) + ":" + std::to_string(options_.bucket_bytes) + ":" +
+                nccl_id_to_hex(id_);
+  }
+  u.location = location_;
+  pending_ = v.weights;
+  return true;  // the engines join once they have the update
+}
+
+void nccl_transport::after_reply() {
+  if (!pending_) return;
+  auto src = std::move(pending_);
+  if (!comm_) {
+    comm_ = std::make_unique<nccl_broadcaster>(id_, static_cast<int>(options_.engines) + 1, 0,
+                                               src->buffer().device().index());
+  }
+  exchange(*comm_, *src, static_cast<int>(options_.engines), options_.bucket_bytes);
+}
+
+apply_result nccl_transport::apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) {
+  // location: "nccl:<world>:<bucket bytes>:<hex id>"
+  std::vector<std::string> f;
+  size_t from = 0;
+  for (size_t at; (at = u.location.find(':', from)) != std::string::npos; from = at + 1) {
+    f.push_back(u.location.substr(from, at - from));
+  }
+  f.push_back(u.location.substr(from));
+  if (f.size() != 4 || f[0] != "nccl") throw std::runtime_error("'" + u.location + "' is not an NCCL location");
+  const int world = std::stoi(f[1]);
+  const int64_t bucket = std::stoll(f[2]);
+  auto& p = model.mutable_params();
+  if (ctx.rank < 1 || ctx.rank >= world) {
+    throw std::runtime_error("this engine is rank " + std::to_string(ctx.rank) + " but the publisher set up " +
+                             std::to_string(world - 1) + " engine ranks (publisher.engines)");
+  }
+  if (!comm_) comm_ = std::make_unique<nccl_broadcaster>(nccl_id_from_hex(f[3]), world, ctx.rank, p.buffer().device().index());
+  exchange(*comm_, p, world - 1, bucket);
+  return {};
+}
+
 }  // namespace milesrt::weights
 
 #endif

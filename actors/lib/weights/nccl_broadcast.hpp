@@ -8,12 +8,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/transfer_plan.hpp"
+#include "actors/lib/weights/transport.hpp"
 
 namespace milesrt::weights {
 
@@ -56,6 +58,52 @@ class nccl_broadcaster {
   void* comm_ = nullptr;    ///< ncclComm_t
   void* stream_ = nullptr;  ///< cudaStream_t
   int rank_ = 0, nranks_ = 1, device_ = 0;
+};
+
+/// What the broadcast and p2p transports share: the publisher makes an NCCL id once and names it
+/// in each update ("nccl:<world>:<bucket bytes>:<hex id>"); after answering it joins as rank 0
+/// and sends. Each engine joins as its rank on its first update and receives. The collective
+/// itself is the subclass's (broadcast.cpp, p2p.cpp).
+class nccl_transport : public transport {
+ public:
+  explicit nccl_transport(transport_options options) : options_(std::move(options)) {}
+  bool publish(const published_version& v, weights_update& u) override;
+  void after_reply() override;
+  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+
+ protected:
+  /// This rank's part of moving `p` among `engines` engine ranks and rank 0.
+  virtual void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines, int64_t bucket_bytes) = 0;
+
+ private:
+  transport_options options_;
+  std::string location_;                      ///< the publisher's, made on the first publish
+  nccl_id id_{};
+  std::shared_ptr<llm::flat_params> pending_;  ///< the version after_reply sends
+  std::unique_ptr<nccl_broadcaster> comm_;
+};
+
+/// broadcast: the whole buffer from rank 0 to every engine, in buckets of whole tensors.
+class broadcast_transport final : public nccl_transport {
+ public:
+  using nccl_transport::nccl_transport;
+  const char* name() const override { return "broadcast"; }
+
+ protected:
+  void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines, int64_t bucket_bytes) override;
+};
+
+/// p2p: sends and receives along a transfer plan computed once (plan_whole_model today).
+class p2p_transport final : public nccl_transport {
+ public:
+  using nccl_transport::nccl_transport;
+  const char* name() const override { return "p2p"; }
+
+ protected:
+  void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines, int64_t bucket_bytes) override;
+
+ private:
+  std::vector<transfer> plan_;
 };
 
 }  // namespace milesrt::weights
