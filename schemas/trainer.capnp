@@ -16,7 +16,8 @@ struct TrainerParams {
   objective @3 :Objective = rl;
   # rl: policy-gradient on scored groups; sft: cross-entropy on prompt/response pairs.
 
-  # Advantage estimator: grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gae.
+  # Advantage estimator, by name in the trainer's estimator registry: grpo, dr_grpo, rloo,
+  # reinforce_pp, reinforce_pp_baseline, gae; plugins add more.
   estimator @4 :Text = "grpo";
   stdNormalize @5 :Bool = true;
   # GRPO: divide by the group's standard deviation (off = Dr.GRPO).
@@ -29,8 +30,9 @@ struct TrainerParams {
   # Upper clip (DAPO clip-higher); 0 = epsClip.
   dualClipC @10 :Float64 = 0;
   # Dual-clip constant c > 1; 0 = off.
-  ratioLevel @11 :Text = "token";
-  # token, or sequence (GSPO).
+  policyLoss @11 :Text = "ppo";
+  # The surrogate, by name in the trainer's loss registry: ppo (per-token ratio), gspo (GSPO's
+  # sequence ratio); plugins add more.
   aggregation @12 :Aggregation = tokenMean;
   constantNormalizer @13 :Float64 = 1.0;
   klType @14 :KlType = none;

@@ -8,6 +8,8 @@
 #include <stdexcept>
 
 #include "actors/lib/llm/safetensors.hpp"
+#include "actors/lib/rl/advantages.hpp"
+#include "actors/lib/rl/builtin.hpp"
 #include "actors/lib/rl/losses.hpp"
 
 namespace milesrt::critic {
@@ -155,11 +157,10 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   auto old_t = at::tensor(old_values, fopt);
   auto mask_t = at::ones({N}, fopt);
   rl::advantage_options ao;
-  ao.kind = rl::estimator::gae;
   ao.gamma = options_.gamma;
   ao.lambda = options_.lambda;
-  auto returns = rl::token_advantages(at::tensor(rewards, fopt), groups, at::tensor(seq_index, at::kLong), mask_t,
-                                           at::Tensor(), old_t, ao)
+  auto returns = rl::token_advantages(*rl::make_gae_estimator(), at::tensor(rewards, fopt), groups,
+                                      at::tensor(seq_index, at::kLong), mask_t, at::Tensor(), old_t, ao)
                      .returns;
 
   // One forward + backward per group; the loss is normalised by the step's token count, so the

@@ -11,14 +11,16 @@
 #include <vector>
 
 #include "actors/lib/llm/model.hpp"
-#include "actors/lib/rl/losses.hpp"
+#include "actors/lib/rl/builtin.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::trainer {
 
 struct trainer_options {
   std::string objective = "rl";  ///< rl | sft
+  std::string estimator = "grpo";  ///< an advantage estimator's name in the registries
   rl::advantage_options advantages;
+  std::string policy_loss = "ppo";  ///< a policy loss's name in the registries
   rl::policy_loss_options loss;
   bool kl_in_reward = false;        ///< KL to the reference as a per-token reward penalty
   double kl_reward_coef = 0;        ///< its coefficient (loss.kl names the estimator)
@@ -44,8 +46,16 @@ struct train_sequence {
   int64_t group = 0;                    ///< samples of one prompt share a group
 };
 
+struct batch_layout;
+struct update_totals;
+
 class policy_trainer {
  public:
+  /// Takes options.estimator and options.policy_loss from `losses` (an unknown name throws
+  /// std::invalid_argument listing the known ones).
+  policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options,
+                 const rl::registries& losses);
+  /// With the built-in losses and estimators.
   policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options);
 
   /// One training step (updates_per_step optimizer steps) on `batch`. Metrics: the loss terms,
@@ -64,8 +74,31 @@ class policy_trainer {
   void load(const std::filesystem::path& dir);
 
  private:
+  /// Token advantages of an RL batch (reward_mean, advantage_abs_mean into `metrics`).
+  at::Tensor advantages(const std::vector<train_sequence>& batch, const batch_layout& layout,
+                        std::map<std::string, double>& metrics) const;
+  /// The old policy's log-probs [N]: the rollout's, or a no-grad forward before several updates;
+  /// undefined: each micro-batch's own first forward.
+  at::Tensor old_logprobs(const std::vector<train_sequence>& batch, const batch_layout& layout) const;
+  /// updates_per_step optimizer steps, each over all micro-batches.
+  update_totals update(const std::vector<train_sequence>& batch, const batch_layout& layout,
+                       const at::Tensor& advantages, const at::Tensor& old_logprobs);
+  /// Forward and backward of one micro-batch; false when its loss is not finite.
+  bool backward_micro_batch(const std::vector<train_sequence>& batch, const batch_layout& layout,
+                            const at::Tensor& advantages, const at::Tensor& old_logprobs,
+                            const std::vector<size_t>& mb, bool first, update_totals& totals);
+  /// The loss of one micro-batch from its scores; its metrics go to `totals`.
+  at::Tensor micro_batch_loss(const batch_layout& layout, const at::Tensor& advantages,
+                              const at::Tensor& old_logprobs, const std::vector<size_t>& mb,
+                              const llm::token_scores& scores, update_totals& totals) const;
+  /// AdamW on the accumulated gradient (a skipped step when `finite` is false or the optimizer
+  /// skips it), then the model's weights from the master weights.
+  void optimizer_step(bool finite, update_totals& totals);
+
   std::unique_ptr<llm::decoder> model_;
   trainer_options options_;
+  std::unique_ptr<rl::advantage_estimator> estimator_;
+  std::unique_ptr<rl::policy_loss> loss_;
   at::Tensor master_;  ///< fp32 master weights (the buffer itself when the model is fp32)
   std::unique_ptr<rl::adamw> adam_;
 };

@@ -15,6 +15,7 @@
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/local_versions.hpp"
+#include "actors/trainer/batch_layout.hpp"
 
 namespace milesrt::trainer {
 using namespace milesrt::rl;
@@ -397,6 +398,59 @@ TEST(trainer_core, activation_checkpointing_trains_like_keeping_the_activations)
     policy_trainer untrained(tiny(*config), plain);
     EXPECT_FALSE(bitwise_equal(wa, weights(untrained)));  // it trained
     EXPECT_LT((wa - wb).abs().max().item<double>(), 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace milesrt::trainer
+
+namespace milesrt::trainer {
+namespace {
+
+/// PPO's surrogate under another name, counting its calls: a loss registered by the test.
+class counting_ppo final : public rl::policy_loss {
+ public:
+  explicit counting_ppo(int* calls) : calls_(calls) {}
+  at::Tensor surrogate(rl::policy_loss_context& c) const override {
+    ++*calls_;
+    return rl::clipped_surrogate(c, rl::token_ratio(c));
+  }
+
+ private:
+  int* calls_;
+};
+
+TEST(trainer_core, a_registered_surrogate_is_the_one_the_trainer_uses) {
+  int calls = 0;
+  auto losses = rl::builtin_registries();
+  losses.policy_losses.add("counting_ppo", [&calls] { return std::make_unique<counting_ppo>(&calls); });
+  trainer_options o = resume_options();
+  o.policy_loss = "counting_ppo";
+  policy_trainer a(tiny(), o, losses), b(tiny(), resume_options());
+  for (int step = 0; step < 2; ++step) {
+    auto ma = a.train(rl_batch(step)), mb = b.train(rl_batch(step));
+    EXPECT_EQ(ma["loss"], mb["loss"]) << "step " << step;
+  }
+  EXPECT_EQ(calls, 2 * static_cast<int>(micro_batches(rl_batch(0), o.micro_batch_tokens).size()));
+  EXPECT_GT(calls, 2);
+  EXPECT_TRUE(bitwise_equal(weights(a), weights(b)));  // the same maths as the built-in ppo
+
+  // GSPO by name: the same as PPO on-policy (every ratio is 1), not once the second update of a
+  // step moves the ratios.
+  trainer_options p = resume_options(), g = resume_options();
+  p.updates_per_step = g.updates_per_step = 2;
+  g.policy_loss = "gspo";
+  policy_trainer pt(tiny(), p), gt(tiny(), g);
+  pt.train(rl_batch(0));
+  gt.train(rl_batch(0));
+  EXPECT_FALSE(bitwise_equal(weights(pt), weights(gt)));
+
+  o.policy_loss = "ppo2";
+  try {
+    policy_trainer bad(tiny(), o, losses);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "policy loss 'ppo2' is not one of: counting_ppo, gspo, ppo");
   }
 }
 

@@ -245,21 +245,14 @@ mis_level to_mis(Params::Mis m) {
   throw std::invalid_argument("mis: unknown enumerant " + std::to_string(static_cast<int>(m)));
 }
 
-std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::registries& losses) {
   auto p = reader.as<schema::TrainerParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
   if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
-  auto try_parse = [&](const char* field, auto fn) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      bad(std::string(field) + ": " + e.what());
-    }
-  };
-  try_parse("estimator", [&] { parse_estimator(p.getEstimator()); });
-  const std::string level = p.getRatioLevel();
-  if (level != "token" && level != "sequence") bad("ratioLevel: '" + level + "' is not token or sequence");
+  // Open sets: names in the registries, which list the known ones.
+  if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty()) bad("estimator: " + e);
+  if (auto e = losses.policy_losses.check(std::string(p.getPolicyLoss())); !e.empty()) bad("policyLoss: " + e);
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
   if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");
@@ -277,6 +270,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
 }  // namespace
 
 void register_trainer_kind(kind_registry& registry) {
+  register_trainer_kind(registry, std::make_shared<const rl::registries>(rl::builtin_registries()));
+}
+
+void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::registries> losses) {
   kind_descriptor k;
   k.name = "trainer";
   k.summary = "trains the policy: GRPO-family / PPO losses on scored groups, or SFT on prompts";
@@ -285,22 +282,22 @@ void register_trainer_kind(kind_registry& registry) {
               {"sft", llm::port_type::prompt, "prompts with a response (SFT)"}};
   k.outputs = {{"weights", weights::port_type::trained_weights, "where the new version's weights are"}};
   k.params_member = "trainer";
-  k.check_params = check;
-  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
+  k.check_params = [losses](capnp::DynamicStruct::Reader r) { return check(r, *losses); };
+  k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
-    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.trainer." + problem);
+    for (const auto& problem : check(*s.params_struct, *losses)) throw std::invalid_argument("params.trainer." + problem);
     auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
                                     llm::to_device(p.getDevice()));
     trainer_options o;
     o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
-    o.advantages.kind = parse_estimator(p.getEstimator());
-    if (o.advantages.kind == estimator::grpo && !p.getStdNormalize()) o.advantages.kind = estimator::dr_grpo;
+    o.estimator = p.getEstimator();
+    if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
     o.advantages.gamma = p.getGamma();
     o.advantages.lambda = p.getLambda();
     o.loss.eps_clip = p.getEpsClip();
     o.loss.eps_clip_high = p.getEpsClipHigh() > 0 ? p.getEpsClipHigh() : p.getEpsClip();
     o.loss.dual_clip_c = p.getDualClipC();
-    o.loss.level = std::string(p.getRatioLevel()) == "sequence" ? ratio_level::sequence : ratio_level::token;
+    o.policy_loss = p.getPolicyLoss();
     o.loss.agg = to_aggregation(p.getAggregation());
     o.loss.constant_normalizer = p.getConstantNormalizer();
     o.loss.kl = to_kl(p.getKlType());
@@ -353,7 +350,7 @@ void register_trainer_kind(kind_registry& registry) {
     if (init->eval.interval > 0 && !init->codec) {
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);
     }
-    init->core = std::make_unique<policy_trainer>(std::move(model), o);
+    init->core = std::make_unique<policy_trainer>(std::move(model), o, *losses);
     // A colocated publisher (and engine) in this process reads the weights from here.
     init->versions->add_trainer(s.name, init->core->model().shared_params());
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(trainer_fn, init));

@@ -1,5 +1,9 @@
 #include "actors/lib/rl/losses.hpp"
 
+#include "actors/lib/rl/advantages.hpp"
+#include "actors/lib/rl/builtin.hpp"
+#include "actors/lib/rl/policy_loss.hpp"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +28,16 @@ void expect_values(const at::Tensor& t, const std::vector<double>& want, double 
 }
 double scalar(const at::Tensor& t) { return t.detach().to(at::kCPU, at::kDouble).item<double>(); }
 
+const registries builtin = builtin_registries();
+/// A built-in advantage estimator by name.
+std::unique_ptr<advantage_estimator> E(const std::string& name) { return builtin.estimators.make(name); }
+/// The loss of a built-in policy loss (surrogate) by name.
+loss_result loss_named(const std::string& name, const policy_batch& b, const policy_loss_options& o) {
+  return builtin.policy_losses.make(name)->compute(b, o);
+}
+loss_result ppo_loss(const policy_batch& b, const policy_loss_options& o) { return loss_named("ppo", b, o); }
+loss_result gspo_loss(const policy_batch& b, const policy_loss_options& o) { return loss_named("gspo", b, o); }
+
 /// A batch whose token i has ratio exp(logp - old) = ratio[i] (old = -1).
 policy_batch ratio_batch(const std::vector<double>& ratio, const std::vector<double>& adv,
                          const std::vector<double>& mask, const std::vector<int64_t>& seq,
@@ -45,13 +59,13 @@ at::Tensor grad_of(const policy_batch& b, const loss_result& r) {
 }
 
 TEST(Losses, ParsersNameTheBadValueAndTheAllowedOnes) {
-  EXPECT_EQ(parse_estimator("rloo"), estimator::rloo);
-  EXPECT_EQ(parse_estimator("reinforce_pp_baseline"), estimator::reinforce_pp_baseline);
+  EXPECT_TRUE(builtin.estimators.contains("rloo"));
+  EXPECT_TRUE(builtin.estimators.contains("reinforce_pp_baseline"));
   EXPECT_EQ(parse_kl("k3"), kl_estimator::k3);
   EXPECT_EQ(parse_aggregation("seq_mean_token_mean"), aggregation::seq_mean_token_mean);
-  EXPECT_STREQ(to_string(estimator::dr_grpo), "dr_grpo");
+  EXPECT_STREQ(to_string(aggregation::constant), "constant");
   try {
-    parse_estimator("ppo");
+    builtin.estimators.make("ppo");
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("'ppo'"), std::string::npos) << e.what();
@@ -71,22 +85,22 @@ TEST(Losses, GroupAdvantagesOfEachEstimator) {
   // so +-0.5*sqrt(3) = +-0.8660254037844386; B all equal and C alone: 0; D: mean 4, var 8/2 = 4,
   // std 2: -1, 0, 1.
   const double h = 0.8660254037844386;
-  expect_values(group_advantages(D(rewards), groups, estimator::grpo, 0.0),
+  expect_values(group_advantages(D(rewards), groups, *E("grpo"), 0.0),
                 {h, -h, -h, h, 0, 0, 0, -1, 0, 1});
   // With eps 1e-6: 0.5 / (0.5773502691896258 + 1e-6) = 0.866023903...
-  expect_values(group_advantages(D(rewards), groups, estimator::grpo),
+  expect_values(group_advantages(D(rewards), groups, *E("grpo")),
                 {h, -h, -h, h, 0, 0, 0, -1, 0, 1}, 2e-6);
   // dr_grpo and reinforce_pp_baseline: r - mean.
   const std::vector<double> centered = {0.5, -0.5, -0.5, 0.5, 0, 0, 0, -2, 0, 2};
-  expect_values(group_advantages(D(rewards), groups, estimator::dr_grpo), centered);
-  expect_values(group_advantages(D(rewards), groups, estimator::reinforce_pp_baseline), centered);
+  expect_values(group_advantages(D(rewards), groups, *E("dr_grpo")), centered);
+  expect_values(group_advantages(D(rewards), groups, *E("reinforce_pp_baseline")), centered);
   // rloo: A: 1 - mean{0,0,1} = 2/3, 0 - mean{1,0,1} = -2/3; D: 2 - 5 = -3, 4 - 4 = 0, 6 - 3 = 3.
-  expect_values(group_advantages(D(rewards), groups, estimator::rloo),
+  expect_values(group_advantages(D(rewards), groups, *E("rloo")),
                 {2. / 3, -2. / 3, -2. / 3, 2. / 3, 0, 0, 0, -3, 0, 3});
-  expect_values(group_advantages(D(rewards), groups, estimator::reinforce_pp), rewards);
-  EXPECT_THROW(group_advantages(D(rewards), groups, estimator::gae), std::invalid_argument);
-  EXPECT_THROW(group_advantages(D({1, 2}), groups, estimator::grpo), c10::Error);
-  EXPECT_EQ(group_advantages(D(rewards).to(at::kFloat), groups, estimator::grpo).scalar_type(),
+  expect_values(group_advantages(D(rewards), groups, *E("reinforce_pp")), rewards);
+  EXPECT_THROW(group_advantages(D(rewards), groups, *E("gae")), std::invalid_argument);
+  EXPECT_THROW(group_advantages(D({1, 2}), groups, *E("grpo")), c10::Error);
+  EXPECT_EQ(group_advantages(D(rewards).to(at::kFloat), groups, *E("grpo")).scalar_type(),
             at::kFloat);
 }
 
@@ -99,12 +113,12 @@ TEST(Losses, TokenAdvantagesBroadcastGroupEstimators) {
   // One group {1, 0.5, 0}: mean 0.5, unbiased std 0.5, grpo (eps 0) = {1, 0, -1}.
   advantage_options o;
   o.eps = 0;
-  auto r = token_advantages(D({1, 0.5, 0}), {0, 0, 0}, I({0, 0, 0, 0, 1, 1, 2}),
+  auto r = token_advantages(*E("grpo"), D({1, 0.5, 0}), {0, 0, 0}, I({0, 0, 0, 0, 1, 1, 2}),
                             D({1, 1, 1, 0, 1, 1, 1}), {}, {}, o);
   expect_values(r.advantages, {1, 1, 1, 0, 0, 0, -1});
   expect_values(r.returns, {1, 1, 1, 0, 0, 0, -1});
-  o.kind = estimator::rloo;  // 1 - 0.25, 0.5 - 0.5, 0 - 0.75
-  r = token_advantages(D({1, 0.5, 0}), {0, 0, 0}, I({0, 2, 2}), D({1, 1, 0}), {}, {}, o);
+  // rloo: 1 - 0.25, 0.5 - 0.5, 0 - 0.75
+  r = token_advantages(*E("rloo"), D({1, 0.5, 0}), {0, 0, 0}, I({0, 2, 2}), D({1, 1, 0}), {}, {}, o);
   expect_values(r.advantages, {0.75, -0.75, 0});
 }
 
@@ -115,11 +129,10 @@ TEST(Losses, ReinforcePlusPlusDiscountsAndWhitensWithThePopulationStd) {
   // Whitening over {0.75, 1.5, 1, 0.5, 1}: mean 0.95, deviations {-0.2, 0.55, 0.05, -0.45, 0.05},
   // sum of squares 0.55, POPULATION var 0.55/5 = 0.11, std 0.33166247903553997.
   advantage_options o;
-  o.kind = estimator::reinforce_pp;
   o.gamma = 0.5;
   o.eps = 0;
   const auto tr = D({0, 1, 0, 100, 0, -1, 7});
-  auto r = token_advantages(D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), tr, {}, o);
+  auto r = token_advantages(*E("reinforce_pp"), D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), tr, {}, o);
   expect_values(r.returns, {0.75, 1.5, 1, 0, 0.5, 1, 0});
   expect_values(r.advantages, {-0.6030226891555273, 1.6583123951777001, 0.15075567228888181, 0,
                                -1.3568010505999364, 0.15075567228888181, 0});
@@ -130,14 +143,14 @@ TEST(Losses, ReinforcePlusPlusDiscountsAndWhitensWithThePopulationStd) {
   // undiscounted, plus discounted token rewards: seq 0: {0.5, 1, 0} - 0.5 = {0, 0.5, -0.5};
   // seq 1: {-0.5, -1} + 0.5 = {0, -0.5}. Whitening {0, 0.5, -0.5, 0, -0.5}: mean -0.1,
   // deviations {0.1, 0.6, -0.4, 0.1, -0.4}, var 0.7/5 = 0.14, std 0.37416573867739417.
-  o.kind = estimator::reinforce_pp_baseline;
-  r = token_advantages(D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), tr, {}, o);
+  const auto baseline = E("reinforce_pp_baseline");
+  r = token_advantages(*baseline, D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), tr, {}, o);
   expect_values(r.returns, {0, 0.5, -0.5, 0, 0, -0.5, 0});
   expect_values(r.advantages, {0.2672612419124244, 1.6035674514745462, -1.0690449676496976, 0,
                                0.2672612419124244, -1.0690449676496976, 0});
   // Without token rewards: {-0.5 x3, 0.5 x2}: mean (-1.5 + 1)/5 = -0.1, deviations -0.4 and 0.6,
   // var (3*0.16 + 2*0.36)/5 = 0.24.
-  r = token_advantages(D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, {}, o);
+  r = token_advantages(*baseline, D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, {}, o);
   const double s = std::sqrt(0.24);
   expect_values(r.advantages, {-0.4 / s, -0.4 / s, -0.4 / s, 0, 0.6 / s, 0.6 / s, 0});
 }
@@ -150,16 +163,16 @@ TEST(Losses, GaeSkipsMaskedTokensAndStopsAtTheSequenceEnd) {
   // seq 1: t5: delta = 2 - 0.5 = 1.5, A = 1.5, R = 2. t4: delta = 0.25 - 1 = -0.75,
   //        A = -0.75 + 0.375 = -0.375, R = 0.625.
   advantage_options o;
-  o.kind = estimator::gae;
+  const auto gae = E("gae");
   o.gamma = 0.5;
   o.lambda = 0.5;
   const auto v = D({0.5, 1, 0.25, 9, 1, 0.5, 3});
-  auto r = token_advantages(D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, v, o);
+  auto r = token_advantages(*gae, D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, v, o);
   expect_values(r.advantages, {-0.171875, -0.6875, 0.75, 0, -0.375, 1.5, 0});
   expect_values(r.returns, {0.328125, 0.3125, 1, 0, 0.625, 2, 0});
-  EXPECT_THROW(token_advantages(D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, {}, o),
+  EXPECT_THROW(token_advantages(*gae, D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, {}, o),
                c10::Error);
-  EXPECT_THROW(token_advantages(D({1, 2, 5}), {0, 0, 1}, I({0, 0, 0, 0, 1, 1, 3}), D(tmask), {},
+  EXPECT_THROW(token_advantages(*gae, D({1, 2, 5}), {0, 0, 1}, I({0, 0, 0, 0, 1, 1, 3}), D(tmask), {},
                                 v, o),
                c10::Error);
 }
@@ -182,7 +195,7 @@ TEST(Losses, PpoClipCasesAndNormalizers) {
                        {0, 0, 0, 1, 1, 1}, 2);
   b.old_logprobs[5] = nan_v;
   b.global_tokens = 10;  // the step has 10 tokens: this micro-batch contributes -1.6/10
-  auto r = policy_loss(b, {});
+  auto r = ppo_loss(b, {});
   EXPECT_NEAR(scalar(r.loss), -0.16, 1e-12);
   EXPECT_NEAR(r.metrics.at("pg_loss"), -0.32, 1e-12);
   EXPECT_NEAR(r.metrics.at("pg_clipfrac"), 0.4, 1e-12);
@@ -196,7 +209,7 @@ TEST(Losses, PpoClipCasesAndNormalizers) {
   b = ratio_batch({1.5, 1.25, 0.5}, {1, 1, -1}, {1, 1, 1}, {0, 0, 0}, 1);
   policy_loss_options o;
   o.eps_clip_high = 0.28;
-  r = policy_loss(b, o);
+  r = ppo_loss(b, o);
   EXPECT_NEAR(scalar(r.loss), -1.73 / 3, 1e-12);
   EXPECT_NEAR(r.metrics.at("pg_clipfrac"), 2. / 3, 1e-12);
   expect_values(grad_of(b, r), {0, -1.25 / 3, 0});
@@ -209,7 +222,7 @@ TEST(Losses, DualClipBoundsNegativeAdvantages) {
   auto b = ratio_batch({4, 2, 4, 0.5}, {-1, -1, 1, -2}, {1, 1, 1, 1}, {0, 0, 1, 1}, 2);
   policy_loss_options o;
   o.dual_clip_c = 3;
-  auto r = policy_loss(b, o);
+  auto r = ppo_loss(b, o);
   EXPECT_NEAR(scalar(r.loss), 1.35, 1e-12);
   EXPECT_NEAR(r.metrics.at("pg_clipfrac"), 0.5, 1e-12);
   EXPECT_NEAR(r.metrics.at("pg_clipfrac_lower"), 0.25, 1e-12);
@@ -240,7 +253,7 @@ TEST(Losses, AggregationsOverEmptyAndMaskedSequences) {
     policy_loss_options o;
     o.agg = c.agg;
     o.constant_normalizer = 2;
-    auto r = policy_loss(b, o);
+    auto r = ppo_loss(b, o);
     EXPECT_NEAR(scalar(r.loss), c.loss, 1e-12) << to_string(c.agg);
     expect_values(grad_of(b, r), c.grad);
   }
@@ -260,7 +273,7 @@ policy_loss_options everything_on() {
 }
 
 TEST(Losses, EmptyAndFullyMaskedBatchesGiveADifferentiableZero) {
-  for (auto level : {ratio_level::token, ratio_level::sequence}) {
+  for (const char* name : {"ppo", "gspo"}) {
     for (int64_t n : {0, 3}) {
       policy_batch b;
       b.logprobs = at::full({n}, n ? -inf_v : 0.0, at::kDouble).requires_grad_();
@@ -273,9 +286,8 @@ TEST(Losses, EmptyAndFullyMaskedBatchesGiveADifferentiableZero) {
       b.seq_index = at::zeros({n}, at::kLong);
       for (auto agg : {aggregation::token_mean, aggregation::seq_mean_token_mean}) {
         auto o = everything_on();
-        o.level = level;
         o.agg = agg;
-        auto r = policy_loss(b, o);
+        auto r = loss_named(name, b, o);
         EXPECT_EQ(scalar(r.loss), 0.0);
         r.loss.backward();
         EXPECT_TRUE(b.logprobs.grad().defined());
@@ -299,8 +311,7 @@ TEST(Losses, GspoUsesTheSequenceRatioWithStopGradient) {
   auto b = ratio_batch({std::exp(0.1), std::exp(0.3), std::exp(5.0), std::exp(-0.1), 1, std::exp(-0.2)},
                        {1, 1, 1, -1, -1, -1}, {1, 1, 0, 1, 1, 1}, {0, 0, 0, 1, 1, 1}, 2);
   policy_loss_options o;
-  o.level = ratio_level::sequence;
-  auto r = policy_loss(b, o);
+  auto r = gspo_loss(b, o);
   const double s1 = 0.9048374180359595;
   EXPECT_NEAR(scalar(r.loss), (-2.4 + 3 * s1) / 5, 1e-12);  // 0.06290245082157578
   EXPECT_NEAR(r.metrics.at("pg_clipfrac"), 0.4, 1e-12);
@@ -308,7 +319,7 @@ TEST(Losses, GspoUsesTheSequenceRatioWithStopGradient) {
   // GSPO's own normalization: the mean over sequences of token means: (-1.2 + s1)/2.
   b.logprobs.mutable_grad().reset();
   o.agg = aggregation::seq_mean_token_mean;
-  r = policy_loss(b, o);
+  r = gspo_loss(b, o);
   EXPECT_NEAR(scalar(r.loss), -0.14758129098202022, 1e-12);
   expect_values(grad_of(b, r), {0, 0, 0, s1 / 6, s1 / 6, s1 / 6});
 }
@@ -328,22 +339,22 @@ TEST(Losses, KlEntropyAndDistillTerms) {
   policy_loss_options o;
   o.kl = kl_estimator::k3;
   o.kl_coef = 0.5;
-  auto r = policy_loss(b, o);
+  auto r = ppo_loss(b, o);
   EXPECT_NEAR(scalar(r.loss), 0.5 * 0.41240624408583937, 1e-12);
   EXPECT_NEAR(r.metrics.at("kl_loss"), 0.41240624408583937, 1e-12);
   expect_values(grad_of(b, r), {0.09836733507184164, -0.4295704571147613, 0});
   b = make();
   o.kl = kl_estimator::k1;  // 0.5 * (0.5 - 1)/2
-  EXPECT_NEAR(scalar(policy_loss(b, o).loss), -0.125, 1e-12);
+  EXPECT_NEAR(scalar(ppo_loss(b, o).loss), -0.125, 1e-12);
   o.kl = kl_estimator::k2;  // 0.5 * (0.125 + 0.5)/2
-  EXPECT_NEAR(scalar(policy_loss(b, o).loss), 0.15625, 1e-12);
+  EXPECT_NEAR(scalar(ppo_loss(b, o).loss), 0.15625, 1e-12);
 
   // Entropy {1, 3, NaN*} with coef 0.1: loss = -0.1 * 4/2 = -0.2; d/dentropy = -0.05.
   b = make();
   b.entropy = D({1, 3, nan_v}).requires_grad_();
   policy_loss_options oe;
   oe.entropy_coef = 0.1;
-  r = policy_loss(b, oe);
+  r = ppo_loss(b, oe);
   EXPECT_NEAR(scalar(r.loss), -0.2, 1e-12);
   EXPECT_NEAR(r.metrics.at("entropy"), 2, 1e-12);
   r.loss.backward();
@@ -354,16 +365,16 @@ TEST(Losses, KlEntropyAndDistillTerms) {
   b = make();
   policy_loss_options od;
   od.distill_coef = 1;
-  r = policy_loss(b, od);
+  r = ppo_loss(b, od);
   EXPECT_NEAR(scalar(r.loss), 0.75, 1e-12);
   EXPECT_NEAR(r.metrics.at("distill_loss"), -0.25, 1e-12);
   expect_values(grad_of(b, r), {0.25, -0.5, 0});
 
   b = make();
   b.ref_logprobs = at::Tensor();
-  EXPECT_THROW(policy_loss(b, o), c10::Error);
-  EXPECT_THROW(policy_loss(b, od), c10::Error);
-  EXPECT_THROW(policy_loss(b, oe), c10::Error);  // entropy missing
+  EXPECT_THROW(ppo_loss(b, o), c10::Error);
+  EXPECT_THROW(ppo_loss(b, od), c10::Error);
+  EXPECT_THROW(ppo_loss(b, oe), c10::Error);  // entropy missing
 }
 
 TEST(Losses, TisWeightsAndMisMasks) {
@@ -374,13 +385,13 @@ TEST(Losses, TisWeightsAndMisMasks) {
   policy_loss_options o;
   o.tis = true;
   o.tis_low = 0.5;
-  auto r = policy_loss(b, o);
+  auto r = ppo_loss(b, o);
   EXPECT_NEAR(scalar(r.loss), -4. / 3, 1e-12);
   EXPECT_NEAR(r.metrics.at("tis_mean"), 4. / 3, 1e-12);
   EXPECT_NEAR(r.metrics.at("tis_clipfrac"), 2. / 3, 1e-12);
   expect_values(grad_of(b, r), {-2. / 3, -0.5 / 3, -0.5, 0});
   b.rollout_logprobs = at::Tensor();
-  EXPECT_THROW(policy_loss(b, o), c10::Error);
+  EXPECT_THROW(ppo_loss(b, o), c10::Error);
 
   // MIS token, [0.5, 2]: ratios {3, 0.25, 1.5, 1}, A = {1, 1, 1, 2}: tokens 0, 1 dropped, pg =
   // {0, 0, -1, -2}, mean over 4 = -0.75.
@@ -388,7 +399,7 @@ TEST(Losses, TisWeightsAndMisMasks) {
   b.rollout_logprobs = D({-1 - std::log(3.0), -1 - std::log(0.25), -1 - std::log(1.5), -1});
   policy_loss_options om;
   om.mis = mis_level::token;
-  r = policy_loss(b, om);
+  r = ppo_loss(b, om);
   EXPECT_NEAR(scalar(r.loss), -0.75, 1e-12);
   EXPECT_NEAR(r.metrics.at("mis_masked_frac"), 0.5, 1e-12);
   expect_values(grad_of(b, r), {0, 0, -0.25, -0.5});
@@ -400,7 +411,7 @@ TEST(Losses, TisWeightsAndMisMasks) {
   for (double w : {1.5, 1.5, 3.0, 0.5, 0.8, 100.0}) roll.push_back(-1 - std::log(w));
   b.rollout_logprobs = D(roll);
   om.mis = mis_level::sequence;
-  r = policy_loss(b, om);
+  r = ppo_loss(b, om);
   EXPECT_NEAR(scalar(r.loss), -0.6, 1e-12);
   EXPECT_NEAR(r.metrics.at("mis_masked_frac"), 0.4, 1e-12);
   expect_values(grad_of(b, r), {0, 0, -0.2, -0.2, -0.2, 0});
@@ -436,14 +447,15 @@ TEST(Losses, Float32InputsComputeInFloat32) {
   auto b = ratio_batch({1.5, 0.5}, {1, -1}, {1, 1}, {0, 1}, 2);
   b.logprobs = b.logprobs.detach().to(at::kFloat).requires_grad_();
   b.old_logprobs = b.old_logprobs.to(at::kFloat);
-  auto r = policy_loss(b, {});
+  auto r = ppo_loss(b, {});
   EXPECT_EQ(r.loss.scalar_type(), at::kFloat);
   EXPECT_NEAR(scalar(r.loss), (-1.2 + 0.8) / 2, 1e-6);
 }
 
 /// Central differences of the loss in fp64 against autograd, every term on at once.
-void check_gradient(ratio_level level) {
-  at::manual_seed(level == ratio_level::token ? 1 : 2);
+void check_gradient(const std::string& name) {
+  const bool token_level = name == "ppo";
+  at::manual_seed(token_level ? 1 : 2);
   const int64_t n = 12;
   const std::vector<int64_t> seq = {0, 0, 0, 0, 1, 1, 1, 2, 3, 3, 3, 3};
   auto seq_t = I(seq);
@@ -459,13 +471,12 @@ void check_gradient(ratio_level level) {
   b.global_tokens = 20;
   b.global_seqs = 6;
   policy_loss_options o;
-  o.level = level;
   o.eps_clip = 0.1;
   o.eps_clip_high = 0.15;
   o.kl = kl_estimator::k3;
   o.kl_coef = 0.3;
   o.entropy_coef = 0.01;
-  if (level == ratio_level::token) {
+  if (token_level) {
     // Per-token advantages, TIS weights and a dual clip; the distill term is left out (its
     // stop-gradient makes its gradient differ from the derivative of its value by design).
     b.advantages = at::randn({n}, at::kDouble);
@@ -480,7 +491,7 @@ void check_gradient(ratio_level level) {
     b.advantages = D({1, 2, -0.5, -1.5}).index_select(0, seq_t);
     o.agg = aggregation::token_mean;
   }
-  auto r = policy_loss(b, o);
+  auto r = loss_named(name, b, o);
   r.loss.backward();
   const auto grad = b.logprobs.grad().clone();
   const double h = 1e-6;
@@ -488,16 +499,16 @@ void check_gradient(ratio_level level) {
     policy_batch p = b;
     p.logprobs = b.logprobs.detach().clone();
     p.logprobs[i] += h;
-    const double up = scalar(policy_loss(p, o).loss);
+    const double up = scalar(loss_named(name, p, o).loss);
     p.logprobs[i] -= 2 * h;
-    const double down = scalar(policy_loss(p, o).loss);
+    const double down = scalar(loss_named(name, p, o).loss);
     EXPECT_NEAR(grad[i].item<double>(), (up - down) / (2 * h), 1e-7) << "token " << i;
   }
   EXPECT_GT(grad.abs().sum().item<double>(), 0.01);
 }
 
-TEST(Losses, GradientMatchesFiniteDifferencesTokenLevel) { check_gradient(ratio_level::token); }
-TEST(Losses, GradientMatchesFiniteDifferencesSequenceLevel) { check_gradient(ratio_level::sequence); }
+TEST(Losses, GradientMatchesFiniteDifferencesTokenLevel) { check_gradient("ppo"); }
+TEST(Losses, GradientMatchesFiniteDifferencesSequenceLevel) { check_gradient("gspo"); }
 
 }  // namespace
 }  // namespace milesrt::rl

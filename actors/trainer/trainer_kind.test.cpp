@@ -1,0 +1,50 @@
+// The trainer kind's params check: the open sets (estimator, policyLoss) are names in the loss
+// registries, and an unknown one is reported with the known names.
+#include "actors/trainer/trainer_kind.hpp"
+
+#include <gtest/gtest.h>
+
+#include "actors/lib/rl/builtin.hpp"
+#include "milesrt/trainer.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
+
+namespace milesrt::trainer {
+namespace {
+using kind_testing::params_of;
+
+std::vector<std::string> problems_of(const runtime::kind_registry& kinds, params_of<schema::TrainerParams>& p) {
+  return kinds.find("trainer")->check_params(*p.setup().params_struct);
+}
+
+TEST(trainer_kind, unknown_estimator_and_policy_loss_list_the_known_names) {
+  runtime::kind_registry kinds;
+  register_trainer_kind(kinds);
+  params_of<schema::TrainerParams> p;
+  p->setModel("m");
+  EXPECT_TRUE(problems_of(kinds, p).empty());
+  p->setEstimator("grpo2");
+  p->setPolicyLoss("sequence");
+  auto problems = problems_of(kinds, p);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0],
+            "estimator: 'grpo2' is not one of: dr_grpo, gae, grpo, reinforce_pp, "
+            "reinforce_pp_baseline, rloo");
+  EXPECT_EQ(problems[1], "policyLoss: 'sequence' is not one of: gspo, ppo");
+  p->setEstimator("gae");
+  p->setPolicyLoss("gspo");
+  EXPECT_TRUE(problems_of(kinds, p).empty());
+}
+
+TEST(trainer_kind, a_plugin_loss_is_a_known_name) {
+  auto losses = std::make_shared<rl::registries>(rl::builtin_registries());
+  losses->policy_losses.add("ppo_again", rl::make_ppo_loss);
+  runtime::kind_registry kinds;
+  register_trainer_kind(kinds, losses);
+  params_of<schema::TrainerParams> p;
+  p->setModel("m");
+  p->setPolicyLoss("ppo_again");
+  EXPECT_TRUE(problems_of(kinds, p).empty());
+}
+
+}  // namespace
+}  // namespace milesrt::trainer

@@ -1,0 +1,115 @@
+// The update phase of policy_trainer::train: each micro-batch's loss and backward, then AdamW.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "actors/trainer/batch_layout.hpp"
+#include "actors/trainer/scoring.hpp"
+#include "actors/trainer/trainer_core.hpp"
+#include "actors/trainer/update.hpp"
+
+namespace milesrt::trainer {
+
+update_totals policy_trainer::update(const std::vector<train_sequence>& batch, const batch_layout& layout,
+                                     const at::Tensor& advantages, const at::Tensor& old_logprobs) {
+  update_totals totals;
+  const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
+  for (uint32_t u = 0; u < updates; ++u) {
+    bool finite = true;
+    for (const auto& mb : layout.micro_batches) {
+      finite = backward_micro_batch(batch, layout, advantages, old_logprobs, mb, u == 0, totals);
+      if (!finite) break;
+    }
+    optimizer_step(finite, totals);
+  }
+  return totals;
+}
+
+bool policy_trainer::backward_micro_batch(const std::vector<train_sequence>& batch,
+                                          const batch_layout& layout, const at::Tensor& advantages,
+                                          const at::Tensor& old_logprobs, const std::vector<size_t>& mb,
+                                          bool first, update_totals& totals) {
+  bool finite = true;
+  // The loss, or an undefined tensor when it is not finite.
+  auto loss_of = [&](const llm::token_scores& sc) -> at::Tensor {
+    auto loss = micro_batch_loss(layout, advantages, old_logprobs, mb, sc, totals);
+    if (std::isfinite(loss.item<double>())) return loss;
+    finite = false;
+    return at::Tensor();
+  };
+  if (options_.activation_checkpointing) {
+    auto sc = score_sequences(*model_, batch, mb, options_, loss_of);  // the forward runs the backward too
+    if (first) totals.first_logprobs.push_back(sc.logprobs);
+  } else {
+    auto sc = score_sequences(*model_, batch, mb, options_);
+    if (first) totals.first_logprobs.push_back(sc.logprobs.detach());
+    auto loss = loss_of(sc);
+    if (loss.defined() && loss.requires_grad()) loss.backward();
+  }
+  return finite;
+}
+
+at::Tensor policy_trainer::micro_batch_loss(const batch_layout& layout, const at::Tensor& advantages,
+                                            const at::Tensor& old_logprobs, const std::vector<size_t>& mb,
+                                            const llm::token_scores& sc, update_totals& totals) const {
+  auto mask = layout.slice(layout.mask, mb);
+  const double global_tokens = std::max(1.0, static_cast<double>(layout.num_tokens));
+  if (options_.objective == "sft") {
+    auto loss = rl::sft_loss(sc.logprobs, mask, global_tokens);
+    totals.sums["sft_loss"] += loss.item<double>();
+    return loss;
+  }
+  rl::policy_batch pb;
+  pb.logprobs = sc.logprobs;
+  pb.old_logprobs = old_logprobs.defined() ? layout.slice(old_logprobs, mb) : sc.logprobs.detach();
+  pb.rollout_logprobs = layout.slice(layout.rollout_logprobs, mb);
+  pb.ref_logprobs = layout.slice(layout.ref_logprobs, mb);
+  pb.advantages = layout.slice(advantages, mb);
+  pb.entropy = sc.entropy;
+  pb.mask = mask;
+  pb.seq_index = layout.local_seq_index(mb);
+  pb.num_seqs = static_cast<int64_t>(mb.size());
+  pb.global_tokens = global_tokens;
+  pb.global_seqs = static_cast<double>(layout.num_seqs);
+  auto r = loss_->compute(pb, options_.loss);
+  const double w = static_cast<double>(mask.numel());
+  for (const auto& [k, v] : r.metrics) totals.sums[k] += v * w;
+  totals.weight_sum += w;
+  totals.sums["loss"] += r.loss.item<double>();
+  return r.loss;
+}
+
+void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
+  auto& params = model_->mutable_params();
+  auto grad = params.buffer().grad();
+  if (!grad.defined()) grad = at::zeros_like(params.buffer().detach());
+  if (!finite) {
+    totals.skipped++;
+    grad.zero_();
+    return;
+  }
+  auto g = grad.scalar_type() == at::kFloat ? grad : grad.to(at::kFloat);
+  auto info = adam_->step(master_, g);
+  grad.zero_();
+  totals.grad_norm = info.grad_norm;
+  totals.lr = info.lr;
+  if (info.skipped) {
+    totals.skipped++;
+    return;
+  }
+  {
+    at::NoGradGuard no_grad;
+    if (params.buffer().scalar_type() != at::kFloat) params.buffer().detach().copy_(master_);
+    if (!at::isfinite(params.buffer().detach()).all().item<bool>()) {
+      throw std::runtime_error("trainer: the weights are no longer finite after optimizer step " +
+                               std::to_string(adam_->steps()) + "; nothing is published");
+    }
+  }
+  params.rebuild_views();
+}
+
+}  // namespace milesrt::trainer
