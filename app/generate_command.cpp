@@ -20,14 +20,19 @@ cli::command make_generate_command() {
           [](CLI::App& app, cli::context& ctx) -> cli::runner {
             struct options {
               std::string model, device = "cpu", dtype = "fp32", chat;
-              int64_t blocks = 1024, block_size = 16, budget = 512;
+              int64_t blocks = 1024, block_size = 16, budget = 8192;
+              double kv_fraction = 0.9;
             };
             auto opt = std::make_shared<options>();
             app.add_option("--model", opt->model, "Hugging Face model folder")->required();
             app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
             app.add_option("--chat-template", opt->chat, "qwen2.5, qwen3 or llama3 (default: detected)");
-            app.add_option("--kv-blocks", opt->blocks, "KV cache blocks")->check(CLI::PositiveNumber);
+            auto* blocks = app.add_option("--kv-blocks", opt->blocks, "KV cache blocks (default: cpu 1024, cuda by memory fraction)")
+                               ->check(CLI::PositiveNumber);
+            app.add_option("--kv-memory-fraction", opt->kv_fraction,
+                           "cuda: the KV pool's share of the free GPU memory (default 0.9; --kv-blocks overrides)")
+                ->check(CLI::Range(0.0, 1.0));
             app.add_option("--block-size", opt->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
             app.add_option("--step-tokens", opt->budget, "Tokens per engine step")->check(CLI::PositiveNumber);
             app.footer(
@@ -35,7 +40,7 @@ cli::command make_generate_command() {
                 "  max_new_tokens (16), temperature (1.0), top_p, top_k, n, seed, stop (strings), stop_token_ids,\n"
                 "  ignore_eos. Output, one line per sample: {\"index\", \"output_ids\", \"logprobs\", \"text\",\n"
                 "  \"finish_reason\"}. logprobs are at the sampling temperature over the full vocabulary.");
-            return [opt, &ctx] {
+            return [opt, &ctx, blocks] {
               if (opt->device == "cuda" && !at::hasCUDA()) {
                 cli::print_error(ctx.err, "generate", "--device cuda: no CUDA device is visible");
                 return cli::exit_status::bad_input;
@@ -54,12 +59,20 @@ cli::command make_generate_command() {
                 cli::print_error(ctx.err, "generate", tok_error);
                 return cli::exit_status::bad_input;
               }
-              engine_config cfg{opt->blocks, opt->block_size, opt->budget, 64, nullptr};
+              engine_config cfg{opt->blocks, opt->block_size, opt->budget, 0, nullptr};
+              if (opt->device == "cuda" && blocks->count() == 0) cfg.kv_memory_fraction = opt->kv_fraction;
               if (tok) {
                 auto* codec = tok.get();
                 cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
               }
-              engine eng(*model, cfg);
+              std::unique_ptr<engine> eng_ptr;
+              try {
+                eng_ptr = std::make_unique<engine>(*model, cfg);
+              } catch (const std::exception& e) {
+                cli::print_error(ctx.err, "generate", e.what());
+                return cli::exit_status::run_failed;
+              }
+              engine& eng = *eng_ptr;
               std::vector<std::string> errors;
               std::vector<int64_t> samples_of;  // per line: n, or 0 for an error line
               std::string line;

@@ -10,7 +10,6 @@
 #include "actors/lib/llm/device.hpp"
 #include "app/tokenize_command.hpp"
 #include "app/generate_command.hpp"
-#include "app/train_bench_command.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/core/kind.hpp"
@@ -43,7 +42,6 @@ int main(int argc, char** argv) {
       cli::make_worker_command(),
       app::make_score_command(),
       app::make_bench_command(),
-      app::make_train_bench_command(),
       app::make_generate_command(),
       app::make_tokenize_command(),
   };

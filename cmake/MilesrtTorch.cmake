@@ -52,6 +52,8 @@ if(CUDAToolkit_FOUND AND NOT MILESRT_TORCH_CPU_ONLY)
   find_package(Torch REQUIRED)
   target_link_libraries(milesrt_torch INTERFACE ${TORCH_LIBRARIES})
   target_compile_options(milesrt_torch INTERFACE ${TORCH_CXX_FLAGS})
+  # Code that uses libtorch's CUDA API (streams, the caching allocator, CUDA graphs) checks this.
+  target_compile_definitions(milesrt_torch INTERFACE MILESRT_TORCH_CUDA=1)
   set(MILESRT_TORCH_CUDA ON)
 else()
   get_filename_component(_torch_root "${Torch_DIR}/../../.." ABSOLUTE)

@@ -1,6 +1,7 @@
 #pragma once
 /// What CUDA this build and this machine offer. No ATen here: kernels are plain CUDA.
 
+#include <cstddef>
 #include <string>
 
 namespace milesrt::kernels {
@@ -11,5 +12,7 @@ bool cuda_compiled();
 int cuda_device_count();
 /// "CUDA kernels compiled (sm_90), 1 GPU: NVIDIA H200" or "CUDA kernels not compiled".
 std::string cuda_summary();
+/// Free and total memory of CUDA device `device`; false without one.
+bool cuda_memory_info(int device, size_t& free_bytes, size_t& total_bytes);
 
 }  // namespace milesrt::kernels

@@ -24,4 +24,13 @@ std::string cuda_summary() {
   return s + ", " + std::to_string(n) + " GPU" + (n > 1 ? "s" : "") + ": " + prop.name;
 }
 
+bool cuda_memory_info(int device, size_t& free_bytes, size_t& total_bytes) {
+  int previous = 0;
+  if (cuda_device_count() <= device || cudaGetDevice(&previous) != cudaSuccess) return false;
+  bool ok = cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  cudaSetDevice(previous);
+  if (!ok) cudaGetLastError();
+  return ok;
+}
+
 }  // namespace milesrt::kernels

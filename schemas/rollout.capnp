@@ -13,6 +13,7 @@ struct RolloutParams {
   device @1 :Device = cpu;
   dtype @2 :Dtype = fp32;
   kvBlocks @3 :UInt32 = 512;
+  # KV cache blocks on the CPU (and on the GPU when kvMemoryFraction is 0).
   blockSize @4 :UInt32 = 16;
   stepTokens @5 :UInt32 = 512;
   # Tokens per engine step: prefill chunks and decode tokens share it.
@@ -26,6 +27,9 @@ struct RolloutParams {
   pauseMode @12 :PauseMode = retract;
   chatTemplate @13 :Text;
   # qwen2.5, qwen3 or llama3; "" = detected from tokenizer_config.json.
+  kvMemoryFraction @14 :Float64 = 0.5;
+  # On the GPU: the KV pool is this share of the device memory free once the weights are loaded
+  # (the trainer of a colocated graph needs the rest); 0 = kvBlocks blocks.
 
   enum PauseMode {
     abort @0;

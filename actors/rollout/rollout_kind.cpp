@@ -217,6 +217,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
     if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
     if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
+    if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1)) problems.push_back("kvMemoryFraction: must be in [0, 1]");
     if (p.getSamplesPerPrompt() == 0) problems.push_back("samplesPerPrompt: must be at least 1");
     if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
     if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
@@ -236,6 +237,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();
     cfg.max_tokens_per_step = p.getStepTokens();
+    cfg.kv_memory_fraction = p.getKvMemoryFraction();
     sampling_params base;
     base.n = p.getSamplesPerPrompt();
     base.max_new_tokens = p.getMaxNewTokens();

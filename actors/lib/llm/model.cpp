@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -12,6 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/safetensors.hpp"
+#include "kernels/attention/paged_attention.hpp"
+#include "kernels/decoder/decoder_kernels.hpp"
+
+#ifdef MILESRT_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 namespace milesrt::llm {
 namespace fs = std::filesystem;
@@ -193,13 +200,18 @@ at::Tensor rotate_half(const at::Tensor& x) {
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-/// Rotary embedding of x [n, heads, d] at `positions` [n].
-at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& positions, const at::Tensor& inv_freq) {
+/// The rotary tables of `positions` [n]: cos and sin [n, 1, d] in `dtype` (computed once per
+/// forward, shared by every layer).
+std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const at::Tensor& inv_freq,
+                                              at::ScalarType dtype) {
   auto freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, d/2]
   auto emb = at::cat({freqs, freqs}, -1);
-  auto cos = emb.cos().to(x.scalar_type()).unsqueeze(1);
-  auto sin = emb.sin().to(x.scalar_type()).unsqueeze(1);
-  return x * cos + rotate_half(x) * sin;
+  return {emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)};
+}
+
+/// Rotary embedding of x [n, heads, d] with the tables of its positions.
+at::Tensor apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& table) {
+  return x * table.first + rotate_half(x) * table.second;
 }
 
 at::Tensor make_inv_freq(const model_config& c) {
@@ -320,6 +332,24 @@ void decoder::set_params(std::shared_ptr<flat_params> p) {
   params_ = std::move(p);
 }
 
+const at::Tensor& decoder::lm_head() const {
+  return config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
+                                     : params_->get("lm_head.weight");
+}
+
+int64_t decoder::kv_block_bytes(int64_t block_size) const {
+  return 2 * config_.num_layers * block_size * config_.num_kv_heads * config_.head_dim *
+         static_cast<int64_t>(c10::elementSize(dtype_));
+}
+
+namespace {
+/// Whether the serving forward on this device reads the cache through the paged kernels.
+bool use_paged_kernels(at::Device device, at::ScalarType dtype, const model_config& c) {
+  return device.is_cuda() && dtype == at::kBFloat16 &&
+         kernels::paged_attention_supported(static_cast<int>(c.head_dim));
+}
+}  // namespace
+
 kv_cache decoder::make_cache(int64_t num_blocks, int64_t block_size) const {
   kv_cache c;
   c.block_size = block_size;
@@ -328,6 +358,12 @@ kv_cache decoder::make_cache(int64_t num_blocks, int64_t block_size) const {
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     c.k.push_back(at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
     c.v.push_back(at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
+  }
+  if (use_paged_kernels(device_, dtype_, config_)) {
+    auto bytes = at::TensorOptions().dtype(at::kByte);
+    c.attention_float_ws = at::empty({int64_t(kernels::kAttentionFloatWorkspaceBytes)}, bytes.device(device_));
+    c.attention_int_ws = at::empty({int64_t(kernels::kAttentionIntWorkspaceBytes)}, bytes.device(device_));
+    c.attention_pinned_ws = at::empty({int64_t(kernels::kAttentionIntWorkspaceBytes)}, bytes.pinned_memory(true));
   }
   return c;
 }
@@ -381,12 +417,246 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k_all, const at::Tensor
 
 }  // namespace
 
+namespace {
+
+void* current_stream() {
+#ifdef MILESRT_TORCH_CUDA
+  return at::cuda::getCurrentCUDAStream().stream();
+#else
+  return nullptr;
+#endif
+}
+
+paged_step make_paged_step(const std::vector<segment>& segments, const std::vector<int64_t>& ids,
+                             const std::vector<int64_t>& positions, kv_cache& cache,
+                             const model_config& c) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t B = static_cast<int64_t>(segments.size());
+  const int64_t bs = cache.block_size;
+  // One int32 buffer: ids | positions | slots | qo_indptr | kv_indptr | kv_last | kv_indices.
+  std::vector<int32_t> meta(3 * T + 3 * B + 2);
+  int32_t* mid = meta.data();
+  int32_t* mpos = mid + T;
+  int32_t* mslot = mpos + T;
+  int32_t* qo = mslot + T;
+  int32_t* kvp = qo + B + 1;
+  int32_t* last = kvp + B + 1;
+  qo[0] = 0;
+  kvp[0] = 0;
+  std::vector<int32_t> indices;
+  bool decode_only = true;
+  int64_t row = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = segments[b];
+    TORCH_CHECK(s.block_table != nullptr, "the paged forward needs a block table for every segment");
+    const int64_t n = static_cast<int64_t>(s.ids.size());
+    const int64_t len = s.start + n;
+    const int64_t pages = (len + bs - 1) / bs;
+    TORCH_CHECK(pages <= static_cast<int64_t>(s.block_table->size()), "block table of ",
+                s.block_table->size(), " blocks is too short for position ", len - 1);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = s.start + i;
+      mslot[row + i] = static_cast<int32_t>(int64_t((*s.block_table)[p / bs]) * bs + p % bs);
+    }
+    indices.insert(indices.end(), s.block_table->begin(), s.block_table->begin() + pages);
+    qo[b + 1] = static_cast<int32_t>(row + n);
+    kvp[b + 1] = static_cast<int32_t>(indices.size());
+    last[b] = static_cast<int32_t>(len - (pages - 1) * bs);
+    decode_only = decode_only && n == 1;
+    row += n;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    mid[t] = static_cast<int32_t>(ids[t]);
+    mpos[t] = static_cast<int32_t>(positions[t]);
+  }
+  const int64_t head = static_cast<int64_t>(meta.size());
+  auto pinned = at::empty({head + static_cast<int64_t>(indices.size())},
+                          at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+  std::memcpy(pinned.data_ptr<int32_t>(), meta.data(), meta.size() * sizeof(int32_t));
+  std::memcpy(pinned.data_ptr<int32_t>() + head, indices.data(), indices.size() * sizeof(int32_t));
+  auto dev = pinned.to(cache.k.front().device(), /*non_blocking=*/true);
+  paged_step out;
+  out.ids = dev.narrow(0, 0, T).to(at::kLong);
+  out.positions = dev.narrow(0, T, T).to(at::kLong);
+  out.slots = dev.narrow(0, 2 * T, T).to(at::kLong);
+  out.qo_indptr = dev.narrow(0, 3 * T, B + 1);
+  out.kv_indptr = dev.narrow(0, 3 * T + B + 1, B + 1);
+  out.kv_last = dev.narrow(0, 3 * T + 2 * B + 2, B);
+  out.kv_indices = dev.narrow(0, head, static_cast<int64_t>(indices.size()));
+  out.sequences = B;
+  out.decode_only = decode_only;
+  out.attention = std::make_shared<kernels::paged_attention>(cache.attention_float_ws.data_ptr(),
+                                                             cache.attention_int_ws.data_ptr(),
+                                                             cache.attention_pinned_ws.data_ptr());
+  const int H = static_cast<int>(c.num_heads), KH = static_cast<int>(c.num_kv_heads),
+            D = static_cast<int>(c.head_dim);
+  if (decode_only) {
+    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false, current_stream());
+  } else {
+    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), current_stream());
+  }
+  return out;
+}
+
+/// One layer's attention over the paged cache, the new tokens' K/V already in it: one kernel call
+/// for the whole batch. q [T, heads, d] (contiguous) -> [T, heads, d].
+at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
+                                const model_config& c) {
+  auto out = at::empty_like(q);
+  kernels::paged_kv_desc kv;
+  kv.k = cache.k[layer].data_ptr();
+  kv.v = cache.v[layer].data_ptr();
+  kv.page_size = static_cast<int>(cache.block_size);
+  kv.kv_heads = static_cast<int>(c.num_kv_heads);
+  kv.head_dim = static_cast<int>(c.head_dim);
+  kv.indptr = b.kv_indptr.data_ptr<int32_t>();
+  kv.indices = b.kv_indices.data_ptr<int32_t>();
+  kv.last_page_len = b.kv_last.data_ptr<int32_t>();
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
+  const int B = static_cast<int>(b.sequences), H = static_cast<int>(c.num_heads);
+  if (b.decode_only) {
+    b.attention->run_decode(q.data_ptr(), out.data_ptr(), kv, B, H, scale, current_stream());
+  } else {
+    b.attention->run_prefill(q.data_ptr(), b.qo_indptr.data_ptr<int32_t>(), out.data_ptr(), kv, B, H, scale,
+                             current_stream());
+  }
+  return out;
+}
+
+/// One layer's attention over the paged cache: writes the new tokens' K/V into their slots, then
+/// the kernel. q [T, heads, d] -> [T, heads, d].
+at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
+                        const at::Tensor& k, const at::Tensor& v, const model_config& c) {
+  cache.k[layer].index_copy_(0, b.slots, k);
+  cache.v[layer].index_copy_(0, b.slots, v);
+  return paged_attention_only(b, cache, layer, q.contiguous(), c);
+}
+
+/// Whether the serving forward uses the fused bf16 kernels (kernels/decoder): dense layers,
+/// head_dim 128, bf16 on the GPU.
+bool fused_serving(const model_config& c, at::ScalarType dtype) {
+  return dtype == at::kBFloat16 && c.num_experts == 0 && c.head_dim == kernels::kFusedHeadDim;
+}
+
+/// The weights of consecutive parameters that the flat buffer holds back to back (q/k/v, gate/up)
+/// as one matrix [sum of rows, in] (or one vector for biases), for one GEMM instead of several.
+at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
+  const auto& first = P.get(names.front());
+  int64_t rows = 0;
+  const char* next = static_cast<const char*>(first.data_ptr());
+  for (const auto& n : names) {
+    const auto& t = P.get(n);
+    TORCH_CHECK(t.data_ptr() == next, "joined weights: '", n, "' does not follow the previous one in the buffer");
+    next += t.numel() * t.element_size();
+    rows += t.size(0);
+  }
+  if (first.dim() == 1) return first.as_strided({rows}, {1});
+  return first.as_strided({rows, first.size(1)}, {first.size(1), 1});
+}
+
+/// The serving forward over a paged step with the fused kernels: per layer one fused add+RMSNorm,
+/// the QKV GEMM, QK-norm+RoPE+KV append, paged attention, the output GEMM, add+RMSNorm, the
+/// gate/up GEMM, SiLU*mul and the down GEMM (about 10 kernels). Returns the final-norm hidden
+/// states [T, hidden].
+at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b, kv_cache& cache,
+                         at::Tensor h, const std::pair<at::Tensor, at::Tensor>& rope) {
+  const int64_t T = h.size(0);
+  void* stream = current_stream();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  auto x = at::empty_like(h);
+  // h += delta (when given); x = RMSNorm(h) * w.
+  auto norm = [&](const at::Tensor& delta, const at::Tensor& w) {
+    kernels::add_rmsnorm_cuda(h.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr, w.data_ptr(),
+                              x.data_ptr(), T, c.hidden_size, eps, stream);
+  };
+  const auto cos = rope.first.reshape({T, c.head_dim}).contiguous();
+  const auto sin = rope.second.reshape({T, c.head_dim}).contiguous();
+  norm(at::Tensor(), P.get("model.layers.0.input_layernorm.weight"));
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    auto qkv = c.attention_bias ? at::addmm(joined(P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                                       p + "self_attn.v_proj.bias"}),
+                                            x, w_qkv.t())
+                                : at::mm(x, w_qkv.t());
+    auto q = at::empty({T, c.num_heads, c.head_dim}, h.options());
+    kernels::qk_rope_args a;
+    a.qkv = qkv.data_ptr();
+    a.q_norm = c.qk_norm ? P.get(p + "self_attn.q_norm.weight").data_ptr() : nullptr;
+    a.k_norm = c.qk_norm ? P.get(p + "self_attn.k_norm.weight").data_ptr() : nullptr;
+    a.cos = cos.data_ptr();
+    a.sin = sin.data_ptr();
+    a.slots = b.slots.data_ptr<int64_t>();
+    a.q_out = q.data_ptr();
+    a.k_cache = cache.k[layer].data_ptr();
+    a.v_cache = cache.v[layer].data_ptr();
+    a.tokens = T;
+    a.heads = c.num_heads;
+    a.kv_heads = c.num_kv_heads;
+    a.eps = eps;
+    kernels::qk_rope_append_cuda(a, stream);
+    auto attn = paged_attention_only(b, cache, layer, q, c);
+    norm(at::mm(attn.view({T, c.num_heads * c.head_dim}), P.get(p + "self_attn.o_proj.weight").t()),
+         P.get(p + "post_attention_layernorm.weight"));
+    auto gate_up = at::mm(x, joined(P, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}).t());
+    auto act = at::empty({T, c.intermediate_size}, h.options());
+    kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), T, c.intermediate_size, stream);
+    const std::string next = layer + 1 < c.num_layers
+                                 ? "model.layers." + std::to_string(layer + 1) + ".input_layernorm.weight"
+                                 : "model.norm.weight";
+    norm(at::mm(act, P.get(p + "mlp.down_proj.weight").t()), P.get(next));
+  }
+  return x;
+}
+
+/// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
+/// autograd (serving, scoring), with the expert weights laid out as the grouped GEMM needs them
+/// (16-byte aligned, sizes multiples of 8).
+bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::string& p, const model_config& c) {
+  if (!x.is_cuda() || x.scalar_type() != at::kBFloat16 || at::GradMode::is_enabled()) return false;
+  const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
+  const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
+  return reinterpret_cast<uintptr_t>(g0.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(d0.data_ptr()) % 16 == 0 &&
+         c.hidden_size % 8 == 0 && c.moe_intermediate_size % 8 == 0;
+}
+
+/// A MoE layer's experts over x [T, hidden] with routing `chosen` [T, k] and `weights` [T, k]:
+/// the (token, slot) pairs sorted by expert, two grouped GEMMs over every expert's rows at once
+/// (at::_grouped_mm; each expert's gate/up and down weights read in place from the flat buffer),
+/// SiLU*mul, the routing weights, then each token's k outputs summed in slot order (the same
+/// order whatever the batch). Nothing goes to the host: a decode step stays one GPU stream.
+at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& chosen, const flat_params& P,
+                       const std::string& p, const model_config& c) {
+  const int64_t T = x.size(0), k = c.num_experts_per_tok, E = c.num_experts;
+  const int64_t I = c.moe_intermediate_size, H = c.hidden_size;
+  auto flat = chosen.reshape({-1});
+  auto sorted = at::sort(flat, /*stable=*/true, 0, /*descending=*/false);
+  const auto& experts = std::get<0>(sorted);
+  const auto& order = std::get<1>(sorted);                   // (token, slot) pairs by expert
+  auto ends = at::searchsorted(experts, at::arange(E, flat.options()), /*out_int32=*/true, /*right=*/true);
+  auto xs = x.index_select(0, at::div(order, k, "floor"));  // [T k, hidden]
+  const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
+  const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
+  const int64_t expert_stride = 3 * I * H;  // gate, up, down of one expert, back to back
+  auto w_gate_up = g0.as_strided({E, 2 * I, H}, {expert_stride, H, 1}).transpose(1, 2);  // [E, H, 2I]
+  auto w_down = d0.as_strided({E, H, I}, {expert_stride, I, 1}).transpose(1, 2);         // [E, I, H]
+  auto gate_up = at::_grouped_mm(xs, w_gate_up, ends);
+  auto act = at::empty({gate_up.size(0), I}, x.options());
+  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I, current_stream());
+  auto y = at::_grouped_mm(act, w_down, ends) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
+  auto by_slot = at::empty_like(y).index_copy_(0, order, y);  // back to (token, slot) order
+  return by_slot.view({T, k, H}).sum(1);
+}
+
+}  // namespace
+
 forward_result decoder::forward(const std::vector<segment>& segments,
                                 const forward_options& opt) const {
   const auto& c = config_;
   const auto& P = *params_;
   std::vector<int64_t> ids, positions;
-  for (const auto& s : segments) {
+  static const std::vector<segment> kPrepared;  // a prepared step has its ids on the device
+  for (const auto& s : opt.step != nullptr ? kPrepared : segments) {
     TORCH_CHECK(s.block_table != nullptr || s.start == 0,
                 "a segment that starts at position ", s.start, " needs a block table");
     TORCH_CHECK(s.block_table == nullptr || opt.cache != nullptr, "a block table needs a cache");
@@ -400,15 +670,55 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   // Every activation keeps a multiple of 8 rows (padding rows hold token 0 at position 0): GEMMs are
   // then row-invariant, row reductions run serially per row, and with dimensions that are
   // multiples of 16 each element meets the same vectorized code in both paths.
-  const int64_t T = static_cast<int64_t>(ids.size());
+  // The serving path on the GPU: one batch over the paged cache, its metadata sent in one copy
+  // (or a step prepared by the caller).
+  const bool paged = opt.cache != nullptr && opt.cache->paged_kernels();
+  TORCH_CHECK(opt.step == nullptr || paged, "a prepared step needs a cache with paged kernels");
+  const int64_t T = opt.step != nullptr ? opt.step->ids.size(0) : static_cast<int64_t>(ids.size());
   const int64_t Tp = device_.is_cuda() ? T : std::max<int64_t>(8, (T + 7) / 8 * 8);
   ids.resize(Tp, 0);
   positions.resize(Tp, 0);
-  auto ids_t = at::tensor(ids, at::kLong).to(device_);
-  auto pos_t = at::tensor(positions, at::kLong).to(device_);
+  paged_step batch;
+  at::Tensor ids_t, pos_t;
+  if (paged) {
+    batch = opt.step != nullptr ? *opt.step : make_paged_step(segments, ids, positions, *opt.cache, c);
+    ids_t = batch.ids;
+    pos_t = batch.positions;
+  } else {
+    ids_t = at::tensor(ids, at::kLong).to(device_);
+    pos_t = at::tensor(positions, at::kLong).to(device_);
+  }
+  const auto rope = rope_tables(pos_t, inv_freq_, dtype_);
   forward_result result;
   const bool checkpointing = static_cast<bool>(opt.checkpoint_head);
   TORCH_CHECK(!checkpointing || opt.cache == nullptr, "activation checkpointing is for the training path (no cache)");
+
+  // Attention one segment at a time (the CPU path, which keeps each position's calls
+  // batch-invariant, the training path and caches the paged kernels do not cover).
+  auto segment_attention = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v) -> at::Tensor {
+    std::vector<at::Tensor> outs;
+    int64_t row = 0;
+    for (const auto& s : segments) {
+      const int64_t n = static_cast<int64_t>(s.ids.size());
+      auto qs = q.narrow(0, row, n), ks = k.narrow(0, row, n), vs = v.narrow(0, row, n);
+      at::Tensor k_all = ks, v_all = vs;
+      if (s.block_table != nullptr) {
+        auto& kc = opt.cache->k[layer];
+        auto& vc = opt.cache->v[layer];
+        auto write = slots(*s.block_table, opt.cache->block_size, s.start, s.start + n, device_);
+        kc.index_copy_(0, write, ks.detach());
+        vc.index_copy_(0, write, vs.detach());
+        auto read = slots(*s.block_table, opt.cache->block_size, 0, s.start + n, device_);
+        k_all = kc.index_select(0, read);
+        v_all = vc.index_select(0, read);
+      }
+      outs.push_back(attend(qs, k_all, v_all, s.start, c.num_kv_heads));
+      row += n;
+    }
+    if (Tp > T) outs.push_back(at::zeros({Tp - T, c.num_heads, c.head_dim}, q.options()));
+    return at::cat(outs, 0).reshape({Tp, c.num_heads * c.head_dim});
+  };
 
   // One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
   // result (off when a checkpointed layer is computed again).
@@ -435,30 +745,12 @@ forward_result decoder::forward(const std::vector<segment>& segments,
       q = rms_norm(q, P.get(p + "self_attn.q_norm.weight"), c.rms_norm_eps);
       k = rms_norm(k, P.get(p + "self_attn.k_norm.weight"), c.rms_norm_eps);
     }
-    q = apply_rope(q, pos_t, inv_freq_);
-    k = apply_rope(k, pos_t, inv_freq_);
+    q = apply_rope(q, rope);
+    k = apply_rope(k, rope);
 
-    std::vector<at::Tensor> outs;
-    int64_t row = 0;
-    for (const auto& s : segments) {
-      const int64_t n = static_cast<int64_t>(s.ids.size());
-      auto qs = q.narrow(0, row, n), ks = k.narrow(0, row, n), vs = v.narrow(0, row, n);
-      at::Tensor k_all = ks, v_all = vs;
-      if (s.block_table != nullptr) {
-        auto& kc = opt.cache->k[layer];
-        auto& vc = opt.cache->v[layer];
-        auto write = slots(*s.block_table, opt.cache->block_size, s.start, s.start + n, device_);
-        kc.index_copy_(0, write, ks.detach());
-        vc.index_copy_(0, write, vs.detach());
-        auto read = slots(*s.block_table, opt.cache->block_size, 0, s.start + n, device_);
-        k_all = kc.index_select(0, read);
-        v_all = vc.index_select(0, read);
-      }
-      outs.push_back(attend(qs, k_all, v_all, s.start, c.num_kv_heads));
-      row += n;
-    }
-    if (Tp > T) outs.push_back(at::zeros({Tp - T, c.num_heads, c.head_dim}, q.options()));
-    auto attn = at::cat(outs, 0).reshape({Tp, c.num_heads * c.head_dim});
+    const auto attn = paged ? paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
+                                  .reshape({T, c.num_heads * c.head_dim})
+                            : segment_attention(layer, q, k, v);
     h = h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
 
     // MLP or mixture of experts.
@@ -488,6 +780,14 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     }
     if (c.norm_topk_prob) weights = weights / weights.sum(-1, true);
     weights = weights.to(x.scalar_type());
+    if (grouped_experts(x, P, p, c)) {  // on the GPU without autograd: no host synchronisation
+      h = h + moe_grouped(x, weights, chosen, P, p, c);
+      if (record) {
+        result.experts.push_back(chosen.narrow(0, 0, T));
+        result.router_probs.push_back(probs.narrow(0, 0, T));
+      }
+      return h;
+    }
     auto moe_out = at::zeros_like(x);
     auto chosen_cpu = chosen.to(at::kCPU);
     std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_expert;  // expert -> (row, slot)
@@ -532,6 +832,10 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   };
 
   const auto& embed = P.get("model.embed_tokens.weight");
+  if (paged && fused_serving(c, dtype_)) {
+    result.hidden = fused_forward(P, c, batch, *opt.cache, embed.index_select(0, ids_t), rope);
+    return result;
+  }
   if (!checkpointing) {
     at::Tensor h = embed.index_select(0, ids_t);
     for (int64_t layer = 0; layer < c.num_layers; ++layer) h = run_layer(layer, h, true);
@@ -582,8 +886,7 @@ at::Tensor padded_logits(const at::Tensor& hidden, const at::Tensor& head, doubl
 }  // namespace
 
 at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) const {
-  const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
-                                                 : params_->get("lm_head.weight");
+  const auto& head = lm_head();
   return padded_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
 }
 

@@ -25,6 +25,10 @@
 
 #include "actors/lib/llm/config.hpp"
 
+namespace milesrt::kernels {
+class paged_attention;
+}
+
 namespace milesrt::llm {
 
 /// All parameters of a model in one flat buffer (one dtype, one device), each tensor a view into
@@ -66,6 +70,11 @@ struct kv_cache {
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   std::vector<at::Tensor> k, v;
+  /// The paged attention kernels' workspaces (CUDA bf16 caches with a compiled head_dim only;
+  /// undefined otherwise): device float and int buffers and a page-locked host buffer.
+  at::Tensor attention_float_ws, attention_int_ws, attention_pinned_ws;
+  /// True when the forward reads this cache through the paged attention kernels.
+  bool paged_kernels() const { return attention_int_ws.defined(); }
 };
 
 /// One sequence's part of a forward: `ids` are new tokens at positions start, start+1, ...
@@ -77,6 +86,17 @@ struct segment {
   const std::vector<int32_t>* block_table = nullptr;
 };
 
+/// A serving step whose inputs are already on the device, for the paged kernels (the CUDA-graph
+/// runner fills such a step's buffers in place before each replay). T new tokens of `sequences`
+/// sequences; FlashInfer's CSR arrays describe each sequence's pages (kernels/attention).
+struct paged_step {
+  at::Tensor ids, positions, slots;                      ///< [T] int64: token, position, cache row
+  at::Tensor qo_indptr, kv_indptr, kv_indices, kv_last;  ///< int32
+  int64_t sequences = 0;
+  bool decode_only = false;  ///< one token per sequence (the decode kernel, else prefill)
+  std::shared_ptr<kernels::paged_attention> attention;  ///< planned for this batch
+};
+
 struct forward_options {
   kv_cache* cache = nullptr;
   /// Routing replay: per MoE layer, [tokens, top_k] int64 experts to use instead of the router's.
@@ -86,6 +106,8 @@ struct forward_options {
   /// loss, and back-propagates it through every layer computed again; the parameters' gradients
   /// are then accumulated and the returned hidden states are detached.
   std::function<at::Tensor(const at::Tensor& hidden)> checkpoint_head;
+  /// A prepared step (the cache must have paged kernels): `segments` are then ignored.
+  const paged_step* step = nullptr;
 };
 
 struct forward_result {
@@ -132,6 +154,8 @@ class decoder {
                           int64_t chunk = 256) const;
   /// Full logits at `temperature` for a few rows (sampling), computed like score_rows.
   at::Tensor logits_rows(const at::Tensor& hidden, double temperature) const;
+  /// The output projection [vocab, hidden] (the embedding when the model ties them).
+  const at::Tensor& lm_head() const;
 
   /// Path (a) end to end: for each sequence of length L, the L-1 log-probs of tokens 1..L-1 and the
   /// entropies, from one packed forward.
@@ -141,6 +165,8 @@ class decoder {
 
   /// A paged cache for this model.
   kv_cache make_cache(int64_t num_blocks, int64_t block_size) const;
+  /// Bytes one KV block of `block_size` tokens takes over all layers.
+  int64_t kv_block_bytes(int64_t block_size) const;
 
   /// The Switch-Transformer load-balance loss of one forward and each expert's share of tokens.
   std::pair<at::Tensor, at::Tensor> load_balance(const forward_result& r) const;

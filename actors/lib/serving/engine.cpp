@@ -4,17 +4,58 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 
+#include "actors/lib/serving/device_sampling.hpp"
+#include "kernels/device.hpp"
+
 namespace milesrt::serving {
+
+int64_t resolve_num_blocks(const llm::decoder& model, const engine_config& config) {
+  if (config.kv_memory_fraction == 0 || !model.device().is_cuda()) return config.num_blocks;
+  if (!(config.kv_memory_fraction > 0 && config.kv_memory_fraction <= 1)) {
+    throw std::invalid_argument("kv memory fraction " + std::to_string(config.kv_memory_fraction) +
+                                " is not in (0, 1]");
+  }
+  size_t free_bytes = 0, total_bytes = 0;
+  if (!kernels::cuda_memory_info(model.device().index() < 0 ? 0 : model.device().index(), free_bytes,
+                                 total_bytes)) {
+    throw std::runtime_error("kv memory fraction: cannot read the GPU's free memory");
+  }
+  // The attention workspaces and the step's activations come out of the same memory: keep 1 GiB.
+  const double usable = std::max(0.0, double(free_bytes) * config.kv_memory_fraction - double(1ull << 30));
+  const int64_t blocks = static_cast<int64_t>(usable / double(model.kv_block_bytes(config.block_size)));
+  if (blocks < 1) {
+    throw std::runtime_error("kv memory fraction " + std::to_string(config.kv_memory_fraction) + " of " +
+                             std::to_string(free_bytes >> 20) + " MiB free leaves no KV block");
+  }
+  return blocks;
+}
+
+namespace {
+engine_config resolved(const llm::decoder& model, engine_config config) {
+  config.num_blocks = resolve_num_blocks(model, config);
+  return config;
+}
+}  // namespace
 
 engine::engine(const llm::decoder& model, engine_config config)
     : model_(model),
-      config_(config),
-      cache_(model.make_cache(config.num_blocks, config.block_size)),
-      blocks_(config.num_blocks),
-      prefix_(blocks_, config.block_size) {}
+      config_(resolved(model, std::move(config))),
+      cache_(model.make_cache(config_.num_blocks, config_.block_size)),
+      blocks_(config_.num_blocks),
+      prefix_(blocks_, config_.block_size) {
+  if (config_.decode_graphs != engine_config::graphs::off && config_.graph_max_batch > 0 &&
+      decode_graphs::supported(model, cache_)) {
+    // Padding rows of a bucket write their K/V into a block no sequence owns.
+    const auto dummy = blocks_.allocate();
+    if (!dummy) throw std::invalid_argument("rollout engine: no KV block for the CUDA graphs' padding rows");
+    graphs_ = std::make_unique<decode_graphs>(model, cache_, *dummy, config_.graph_max_batch,
+                                              config_.decode_graphs == engine_config::graphs::capture);
+  }
+}
 
 void engine::add(const generate_request& r) {
   const auto where = "request " + std::to_string(r.id) + ": ";
@@ -92,9 +133,12 @@ void engine::preempt(size_t index) {
   stats_.preemptions++;
 }
 
-int64_t engine::sample_token(sequence& s, const at::Tensor& row) {
+int64_t engine::sample_token(sequence& s, const at::Tensor& row, float* entropy) {
   auto logits = model_.logits_rows(row, s.params.temperature).squeeze(0).to(at::kCPU);
   auto probs = at::softmax(logits.to(at::kDouble), -1);
+  if (entropy != nullptr) {
+    *entropy = static_cast<float>(-(probs * at::log_softmax(logits.to(at::kDouble), -1)).sum().item<double>());
+  }
   auto sorted = at::sort(probs, 0, /*descending=*/true);
   auto p = std::get<0>(sorted).contiguous();
   auto ids = std::get<1>(sorted).contiguous();
@@ -131,6 +175,7 @@ sample engine::finish(sequence& s, const std::string& reason) {
   out.output.assign(s.tokens.begin() + s.prompt_len, s.tokens.end());
   out.logprobs = s.logprobs;
   out.versions = s.versions;
+  out.entropies = s.entropies;
   out.experts = s.experts;
   out.finish_reason = reason;
   return out;
@@ -168,7 +213,8 @@ std::vector<sample> engine::step() {
 
   // Then waiting sequences, in order, while the budget and the blocks last.
   for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 &&
-                                   static_cast<int64_t>(running_.size()) < config_.max_running;) {
+                                   (config_.max_running <= 0 ||
+                                    static_cast<int64_t>(running_.size()) < config_.max_running);) {
     auto& s = *it;
     if (s.leader >= 0 && prompt_done_.count(s.leader) && prompt_done_[s.leader] == 0) {
       ++it;  // waits for its first sibling's prompt blocks
@@ -203,8 +249,57 @@ std::vector<sample> engine::step() {
     return finished;
   }
 
-  auto fr = model_.forward(segments, {&cache_, nullptr});
+  // On the GPU every sequence that samples this step samples in one batch, before the loop below;
+  // a step of decode rows only runs as a CUDA graph when the runner takes it.
+  const bool on_device = model_.device().is_cuda();
+  llm::forward_result fr;
+  std::vector<device_sample_result> drawn;
+  bool all_decode = graphs_ != nullptr && graphs_->bucket(static_cast<int64_t>(plan.size())) > 0;
+  for (const auto& [seq, n] : plan) {
+    all_decode = all_decode && n == 1 && seq->computed + 1 == static_cast<int64_t>(seq->tokens.size()) &&
+                 seq->params.top_k == 0 && seq->params.top_p >= 1.0;
+  }
+  if (all_decode) {
+    std::vector<decode_row> rows;
+    rows.reserve(plan.size());
+    for (const auto& [seq, n] : plan) {
+      decode_row r;
+      r.token = seq->tokens.back();
+      r.position = seq->computed;
+      r.table = &seq->table;
+      r.temperature = seq->params.temperature;
+      r.seed = sample_stream(seq->params.seed, seq->index);
+      rows.push_back(r);
+    }
+    drawn = graphs_->run(rows);
+  } else {
+    fr = model_.forward(segments, {&cache_, nullptr});
+    if (on_device) {
+      std::vector<device_sample_request> requests;
+      bool entropy = false;
+      int64_t at_row = 0;
+      for (const auto& [seq, n] : plan) {
+        if (seq->computed + n == static_cast<int64_t>(seq->tokens.size())) {
+          device_sample_request r;
+          r.row = at_row + n - 1;
+          r.temperature = seq->params.temperature;
+          r.top_p = seq->params.top_p;
+          r.top_k = seq->params.top_k;
+          r.seed = sample_stream(seq->params.seed, seq->index);
+          r.position = static_cast<int64_t>(seq->tokens.size());
+          requests.push_back(r);
+          entropy = entropy || seq->params.return_entropy;
+        }
+        at_row += n;
+      }
+      drawn = sample_on_device(model_, fr.hidden, requests, entropy);
+    }
+  }
   stats_.steps++;
+  // MoE routing to the host once per step: [tokens, layers * top_k].
+  at::Tensor experts;
+  if (!fr.experts.empty()) experts = at::cat(fr.experts, 1).to(at::kCPU).contiguous();
+  size_t next_draw = 0;
   int64_t row = 0;
   std::vector<size_t> done_idx;
   for (size_t k = 0; k < plan.size(); ++k) {
@@ -212,15 +307,12 @@ std::vector<sample> engine::step() {
     const int64_t n = plan[k].second;
     const bool decode = s.computed >= s.prompt_len;
     (decode ? stats_.decode_tokens : stats_.prefill_tokens) += n;
-    if (!fr.experts.empty()) {
+    if (experts.defined()) {
       s.experts.resize(s.computed + n);
+      const int64_t width = experts.size(1);
       for (int64_t r = 0; r < n; ++r) {
-        std::vector<int64_t> e;
-        for (const auto& layer : fr.experts) {
-          auto v = layer[row + r].to(at::kCPU).contiguous();
-          e.insert(e.end(), v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + v.numel());
-        }
-        s.experts[s.computed + r] = std::move(e);
+        const int64_t* e = experts.data_ptr<int64_t>() + (row + r) * width;
+        s.experts[s.computed + r] = std::vector<int64_t>(e, e + width);
       }
     }
     s.computed += n;
@@ -232,11 +324,22 @@ std::vector<sample> engine::step() {
       leader->second = 1;
     }
     if (s.computed == static_cast<int64_t>(s.tokens.size())) {
-      auto last = fr.hidden.narrow(0, row + n - 1, 1);
-      int64_t token = sample_token(s, last);
-      auto lp = model_.score_rows(last, at::tensor({token}, at::kLong), s.params.temperature);
+      int64_t token;
+      float logprob, entropy = 0;
+      if (on_device) {
+        const auto& d = drawn.at(next_draw++);
+        token = d.token;
+        logprob = d.logprob;
+        entropy = d.entropy;
+      } else {
+        auto last = fr.hidden.narrow(0, row + n - 1, 1);
+        token = sample_token(s, last, s.params.return_entropy ? &entropy : nullptr);
+        auto lp = model_.score_rows(last, at::tensor({token}, at::kLong), s.params.temperature);
+        logprob = lp.logprobs.item<float>();
+      }
       s.tokens.push_back(token);
-      s.logprobs.push_back(lp.logprobs.item<float>());
+      s.logprobs.push_back(logprob);
+      if (s.params.return_entropy) s.entropies.push_back(entropy);
       s.versions.push_back(version_);
       bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
                             token) != s.params.stop_token_ids.end();

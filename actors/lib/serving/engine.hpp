@@ -15,6 +15,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/serving/decode_graphs.hpp"
 #include "actors/lib/serving/kv_blocks.hpp"
 
 namespace milesrt::serving {
@@ -28,6 +29,7 @@ struct sampling_params {
   std::vector<std::string> stop_strings;  ///< needs engine_config::detokenize
   uint64_t seed = 0;
   int64_t n = 1;  ///< samples of the prompt
+  bool return_entropy = false;  ///< also record each sampled token's distribution entropy
 };
 
 struct generate_request {
@@ -45,19 +47,37 @@ struct sample {
   std::vector<int64_t> output;
   std::vector<float> logprobs;
   std::vector<uint64_t> versions;  ///< the weight version each output token was sampled under
+  std::vector<float> entropies;    ///< per output token, when sampling_params::return_entropy
   /// For MoE models: per token of prompt+output (the last excepted), per MoE layer, top-k experts.
   std::vector<std::vector<int64_t>> experts;
   std::string finish_reason;  ///< "stop", "length" or "abort"
 };
 
+/// Sampling: on the CPU each sequence draws from its own mt19937_64 by inverse CDF over the
+/// sorted distribution (double precision); on the GPU the whole batch samples in one kernel by
+/// Gumbel-max with Philox numbers keyed by (request seed, sample index) and counted by position
+/// (kernels/sampling), so a sequence's tokens do not depend on the batch it runs in. Both draw
+/// from the same distribution; their samples differ.
 struct engine_config {
   int64_t num_blocks = 256;
   int64_t block_size = 16;
   int64_t max_tokens_per_step = 256;  ///< prefill chunks and decode tokens share this budget
-  int64_t max_running = 64;
+  int64_t max_running = 0;            ///< 0: no cap but the KV blocks
   /// Turns output ids into text, for stop strings (null: stop strings are refused).
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
+  /// On a GPU, > 0: num_blocks is this fraction of the device memory free when the engine starts
+  /// (after the weights are loaded), instead of the number above.
+  double kv_memory_fraction = 0;
+  /// Decode steps on a GPU (dense models with paged kernels, steps without top-k/top-p rows):
+  /// captured as CUDA graphs (decode_graphs.hpp), or the same padded steps run eagerly (tests
+  /// compare the two), or the plain eager forward.
+  enum class graphs { capture, padded_eager, off } decode_graphs = graphs::capture;
+  int64_t graph_max_batch = 256;  ///< the largest captured bucket; bigger decode steps run eagerly
 };
+
+/// num_blocks as `config` asks for `model` (kv_memory_fraction on a GPU); throws when the
+/// fraction is outside (0, 1] or leaves no block.
+int64_t resolve_num_blocks(const llm::decoder& model, const engine_config& config);
 
 /// What happens to sequences in flight when the weights change.
 enum class pause_mode {
@@ -88,6 +108,8 @@ class engine {
   uint64_t version() const { return version_; }
   engine_stats stats() const;
   const block_allocator& blocks() const { return blocks_; }
+  /// The CUDA-graph runner's counters (null without one).
+  const decode_graph_stats* graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
 
  private:
   struct sequence {
@@ -100,6 +122,7 @@ class engine {
     std::vector<int32_t> table;
     std::vector<float> logprobs;
     std::vector<uint64_t> versions;
+    std::vector<float> entropies;
     std::vector<std::vector<int64_t>> experts;
     sampling_params params;
     std::mt19937_64 rng;
@@ -109,7 +132,7 @@ class engine {
   bool ensure_blocks(sequence& s, int64_t upto);
   void free_sequence(sequence& s, bool cache_blocks);
   void preempt(size_t index);
-  int64_t sample_token(sequence& s, const at::Tensor& row);
+  int64_t sample_token(sequence& s, const at::Tensor& row, float* entropy);
   sample finish(sequence& s, const std::string& reason);
 
   const llm::decoder& model_;
@@ -123,6 +146,7 @@ class engine {
   uint64_t version_ = 0;
   engine_stats stats_;
   std::map<uint64_t, int64_t> prompt_done_;  ///< leader arrival -> whether its prompt is cached
+  std::unique_ptr<decode_graphs> graphs_;     ///< decode steps on the GPU (null: eager forward)
 };
 
 }  // namespace milesrt::serving

@@ -1,0 +1,86 @@
+// `milesrt bench train`: times policy_trainer::train on random token sequences (RL objective, GRPO
+// groups with random rewards), so that tokens/s and MFU are measured on the code the trainer
+// actor runs. One JSON line out.
+
+#include "app/bench.hpp"
+
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include "actors/trainer/trainer_core.hpp"
+
+namespace milesrt::app {
+using namespace milesrt::llm;
+using namespace milesrt::trainer;
+
+cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
+  struct options {
+    std::string model, device = "cpu", dtype = "fp32";
+    int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
+  };
+  auto opt = std::make_shared<options>();
+  app.add_option("--model", opt->model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
+  app.add_option("--layers", opt->layers, "keep only this many layers of the default model");
+  app.add_option("--seqs", opt->seqs, "sequences per step (groups of 8)");
+  app.add_option("--prompt", opt->prompt, "prompt tokens per sequence");
+  app.add_option("--response", opt->response, "response tokens per sequence");
+  app.add_option("--steps", opt->steps, "timed steps (after one warm-up step)");
+  app.add_option("--micro-batch-tokens", opt->micro, "tokens per micro-batch");
+  app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+  return [opt, &ctx] {
+    const at::Device device(opt->device == "cuda" ? at::kCUDA : at::kCPU);
+    const auto dtype = opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+    std::unique_ptr<llm::decoder> model;
+    std::string name;
+    try {
+      model = llm::benchmark_model(opt->model, opt->layers, dtype, device, name);
+    } catch (const std::exception& e) {
+      cli::print_error(ctx.err, "bench train", e.what());
+      return cli::exit_status::bad_input;
+    }
+    const int64_t vocab = model->config().vocab_size;
+    trainer_options o;
+    o.optimizer.lr = 1e-6;
+    o.micro_batch_tokens = opt->micro;
+    policy_trainer t(std::move(model), o);
+    std::mt19937_64 rng(1);
+    std::vector<train_sequence> batch;
+    for (int64_t i = 0; i < opt->seqs; ++i) {
+      train_sequence s;
+      for (int64_t j = 0; j < opt->prompt; ++j) s.prompt.push_back(int64_t(rng() % vocab));
+      for (int64_t j = 0; j < opt->response; ++j) s.output.push_back(int64_t(rng() % vocab));
+      s.rollout_logprobs.assign(opt->response, -5.0f);
+      s.reward = float(rng() % 2);
+      s.group = i / 8;
+      batch.push_back(std::move(s));
+    }
+    auto sync = [&] { bench_sync(device); };
+    t.train(batch);  // warm-up
+    sync();
+    double tps = 0, mfu = 0, secs = 0;
+    for (int64_t k = 0; k < opt->steps; ++k) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto m = t.train(batch);
+      sync();
+      secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      tps += m["train_tokens_per_s"];
+      mfu += m.count("mfu") ? m["mfu"] : 0.0;
+    }
+    const int64_t tokens = opt->seqs * (opt->prompt + opt->response);
+    nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt->device},
+                          {"dtype", opt->dtype}, {"tokens_per_step", tokens},
+                          {"seconds_per_step", secs / double(opt->steps)},
+                          {"train_tokens_per_s", double(tokens) * double(opt->steps) / secs}};
+    if (device.is_cuda()) out["mfu"] = mfu / double(opt->steps);
+    ctx.out << out.dump() << std::endl;
+    return cli::exit_status::ok;
+  };
+}
+
+}  // namespace milesrt::app

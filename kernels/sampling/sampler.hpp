@@ -1,0 +1,37 @@
+#pragma once
+/// Sampling for a batch of rows on the GPU, one thread block per row, with a CPU reference.
+///
+/// Each row: z = logits / temperature (fp32); the token is argmax over the kept vocabulary of
+/// z + g, g = -log(-log(u)) Gumbel noise with u = philox_uniform(seed, position, vocab id) — an
+/// exact draw from softmax(z) restricted to the kept tokens (the Gumbel-max trick) whose random
+/// numbers depend only on the request's seed and the token's position, so a request samples the
+/// same tokens at any batch row and any batch size. Kept tokens: z >= min_kept[row] (a top-k /
+/// top-p threshold computed by the caller: the z of a kept token, so at least one is kept), or
+/// every token when min_kept is null.
+/// Also per row, from the same z over the full vocabulary: the sampled token's log-prob
+/// z[token] - logsumexp(z) and, when asked, the entropy logsumexp(z) - sum softmax(z) * z.
+/// No ATen here: raw pointers and a stream.
+
+#include <cstdint>
+
+namespace milesrt::kernels {
+
+struct sample_rows_args {
+  const void* logits = nullptr;  ///< [rows, vocab] with row stride `ld` (elements)
+  bool bf16 = true;              ///< logits are bf16 (else fp32)
+  int64_t rows = 0, vocab = 0, ld = 0;
+  const float* temperature = nullptr;  ///< [rows], > 0
+  const float* min_kept = nullptr;     ///< [rows] or null
+  const uint64_t* seed = nullptr;      ///< [rows]
+  const int64_t* position = nullptr;   ///< [rows]
+  int64_t* token = nullptr;            ///< out [rows]
+  float* logprob = nullptr;            ///< out [rows]
+  float* entropy = nullptr;            ///< out [rows] or null
+};
+
+/// On the device (every pointer a device pointer); `stream` is a cudaStream_t.
+void sample_rows_cuda(const sample_rows_args& a, void* stream);
+/// The reference on the host (every pointer a host pointer; bf16 logits as raw uint16 bits).
+void sample_rows_cpu(const sample_rows_args& a);
+
+}  // namespace milesrt::kernels
