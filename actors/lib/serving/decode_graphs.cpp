@@ -31,7 +31,8 @@ std::vector<int64_t> make_buckets(int64_t max_batch) {
 
 bool decode_graphs::supported(const llm::decoder& model, const llm::kv_cache& cache) {
 #ifdef MILESRT_TORCH_CUDA
-  return cache.paged_kernels() && model.config().num_experts == 0;
+  (void)model;
+  return cache.paged_kernels();
 #else
   (void)model;
   (void)cache;
@@ -57,6 +58,10 @@ struct decode_graphs::impl {
   // Static device inputs: int32 ids | positions | slots | kv_indptr (bmax+1) | kv_last | kv_indices
   // (capacity); int64 seeds; float temperatures. Outputs: int64 tokens, float log-probs | entropies.
   at::Tensor meta, seeds, temps, token, result;
+  // float64 [3 bmax + moe_layers bmax k]: a step's tokens | log-probs | entropies | MoE routing (per
+  // MoE layer, each row's top-k experts), read back in one copy.
+  at::Tensor packed;
+  int64_t moe_layers = 0, top_k = 0;
   at::Tensor meta_h, seeds_h, temps_h;  // page-locked staging
   std::shared_ptr<kernels::paged_attention> attention;
   std::map<int64_t, std::unique_ptr<at::cuda::CUDAGraph>> graphs;
@@ -72,6 +77,9 @@ struct decode_graphs::impl {
     temps = at::ones({bmax}, at::TensorOptions().dtype(at::kFloat).device(dev));
     token = at::zeros({bmax}, at::TensorOptions().dtype(at::kLong).device(dev));
     result = at::zeros({2 * bmax}, at::TensorOptions().dtype(at::kFloat).device(dev));
+    for (int64_t l = 0; l < m.config().num_layers; ++l) moe_layers += m.config().is_moe_layer(l) ? 1 : 0;
+    top_k = moe_layers > 0 ? m.config().num_experts_per_tok : 0;
+    packed = at::zeros({3 * bmax + moe_layers * bmax * top_k}, at::TensorOptions().dtype(at::kDouble).device(dev));
     seeds_h = at::empty({bmax}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
     temps_h = at::empty({bmax}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
     attention = std::make_shared<kernels::paged_attention>(cache.attention_float_ws.data_ptr(),
@@ -118,6 +126,10 @@ struct decode_graphs::impl {
     auto res = result.narrow(0, 0, 2 * B);
     sample_rows_device(model, fr.hidden, temps.narrow(0, 0, B), seeds.narrow(0, 0, B), next_positions,
                        at::Tensor(), tok, res);
+    packed.narrow(0, 0, B).copy_(tok);  // ids are exact in float64
+    packed.narrow(0, B, 2 * B).copy_(res);
+    for (int64_t l = 0; l < moe_layers; ++l)
+      packed.narrow(0, 3 * B + l * B * top_k, B * top_k).copy_(fr.experts.at(l).reshape({-1}));
   }
 };
 
@@ -223,9 +235,7 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
     gpu_end.record(m.stream);
     stats_.replays++;
   }
-  auto host = at::cat({m.token.narrow(0, 0, n).to(at::kDouble), m.result.narrow(0, 0, n).to(at::kDouble),
-                       m.result.narrow(0, B, n).to(at::kDouble)})
-                  .to(at::kCPU);
+  auto host = m.packed.narrow(0, 0, 3 * B + m.moe_layers * B * m.top_k).to(at::kCPU);
   if (timed) {
     stats_.host_ms += host_ms;
     stats_.gpu_ms += gpu_start.elapsed_time(gpu_end);
@@ -234,8 +244,11 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   std::vector<device_sample_result> out(n);
   for (int64_t i = 0; i < n; ++i) {
     out[i].token = static_cast<int64_t>(v[i]);
-    out[i].logprob = static_cast<float>(v[n + i]);
-    out[i].entropy = static_cast<float>(v[2 * n + i]);
+    out[i].logprob = static_cast<float>(v[B + i]);
+    out[i].entropy = static_cast<float>(v[2 * B + i]);
+    for (int64_t l = 0; l < m.moe_layers; ++l)
+      for (int64_t j = 0; j < m.top_k; ++j)
+        out[i].experts.push_back(static_cast<int64_t>(v[3 * B + (l * B + i) * m.top_k + j]));
   }
   return out;
 }

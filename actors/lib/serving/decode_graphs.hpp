@@ -11,7 +11,9 @@
 /// Addresses the graphs bake in: the KV cache (allocated once), the static buffers, and the
 /// model's parameter buffer. A new parameter buffer (decoder::set_params) is noticed before the
 /// next replay and every graph is captured again; updating the weights in place needs nothing.
-/// Models with MoE layers, steps with top-k/top-p rows and batches above max_batch run eagerly.
+/// MoE models are captured too (routing and grouped experts stay on the GPU); each row's routed
+/// experts come back with its sample. Steps with top-k/top-p rows and batches above max_batch run
+/// eagerly.
 
 #include <cstdint>
 #include <memory>
@@ -44,7 +46,7 @@ class decode_graphs {
   decode_graphs(const llm::decoder& model, llm::kv_cache& cache, int32_t dummy_block, int64_t max_batch,
                 bool use_graphs);
   ~decode_graphs();
-  /// Whether a decode step of these rows can run here (a dense model on CUDA with paged kernels).
+  /// Whether decode steps of this model can run here (CUDA with the paged kernels).
   static bool supported(const llm::decoder& model, const llm::kv_cache& cache);
   int64_t max_batch() const { return buckets_.empty() ? 0 : buckets_.back(); }
   /// The bucket a step of n rows runs in (0 when n > max_batch).

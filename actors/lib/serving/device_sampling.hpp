@@ -25,6 +25,9 @@ struct device_sample_result {
   int64_t token = 0;
   float logprob = 0;  ///< at the temperature, over the full vocabulary
   float entropy = 0;  ///< of that distribution (when asked)
+  /// MoE models, from a CUDA-graph decode step: the input token's routed experts, layer by layer
+  /// (top-k each), as the engine records them.
+  std::vector<int64_t> experts;
 };
 
 /// Samples one token for each request from `model`'s head over hidden [rows, d].

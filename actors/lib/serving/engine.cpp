@@ -315,6 +315,10 @@ std::vector<sample> engine::step() {
         s.experts[s.computed + r] = std::vector<int64_t>(e, e + width);
       }
     }
+    if (all_decode && !drawn.at(k).experts.empty()) {  // a captured MoE step's routing
+      s.experts.resize(s.computed + 1);
+      s.experts[s.computed] = drawn[k].experts;
+    }
     s.computed += n;
     // The first sample of a prompt shares its whole prompt blocks once they are written.
     auto leader = prompt_done_.find(static_cast<int64_t>(s.arrival));
