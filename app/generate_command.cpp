@@ -26,12 +26,15 @@ cli::command make_generate_command() {
             app.add_option("--model", opt->model, "Hugging Face model folder")->required();
             app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-            app.add_option("--chat-template", opt->chat, "qwen2.5, qwen3 or llama3 (default: detected)");
+            app.add_option("--chat-template", opt->chat,
+                           "A Jinja chat template file (default: the model's own, from tokenizer_config.json or "
+                           "chat_template.jinja)");
             app.add_option("--kv-blocks", opt->blocks, "KV cache blocks")->check(CLI::PositiveNumber);
             app.add_option("--block-size", opt->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
             app.add_option("--step-tokens", opt->budget, "Tokens per engine step")->check(CLI::PositiveNumber);
             app.footer(
-                "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]}, plus optional\n"
+                "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]} (with optional\n"
+                "  tools, documents, chat_template_kwargs such as {\"enable_thinking\": false}), plus optional\n"
                 "  max_new_tokens (16), temperature (1.0), top_p, top_k, n, seed, stop (strings), stop_token_ids,\n"
                 "  ignore_eos. Output, one line per sample: {\"index\", \"output_ids\", \"logprobs\", \"text\",\n"
                 "  \"finish_reason\"}. logprobs are at the sampling temperature over the full vocabulary.");
@@ -72,7 +75,11 @@ cli::command make_generate_command() {
                     r.prompt = j["prompt_ids"].get<std::vector<int64_t>>();
                   } else if (j.contains("prompt") || j.contains("messages")) {
                     if (!tok) throw std::invalid_argument(tok_error);
-                    std::string text = j.contains("messages") ? tok->render(j["messages"].dump())
+                    nlohmann::ordered_json chat_opts = nlohmann::ordered_json::object();
+                    for (const char* k : {"tools", "documents", "chat_template_kwargs"}) {
+                      if (j.contains(k)) chat_opts[k] = j[k];
+                    }
+                    std::string text = j.contains("messages") ? tok->render(j["messages"].dump(), chat_opts.dump())
                                                               : j["prompt"].get<std::string>();
                     r.prompt = tok->encode(text);
                   } else {

@@ -25,7 +25,8 @@ struct RolloutParams {
   seed @11 :UInt64 = 0;
   pauseMode @12 :PauseMode = retract;
   chatTemplate @13 :Text;
-  # qwen2.5, qwen3 or llama3; "" = detected from tokenizer_config.json.
+  # A Jinja chat template file (.jinja) for chat prompts; "" = the model's own (tokenizer_config.json's
+  # chat_template, else chat_template.jinja in the model folder).
 
   enum PauseMode {
     abort @0;

@@ -53,6 +53,39 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
   EXPECT_EQ(parse_lines(r2.out).at(0)["text"], "hello <|im_end|> wörld");
 }
 
+// --chat-template FILE.jinja: the file is rendered by the Jinja engine with the line's extra keys as
+// template variables; a file that is missing or does not compile stops the command, naming the file
+// and the template line.
+TEST(TokenizeCli, ChatTemplateFileAndItsErrors) {
+  fs::path d = scratch("tokenize-chat");
+  std::ofstream(d / "t.jinja") << "{{ eos_token }}|{% for m in messages %}{{ m.content }}{% endfor %}|"
+                               << "{{ enable_thinking }}|{{ tools | length }}";
+  std::ofstream(d / "bad.jinja") << "ok\n{% if messages %}never closed\n";
+  std::ofstream(d / "in.jsonl") << R"({"messages": [{"role": "user", "content": "hi"}], "enable_thinking": false,)"
+                                << R"( "tools": [{"type": "function", "function": {"name": "f"}}]})" << "\n";
+  const std::string model = " --model '" + kData + "/qwen3'";
+  auto ok = run_milesrt("tokenize" + model + " --chat-template '" + (d / "t.jinja").string() + "' < '" +
+                            (d / "in.jsonl").string() + "'",
+                        "tok-chat");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  auto out = parse_lines(ok.out);
+  ASSERT_EQ(out.size(), 1u) << ok.out;
+  EXPECT_EQ(out[0]["text"], "<|im_end|>|hi|False|1");
+  EXPECT_FALSE(out[0]["ids"].empty());
+  auto bad = run_milesrt("tokenize" + model + " --chat-template '" + (d / "bad.jinja").string() + "' < '" +
+                             (d / "in.jsonl").string() + "'",
+                         "tok-chat-bad");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find((d / "bad.jinja").string() + ": template line"), std::string::npos) << bad.err;
+  auto missing = run_milesrt("tokenize" + model + " --chat-template '" + (d / "none.jinja").string() + "' < '" +
+                                 (d / "in.jsonl").string() + "'",
+                             "tok-chat-missing");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find((d / "none.jinja").string() + ": cannot open the chat template (no such file)"),
+            std::string::npos)
+      << missing.err;
+}
+
 std::vector<json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
   std::vector<json> v;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -11,7 +12,6 @@
 #include <vector>
 
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
-#include "actors/lib/llm/tokenizer/jinja/program.hpp"
 #include "actors/lib/llm/tokenizer/regex.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/llm/tokenizer/utf8.hpp"
@@ -182,11 +182,13 @@ INSTANTIATE_TEST_SUITE_P(Flags, BosEosOracle,
 
 class ChatOracle : public ::testing::TestWithParam<std::string> {};
 
+// The family's own template (tokenizer_config.json's chat_template), rendered by the Jinja engine
+// with the config's special tokens, gives transformers' text and, tokenized, its ids.
 TEST_P(ChatOracle, TextAndIdsEqualTransformers) {
   auto tok = load(GetParam());
   ASSERT_TRUE(tok);
-  auto family = detect_chat_family(tok->chat_template());
-  ASSERT_TRUE(family.has_value()) << "template of " << GetParam() << " not recognised";
+  auto t = chat_template::from_model(*tok);
+  ASSERT_TRUE(t.tmpl) << GetParam() << ": " << t.error;
   auto cases = read_lines(kData + "/chat_cases.jsonl");
   auto expected = read_lines(kData + "/" + GetParam() + "/chat_expected.jsonl");
   ASSERT_GE(expected.size(), 7u);
@@ -194,36 +196,13 @@ TEST_P(ChatOracle, TextAndIdsEqualTransformers) {
     const auto& c = cases.at(e["case"].get<size_t>());
     chat_options o;
     o.add_generation_prompt = c.value("add_generation_prompt", false);
-    if (c.contains("enable_thinking")) o.enable_thinking = c["enable_thinking"].get<bool>();
+    if (c.contains("enable_thinking")) o.extra["enable_thinking"] = c["enable_thinking"];
     if (c.contains("tools")) o.tools = c["tools"];
-    o.bos_token = tok->bos_token();
-    auto r = render_chat(*family, c["messages"], o);
+    o.now = std::tm{};  // Llama-3.1's template falls back to "26 Jul 2024" without date_string
+    auto r = t.tmpl->render(c["messages"], o);
     ASSERT_EQ(r.error, "") << "case " << e["case"];
-    EXPECT_EQ(r.text, e["text"].get<std::string>()) << "case " << e["case"];
-    EXPECT_EQ(tok->encode(r.text), e["ids"].get<std::vector<token_id>>()) << "case " << e["case"];
-  }
-}
-
-// The Jinja engine on the family's own template (tokenizer_config.json's chat_template) gives the
-// text the hand-written family renderer gives, and transformers gives, on every chat case.
-TEST_P(ChatOracle, JinjaEngineEqualsTransformersAndFamily) {
-  auto tok = load(GetParam());
-  ASSERT_TRUE(tok);
-  auto prog = jinja::program::parse(tok->chat_template());
-  auto cases = read_lines(kData + "/chat_cases.jsonl");
-  auto expected = read_lines(kData + "/" + GetParam() + "/chat_expected.jsonl");
-  ASSERT_GE(expected.size(), 7u);
-  std::tm date{};  // Llama-3.1's template falls back to "26 Jul 2024" without date_string
-  jinja::environment env;
-  env.now = date;
-  for (const auto& e : expected) {
-    const auto& c = cases.at(e["case"].get<size_t>());
-    ojson vars = {{"messages", c["messages"]}, {"tools", c.value("tools", ojson())}, {"documents", nullptr},
-                  {"add_generation_prompt", c.value("add_generation_prompt", false)}};
-    if (c.contains("enable_thinking")) vars["enable_thinking"] = c["enable_thinking"];
-    if (!tok->bos_token().empty()) vars["bos_token"] = tok->bos_token();
-    if (!tok->eos_token().empty()) vars["eos_token"] = tok->eos_token();
-    EXPECT_EQ(prog->render(vars, env), e["text"].get<std::string>()) << GetParam() << " case " << e["case"];
+    EXPECT_EQ(r.text, e["text"].get<std::string>()) << GetParam() << " case " << e["case"];
+    EXPECT_EQ(tok->encode(r.text), e["ids"].get<std::vector<token_id>>()) << GetParam() << " case " << e["case"];
   }
 }
 
@@ -234,14 +213,15 @@ TEST(AppendOnly, NextTurnExtendsSampledIds) {
   for (std::string name : {"qwen2", "llama3", "qwen3"}) {
     auto tok = load(name);
     ASSERT_TRUE(tok);
-    auto family = *detect_chat_family(tok->chat_template());
+    auto t = chat_template::from_model(*tok);
+    ASSERT_TRUE(t.tmpl) << t.error;
     chat_options o;
     o.add_generation_prompt = true;
-    o.bos_token = tok->bos_token();
+    o.now = std::tm{};
     ojson msgs = ojson::parse(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])");
-    auto start = chat_start(*tok, family, msgs, o);
+    auto start = chat_start(*tok, *t.tmpl, msgs, o);
     ASSERT_EQ(start.error, "");
-    std::string end = family == chat_family::llama3 ? "<|eot_id|>" : "<|im_end|>";
+    std::string end = name == "llama3" ? "<|eot_id|>" : "<|im_end|>";
     // "Sampled" ids: a deliberately non-canonical split of the answer ("fo" + "ur" as single bytes),
     // so re-tokenizing the history would give other ids.
     std::vector<token_id> sampled;
@@ -250,11 +230,11 @@ TEST(AppendOnly, NextTurnExtendsSampledIds) {
     auto state = chat_append_sampled(*tok, start.state, sampled);
     msgs.push_back({{"role", "assistant"}, {"content", "four"}});
     msgs.push_back({{"role", "user"}, {"content", "3+3?"}});
-    auto next = chat_append(*tok, family, state, msgs, o);
+    auto next = chat_append(*tok, *t.tmpl, state, msgs, o);
     ASSERT_EQ(next.error, "") << name;
     ASSERT_GE(next.state.ids.size(), state.ids.size());
     EXPECT_TRUE(std::equal(state.ids.begin(), state.ids.end(), next.state.ids.begin())) << name;
-    auto full = render_chat(family, msgs, o);
+    auto full = t.tmpl->render(msgs, o);
     EXPECT_EQ(next.state.text, full.text) << name;
     EXPECT_EQ(tok->decode(next.state.ids), full.text) << name;
   }
@@ -263,14 +243,16 @@ TEST(AppendOnly, NextTurnExtendsSampledIds) {
 TEST(AppendOnly, Qwen3PastReasoningIsReportedNotRewritten) {
   auto tok = load("qwen3");
   ASSERT_TRUE(tok);
+  auto t = chat_template::from_model(*tok);
+  ASSERT_TRUE(t.tmpl) << t.error;
   chat_options o;
   o.add_generation_prompt = true;
   ojson msgs = ojson::parse(R"([{"role": "user", "content": "2+2?"}])");
-  auto start = chat_start(*tok, chat_family::qwen3, msgs, o);
+  auto start = chat_start(*tok, *t.tmpl, msgs, o);
   auto state = chat_append_sampled(*tok, start.state, tok->encode("<think>\nadd\n</think>\n\n4<|im_end|>"));
   msgs.push_back({{"role", "assistant"}, {"content", "<think>\nadd\n</think>\n\n4"}});
   msgs.push_back({{"role", "user"}, {"content", "3+3?"}});
-  auto next = chat_append(*tok, chat_family::qwen3, state, msgs, o);
+  auto next = chat_append(*tok, *t.tmpl, state, msgs, o);
   EXPECT_NE(next.error.find("not append-only"), std::string::npos) << next.error;
   EXPECT_NE(next.error.find("drops the reasoning"), std::string::npos) << next.error;
   EXPECT_EQ(next.state.ids, state.ids);

@@ -174,12 +174,19 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
     // BosEosOracle holds this to AutoTokenizer.
     bos_token_ = token_text(*cfg, "bos_token");
     eos_token_ = token_text(*cfg, "eos_token");
+    for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                             "mask_token"}) {
+      if (auto text = token_text(*cfg, name); !text.empty()) special_tokens_.emplace_back(name, text);
+    }
     auto ct = cfg->find("chat_template");
     if (ct != cfg->end() && ct->is_string()) {
       chat_template_ = ct->get<std::string>();
     } else if (ct != cfg->end() && ct->is_array()) {
       for (const auto& t : *ct) {
-        if (t.value("name", std::string()) == "default") chat_template_ = t.at("template").get<std::string>();
+        if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
+            t.at("template").is_string()) {
+          chat_template_ = t.at("template").get<std::string>();
+        }
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "actors/lib/llm/tokenizer/bpe.hpp"
@@ -56,10 +57,14 @@ public:
   bool is_special(token_id id) const;
 
   /// tokenizer_config.json's bos_token / eos_token (a string or an AddedToken object's "content";
-  /// "" when absent or null) and its chat_template.
+  /// "" when absent or null) and its chat_template (a string, or the "default" entry of the named
+  /// list form; "" when absent).
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }
   const std::string& chat_template() const { return chat_template_; }
+  /// The special tokens tokenizer_config.json names (bos_token, eos_token, unk_token, pad_token,
+  /// sep_token, cls_token, mask_token), as (name, text): the variables a chat template sees.
+  const std::vector<std::pair<std::string, std::string>>& special_tokens() const { return special_tokens_; }
   const std::filesystem::path& dir() const { return dir_; }
 
   /// Internal: use `load`.
@@ -95,6 +100,7 @@ private:
   std::unordered_set<std::string> special_contents_;
   trie raw_trie_, normalized_trie_;
   std::string bos_token_, eos_token_, chat_template_;
+  std::vector<std::pair<std::string, std::string>> special_tokens_;
 };
 
 }  // namespace milesrt::llm
