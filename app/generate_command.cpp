@@ -19,7 +19,7 @@ cli::command make_generate_command() {
   return {"generate", "Sample completions with the rollout engine (JSON lines on stdin)",
           [](CLI::App& app, cli::context& ctx) -> cli::runner {
             struct options {
-              std::string model, device = "cpu", dtype = "fp32", chat;
+              std::string model, device = "cpu", dtype = "fp32", chat, bos = "auto";
               int64_t blocks = 1024, block_size = 16, budget = 512;
             };
             auto opt = std::make_shared<options>();
@@ -29,6 +29,11 @@ cli::command make_generate_command() {
             app.add_option("--chat-template", opt->chat,
                            "A Jinja chat template file (default: the model's own, from tokenizer_config.json or "
                            "chat_template.jinja)");
+            app.add_option("--bos", opt->bos,
+                           "BOS/EOS of text prompts: auto (the model's tokenizer class convention), config "
+                           "(tokenizer_config.json's add_bos_token / add_eos_token) or never; chat prompts "
+                           "get their template's")
+                ->check(CLI::IsMember({"auto", "config", "never"}));
             app.add_option("--kv-blocks", opt->blocks, "KV cache blocks")->check(CLI::PositiveNumber);
             app.add_option("--block-size", opt->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
             app.add_option("--step-tokens", opt->budget, "Tokens per engine step")->check(CLI::PositiveNumber);
@@ -52,7 +57,7 @@ cli::command make_generate_command() {
                 return cli::exit_status::bad_input;
               }
               std::string tok_error;
-              auto tok = text_codec::load(opt->model, opt->chat, tok_error);
+              auto tok = text_codec::load(opt->model, opt->chat, tok_error, opt->bos);
               if (!tok && !opt->chat.empty()) {
                 cli::print_error(ctx.err, "generate", tok_error);
                 return cli::exit_status::bad_input;
@@ -79,9 +84,8 @@ cli::command make_generate_command() {
                     for (const char* k : {"tools", "documents", "chat_template_kwargs"}) {
                       if (j.contains(k)) chat_opts[k] = j[k];
                     }
-                    std::string text = j.contains("messages") ? tok->render(j["messages"].dump(), chat_opts.dump())
-                                                              : j["prompt"].get<std::string>();
-                    r.prompt = tok->encode(text);
+                    r.prompt = j.contains("messages") ? tok->encode(tok->render(j["messages"].dump(), chat_opts.dump()))
+                                                      : tok->encode_prompt(j["prompt"].get<std::string>());
                   } else {
                     throw std::invalid_argument("expected prompt_ids, prompt or messages");
                   }

@@ -1,6 +1,6 @@
-// `milesrt tokenize --model DIR [--chat-template FILE.jinja]`: one JSON object per stdin line, one
-// JSON line out per input line:
-//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}
+// `milesrt tokenize --model DIR [--chat-template FILE.jinja] [--bos auto|config|never]`: one JSON
+// object per stdin line, one JSON line out per input line:
+//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}   (true: BOS/EOS per --bos)
 //   {"ids": [...], "skip_special_tokens": false}           -> {"text": "..."}
 //   {"messages": [...], "add_generation_prompt": true,
 //    "tools": [...], "documents": [...],
@@ -37,7 +37,7 @@ struct chat_source {
   std::string missing;  ///< why there is none
 };
 
-ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat) {
+ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bos_policy bos) {
   if (!req.is_object()) throw std::invalid_argument("not a JSON object");
   if (req.contains("messages")) {
     if (!chat.tmpl) throw std::invalid_argument(chat.missing);
@@ -58,8 +58,8 @@ ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat) {
   }
   if (req.contains("text")) {
     if (!req.at("text").is_string()) throw std::invalid_argument("'text' must be a string");
-    return {{"ids", tok.encode(req.at("text").get_ref<const std::string&>(),
-                               flag(req, "add_special_tokens", false))}};
+    const auto& text = req.at("text").get_ref<const std::string&>();
+    return {{"ids", flag(req, "add_special_tokens", false) ? tok.encode_prompt(text, bos) : tok.encode(text, false)}};
   }
   if (req.contains("ids")) {
     const auto& ids = req.at("ids");
@@ -83,6 +83,7 @@ cli::command make_tokenize_command() {
             struct options {
               std::string model;
               std::string chat;
+              std::string bos = "auto";
             };
             auto opt = std::make_shared<options>();
             app.add_option("--model", opt->model, "Model folder with tokenizer.json (+ tokenizer_config.json)")
@@ -90,7 +91,13 @@ cli::command make_tokenize_command() {
             app.add_option("--chat-template", opt->chat,
                            "A Jinja chat template file (default: tokenizer_config.json's chat_template, else "
                            "chat_template.jinja in the model folder)");
+            app.add_option("--bos", opt->bos,
+                           "BOS/EOS of texts with add_special_tokens: auto (the model's tokenizer class "
+                           "convention, as transformers 4), config (tokenizer_config.json's add_bos_token / "
+                           "add_eos_token) or never")
+                ->check(CLI::IsMember({"auto", "config", "never"}));
             return [opt, &ctx] {
+              const bos_policy bos = *parse_bos_policy(opt->bos);
               auto loaded = tokenizer::load(opt->model);
               if (!loaded.tok) {
                 cli::print_error(ctx.err, "tokenize", loaded.error);
@@ -113,7 +120,7 @@ cli::command make_tokenize_command() {
                 if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
                 ojson reply;
                 try {
-                  reply = handle(ojson::parse(line), *loaded.tok, chat);
+                  reply = handle(ojson::parse(line), *loaded.tok, chat, bos);
                 } catch (const std::exception& e) {
                   any_bad = true;
                   reply = {{"error", "line " + std::to_string(n) + ": " + e.what()}};

@@ -27,6 +27,16 @@ struct RolloutParams {
   chatTemplate @13 :Text;
   # A Jinja chat template file (.jinja) for chat prompts; "" = the model's own (tokenizer_config.json's
   # chat_template, else chat_template.jinja in the model folder).
+  bos @14 :BosPolicy = auto;
+  # BOS/EOS of prompts given as text (chat prompts get the template's own): auto = the convention of
+  # the model's tokenizer class (Llama-family classes such as DeepSeek-V3's add BOS), config =
+  # tokenizer_config.json's add_bos_token / add_eos_token, never = none.
+
+  enum BosPolicy {
+    auto @0;
+    config @1;
+    never @2;
+  }
 
   enum PauseMode {
     abort @0;

@@ -163,7 +163,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
             r.prompt = s.codec->encode(s.codec->render(p.messages_json));
           } else if (r.prompt.empty() && !p.text.empty()) {
             if (!s.codec) throw std::invalid_argument("text prompts need a tokenizer.json in the model folder");
-            r.prompt = s.codec->encode(p.text);
+            r.prompt = s.codec->encode_prompt(p.text);
           }
           if (r.prompt.empty()) throw std::invalid_argument("group " + std::to_string(p.group_id) + " has an empty prompt");
           s.eng->add(r);
@@ -197,6 +197,15 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
       },
       [=](restore_atom, const std::string&, const actor_state&) { return true; },
   };
+}
+
+/// The text_codec's word for the params' BOS policy.
+std::string bos_word(schema::RolloutParams::BosPolicy b) {
+  switch (b) {
+    case schema::RolloutParams::BosPolicy::CONFIG: return "config";
+    case schema::RolloutParams::BosPolicy::NEVER: return "never";
+    default: return "auto";
+  }
 }
 
 }  // namespace
@@ -251,7 +260,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     // tokenizer_config.json names) and sampling stops at the end-of-sequence token.
     std::string tok_error;
     std::shared_ptr<text_codec> codec =
-        text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
+        text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error, bos_word(p.getBos()));
     if (!codec && p.getChatTemplate().size() > 0) {
       throw std::invalid_argument("params.rollout.chatTemplate: " + tok_error);
     }

@@ -278,5 +278,25 @@ TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   EXPECT_NE(error.find("missing.jinja: cannot open the chat template (no such file)"), std::string::npos) << error;
 }
 
+// The rollout's `bos` parameter reaches prompts given as text: DeepSeek-V3's LlamaTokenizerFast
+// convention (auto) puts BOS first, `never` leaves it out, chat prompts take the template's own.
+TEST_F(RolloutKind, TextPromptsGetTheBosPolicy) {
+  const std::string dir = std::string(MILESRT_TOKENIZER_DATA) + "/deepseek_v3_bos";
+  std::string error;
+  auto with_auto = text_codec::load(dir, "", error, "auto");
+  ASSERT_TRUE(with_auto) << error;
+  auto with_never = text_codec::load(dir, "", error, "never");
+  ASSERT_TRUE(with_never) << error;
+  auto plain = with_never->encode_prompt("hello world");
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain, with_never->encode("hello world"));
+  auto ids = with_auto->encode_prompt("hello world");
+  ASSERT_EQ(ids.size(), plain.size() + 1);
+  EXPECT_EQ(with_auto->decode({ids[0]}), "<｜begin▁of▁sentence｜>");
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), ids.begin() + 1));
+  EXPECT_FALSE(text_codec::load(dir, "", error, "sometimes"));
+  EXPECT_EQ(error, "bos: 'sometimes' is not auto, config or never");
+}
+
 }  // namespace
 }  // namespace milesrt::rollout

@@ -14,13 +14,19 @@ struct text_codec::impl {
   std::shared_ptr<const llm::tokenizer> tok;
   std::shared_ptr<const llm::chat_template> chat;
   std::string chat_error;  ///< why there is no chat template, said when messages come
+  llm::bos_policy bos = llm::bos_policy::model;
 };
 
 text_codec::text_codec(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 text_codec::~text_codec() = default;
 
 std::unique_ptr<text_codec> text_codec::load(const std::string& dir, const std::string& chat_template,
-                                             std::string& error) {
+                                             std::string& error, const std::string& bos) {
+  auto policy = llm::parse_bos_policy(bos);
+  if (!policy) {
+    error = "bos: '" + bos + "' is not auto, config or never";
+    return nullptr;
+  }
   if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
     error = "no tokenizer.json in " + dir;
     return nullptr;
@@ -32,6 +38,7 @@ std::unique_ptr<text_codec> text_codec::load(const std::string& dir, const std::
   }
   auto p = std::make_unique<impl>();
   p->tok = loaded.tok;
+  p->bos = *policy;
   auto t = llm::chat_template::load(chat_template, *p->tok);
   if (!chat_template.empty() && !t.tmpl) {
     error = t.error;
@@ -47,6 +54,11 @@ std::unique_ptr<text_codec> text_codec::load(const std::string& dir, const std::
 
 std::vector<int64_t> text_codec::encode(const std::string& text) const {
   auto ids = impl_->tok->encode(text, false);
+  return {ids.begin(), ids.end()};
+}
+
+std::vector<int64_t> text_codec::encode_prompt(const std::string& text) const {
+  auto ids = impl_->tok->encode_prompt(text, impl_->bos);
   return {ids.begin(), ids.end()};
 }
 

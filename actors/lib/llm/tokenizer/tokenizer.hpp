@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,6 +28,25 @@ struct added_token {
 
 class tokenizer;
 
+/// Which BOS/EOS a prompt given as text gets (`--bos`, the rollout's `bos` parameter). Chat
+/// prompts get none of these: their template writes the special tokens, as apply_chat_template
+/// tokenizes with add_special_tokens=False.
+enum class bos_policy {
+  /// "auto": the convention of the model's tokenizer class, as transformers 4 applied it (and the
+  /// models were trained with): the Llama-family classes (LlamaTokenizer[Fast], CodeLlamaTokenizer
+  /// [Fast], GemmaTokenizer[Fast], e.g. DeepSeek-V3) add BOS unless add_bos_token is false and EOS
+  /// when add_eos_token is true; every other class gets what tokenizer.json's post_processor adds.
+  model,
+  /// "config": tokenizer_config.json's add_bos_token / add_eos_token, whatever the class: a flag
+  /// that is set adds (true) or leaves out (false) its token; one that is absent leaves it to
+  /// tokenizer.json's post_processor.
+  config,
+  /// "never": no special token is added.
+  never,
+};
+/// "auto", "config" or "never".
+std::optional<bos_policy> parse_bos_policy(std::string_view word);
+
 /// What `tokenizer::load` returns: the tokenizer, or one line naming the file and component at
 /// fault.
 struct tokenizer_load_result {
@@ -44,6 +64,9 @@ public:
   /// adds BOS/EOS as tokenizer.json's post_processor says; tokenizer_config.json's add_bos_token /
   /// add_eos_token are ignored, as transformers 5's AutoTokenizer ignores them.
   std::vector<token_id> encode(std::string_view text, bool add_special_tokens = false) const;
+
+  /// Token ids of a prompt given as text, with the BOS/EOS `policy` adds (see bos_policy).
+  std::vector<token_id> encode_prompt(std::string_view text, bos_policy policy) const;
 
   /// Text of `ids`; unknown ids are skipped, as HF does. Invalid UTF-8 from byte-level tokens
   /// becomes U+FFFD.
@@ -101,6 +124,8 @@ private:
   trie raw_trie_, normalized_trie_;
   std::string bos_token_, eos_token_, chat_template_;
   std::vector<std::pair<std::string, std::string>> special_tokens_;
+  std::optional<bool> add_bos_token_, add_eos_token_;  // tokenizer_config.json's flags, when set
+  std::string tokenizer_class_;
 };
 
 }  // namespace milesrt::llm
