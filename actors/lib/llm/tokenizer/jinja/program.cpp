@@ -140,8 +140,10 @@ std::string describe(const expr& e) {
 
 class interpreter {
  public:
-  interpreter(frame& globals, const environment& env, bool loop_neighbours)
-      : env_(env), loop_neighbours_(loop_neighbours) {
+  // `variables` are read in place (no copy per render); the globals frame shadows them once the
+  // template sets or mutates one of those names.
+  interpreter(frame& globals, const value& variables, const environment& env, bool loop_neighbours)
+      : variables_(variables), env_(env), loop_neighbours_(loop_neighbours) {
     chain_.push_back(&globals);
   }
 
@@ -283,18 +285,32 @@ class interpreter {
     bind(*chain_.back(), s.targets, std::move(v));
   }
 
+  // A variable of frame `f`; in the globals frame, also the render's variables.
+  const value* find_var(const frame& f, const std::string& n) const {
+    auto v = f.vars.find(n);
+    if (v != f.vars.end()) return &v->second;
+    if (&f == chain_.front()) {
+      auto g = variables_.find(n);
+      if (g != variables_.end()) return &*g;
+    }
+    return nullptr;
+  }
+
   value* lookup_mut(const std::string& n) {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       auto v = (*it)->vars.find(n);
       if (v != (*it)->vars.end()) return &v->second;
+      if (*it == chain_.front()) {
+        auto g = variables_.find(n);
+        if (g != variables_.end()) return &((*it)->vars[n] = *g);  // copied on first write
+      }
     }
     return nullptr;
   }
 
   const stmt* lookup_macro(const std::string& n) const {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-      auto v = (*it)->vars.find(n);
-      if (v != (*it)->vars.end()) return nullptr;
+      if (find_var(**it, n)) return nullptr;
       auto m = (*it)->macros.find(n);
       if (m != (*it)->macros.end()) return m->second;
     }
@@ -313,8 +329,7 @@ class interpreter {
       case expr_kind::literal: return ref(&e.lit);
       case expr_kind::name: {
         for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-          auto v = (*it)->vars.find(e.name);
-          if (v != (*it)->vars.end()) return ref(&v->second);
+          if (const value* v = find_var(**it, e.name)) return ref(v);
           if ((*it)->macros.count(e.name)) throw error("macro '" + e.name + "' used as a value is not supported");
         }
         return ref(undefined());
@@ -506,7 +521,7 @@ class interpreter {
     }
     if (n == "caller" && caller_) return call_caller(a);
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-      if ((*it)->vars.count(n)) throw error("'" + n + "' is not callable");
+      if (find_var(**it, n)) throw error("'" + n + "' is not callable");
     }
     throw error("'" + n + "' is undefined (called as a function)");
   }
@@ -569,6 +584,7 @@ class interpreter {
     return r;
   }
 
+  const value& variables_;
   const environment& env_;
   const bool loop_neighbours_;
   std::vector<frame*> chain_;
@@ -612,8 +628,7 @@ std::shared_ptr<const program> program::parse(std::string_view source) {
 std::string program::render(const value& variables, const environment& env) const {
   if (!variables.is_object()) throw error("template variables must be an object");
   frame globals;
-  for (auto it = variables.begin(); it != variables.end(); ++it) globals.vars[it.key()] = it.value();
-  interpreter in(globals, env, loop_neighbours_);
+  interpreter in(globals, variables, env, loop_neighbours_);
   in.exec(body_);
   return std::move(in.out);
 }

@@ -51,6 +51,17 @@ TEST(Jinja, LoopNeighboursOnlyWhereTheTemplateReadsThem) {
   EXPECT_EQ(render("{% for x in xs %}{% for y in [x, x] %}{{ y }}{% endfor %}{% endfor %}", xs), "aabbcc");
 }
 
+// The render's variables are read in place; setting one shadows it for the rest of the render and
+// leaves the caller's value alone.
+TEST(Jinja, VariablesAreReadInPlaceAndShadowedBySet) {
+  value vars = {{"xs", {1, 2}}, {"d", {{"a", 1}}}};
+  EXPECT_EQ(render("{{ xs }}{% set xs = xs + [3] %}{{ xs }}{% for x in xs %}{{ x }}{% endfor %}", vars),
+            "[1, 2][1, 2, 3]123");
+  EXPECT_EQ(render("{{ d.a }}{% set d.a = 2 %}{{ d.a }}", vars), "12");
+  EXPECT_EQ(vars, (value{{"xs", {1, 2}}, {"d", {{"a", 1}}}}));
+  EXPECT_EQ(error_of("{{ xs() }}", vars), "template line 1: 'xs' is not callable");
+}
+
 TEST(Jinja, LoopsAndScopes) {
   value v = {{"xs", {1, 2, 3, 4}}};
   EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{% if loop.last %}!{% endif %}{% endfor %}", v),
