@@ -19,7 +19,7 @@ cli::command make_generate_command() {
   return {"generate", "Sample completions with the rollout engine (JSON lines on stdin)",
           [](CLI::App& app, cli::context& ctx) -> cli::runner {
             struct options {
-              std::string model, device = "cpu", dtype = "fp32", chat;
+              std::string model, device = "cpu", dtype = "fp32", chat, bos = "auto";
               int64_t blocks = 1024, block_size = 16, budget = 8192;
               double kv_fraction = 0.9;
             };
@@ -27,7 +27,14 @@ cli::command make_generate_command() {
             app.add_option("--model", opt->model, "Hugging Face model folder")->required();
             app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
             app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-            app.add_option("--chat-template", opt->chat, "qwen2.5, qwen3 or llama3 (default: detected)");
+            app.add_option("--chat-template", opt->chat,
+                           "A Jinja chat template file (default: the model's own, from tokenizer_config.json or "
+                           "chat_template.jinja)");
+            app.add_option("--bos", opt->bos,
+                           "BOS/EOS of text prompts: auto (the model's tokenizer class convention), config "
+                           "(tokenizer_config.json's add_bos_token / add_eos_token) or never; chat prompts "
+                           "get their template's")
+                ->check(CLI::IsMember({"auto", "config", "never"}));
             auto* blocks = app.add_option("--kv-blocks", opt->blocks, "KV cache blocks (default: cpu 1024, cuda by memory fraction)")
                                ->check(CLI::PositiveNumber);
             app.add_option("--kv-memory-fraction", opt->kv_fraction,
@@ -36,7 +43,8 @@ cli::command make_generate_command() {
             app.add_option("--block-size", opt->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
             app.add_option("--step-tokens", opt->budget, "Tokens per engine step")->check(CLI::PositiveNumber);
             app.footer(
-                "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]}, plus optional\n"
+                "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]} (with optional\n"
+                "  tools, documents, chat_template_kwargs such as {\"enable_thinking\": false}), plus optional\n"
                 "  max_new_tokens (16), temperature (1.0), top_p, top_k, n, seed, stop (strings), stop_token_ids,\n"
                 "  ignore_eos. Output, one line per sample: {\"index\", \"output_ids\", \"logprobs\", \"text\",\n"
                 "  \"finish_reason\"}. logprobs are at the sampling temperature over the full vocabulary.");
@@ -54,7 +62,7 @@ cli::command make_generate_command() {
                 return cli::exit_status::bad_input;
               }
               std::string tok_error;
-              auto tok = text_codec::load(opt->model, opt->chat, tok_error);
+              auto tok = text_codec::load(opt->model, opt->chat, tok_error, opt->bos);
               if (!tok && !opt->chat.empty()) {
                 cli::print_error(ctx.err, "generate", tok_error);
                 return cli::exit_status::bad_input;
@@ -85,9 +93,12 @@ cli::command make_generate_command() {
                     r.prompt = j["prompt_ids"].get<std::vector<int64_t>>();
                   } else if (j.contains("prompt") || j.contains("messages")) {
                     if (!tok) throw std::invalid_argument(tok_error);
-                    std::string text = j.contains("messages") ? tok->render(j["messages"].dump())
-                                                              : j["prompt"].get<std::string>();
-                    r.prompt = tok->encode(text);
+                    nlohmann::ordered_json chat_opts = nlohmann::ordered_json::object();
+                    for (const char* k : {"tools", "documents", "chat_template_kwargs"}) {
+                      if (j.contains(k)) chat_opts[k] = j[k];
+                    }
+                    r.prompt = j.contains("messages") ? tok->encode(tok->render(j["messages"].dump(), chat_opts.dump()))
+                                                      : tok->encode_prompt(j["prompt"].get<std::string>());
                   } else {
                     throw std::invalid_argument("expected prompt_ids, prompt or messages");
                   }

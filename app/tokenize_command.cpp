@@ -1,10 +1,13 @@
-// `milesrt tokenize --model DIR [--chat-template FAMILY]`: one JSON object per stdin line, one JSON
-// line out per input line:
-//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}
+// `milesrt tokenize --model DIR [--chat-template FILE.jinja] [--bos auto|config|never]`: one JSON
+// object per stdin line, one JSON line out per input line:
+//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}   (true: BOS/EOS per --bos)
 //   {"ids": [...], "skip_special_tokens": false}           -> {"text": "..."}
 //   {"messages": [...], "add_generation_prompt": true,
-//    "tools": [...], "enable_thinking": false}             -> {"text": "...", "ids": [...]}
-// A bad line gets {"error": "line N: ..."} and the rest go on; the exit status is then 2.
+//    "tools": [...], "documents": [...],
+//    "enable_thinking": false, ...}                        -> {"text": "...", "ids": [...]}
+// With messages, every other key is passed to the template as a variable, as apply_chat_template
+// passes its keyword arguments. A bad line gets {"error": "line N: ..."} and the rest go on; the
+// exit status is then 2.
 #include "app/tokenize_command.hpp"
 
 #include <iostream>
@@ -29,26 +32,34 @@ bool flag(const ojson& j, const char* key, bool fallback) {
   return it->get<bool>();
 }
 
-ojson handle(const ojson& req, const tokenizer& tok, std::optional<chat_family> family) {
+struct chat_source {
+  std::shared_ptr<const chat_template> tmpl;
+  std::string missing;  ///< why there is none
+};
+
+ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bos_policy bos) {
   if (!req.is_object()) throw std::invalid_argument("not a JSON object");
   if (req.contains("messages")) {
-    if (!family) {
-      throw std::invalid_argument("no chat template: tokenizer_config.json's chat_template is not one milesrt "
-                                  "knows (qwen2.5, qwen3, llama3); pass --chat-template FAMILY");
-    }
+    if (!chat.tmpl) throw std::invalid_argument(chat.missing);
     chat_options o;
     o.add_generation_prompt = flag(req, "add_generation_prompt", false);
-    if (req.contains("enable_thinking")) o.enable_thinking = flag(req, "enable_thinking", true);
-    if (req.contains("tools")) o.tools = req.at("tools");
-    o.bos_token = tok.bos_token();
-    auto r = render_chat(*family, req.at("messages"), o);
+    for (auto it = req.begin(); it != req.end(); ++it) {
+      if (it.key() == "tools") {
+        o.tools = it.value();
+      } else if (it.key() == "documents") {
+        o.documents = it.value();
+      } else if (it.key() != "messages" && it.key() != "add_generation_prompt") {
+        o.extra[it.key()] = it.value();
+      }
+    }
+    auto r = chat.tmpl->render(req.at("messages"), o);
     if (!r.error.empty()) throw std::invalid_argument(r.error);
     return {{"text", r.text}, {"ids", tok.encode(r.text, false)}};
   }
   if (req.contains("text")) {
     if (!req.at("text").is_string()) throw std::invalid_argument("'text' must be a string");
-    return {{"ids", tok.encode(req.at("text").get_ref<const std::string&>(),
-                               flag(req, "add_special_tokens", false))}};
+    const auto& text = req.at("text").get_ref<const std::string&>();
+    return {{"ids", flag(req, "add_special_tokens", false) ? tok.encode_prompt(text, bos) : tok.encode(text, false)}};
   }
   if (req.contains("ids")) {
     const auto& ids = req.at("ids");
@@ -72,36 +83,44 @@ cli::command make_tokenize_command() {
             struct options {
               std::string model;
               std::string chat;
+              std::string bos = "auto";
             };
             auto opt = std::make_shared<options>();
             app.add_option("--model", opt->model, "Model folder with tokenizer.json (+ tokenizer_config.json)")
                 ->required();
             app.add_option("--chat-template", opt->chat,
-                           "Chat template family: qwen2.5, qwen3 or llama3 (default: detected)");
+                           "A Jinja chat template file (default: tokenizer_config.json's chat_template, else "
+                           "chat_template.jinja in the model folder)");
+            app.add_option("--bos", opt->bos,
+                           "BOS/EOS of texts with add_special_tokens: auto (the model's tokenizer class "
+                           "convention, as transformers 4), config (tokenizer_config.json's add_bos_token / "
+                           "add_eos_token) or never")
+                ->check(CLI::IsMember({"auto", "config", "never"}));
             return [opt, &ctx] {
+              const bos_policy bos = *parse_bos_policy(opt->bos);
               auto loaded = tokenizer::load(opt->model);
               if (!loaded.tok) {
                 cli::print_error(ctx.err, "tokenize", loaded.error);
                 return cli::exit_status::bad_input;
               }
-              std::optional<chat_family> family;
-              if (!opt->chat.empty()) {
-                family = parse_chat_family(opt->chat);
-                if (!family) {
-                  cli::print_error(ctx.err, "tokenize", "--chat-template: unknown family '" + opt->chat +
-                                                            "' (qwen2.5, qwen3, llama3)");
-                  return cli::exit_status::bad_input;
-                }
-              } else {
-                family = detect_chat_family(loaded.tok->chat_template());
+              chat_source chat;
+              auto t = chat_template::load(opt->chat, *loaded.tok);
+              if (!t.tmpl && !opt->chat.empty()) {
+                cli::print_error(ctx.err, "tokenize", "--chat-template: " + t.error);
+                return cli::exit_status::bad_input;
               }
+              chat.tmpl = t.tmpl;
+              chat.missing = !t.error.empty()
+                                 ? t.error
+                                 : "no chat template: " + opt->model + "/tokenizer_config.json has no chat_template "
+                                       "and there is no chat_template.jinja beside it; pass --chat-template FILE.jinja";
               bool any_bad = false;
               std::string line;
               for (size_t n = 1; std::getline(std::cin, line); ++n) {
                 if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
                 ojson reply;
                 try {
-                  reply = handle(ojson::parse(line), *loaded.tok, family);
+                  reply = handle(ojson::parse(line), *loaded.tok, chat, bos);
                 } catch (const std::exception& e) {
                   any_bad = true;
                   reply = {{"error", "line " + std::to_string(n) + ": " + e.what()}};

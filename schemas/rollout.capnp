@@ -26,8 +26,19 @@ struct RolloutParams {
   seed @11 :UInt64 = 0;
   pauseMode @12 :PauseMode = retract;
   chatTemplate @13 :Text;
-  # qwen2.5, qwen3 or llama3; "" = detected from tokenizer_config.json.
-  kvMemoryFraction @14 :Float64 = 0.5;
+  # A Jinja chat template file (.jinja) for chat prompts; "" = the model's own (tokenizer_config.json's
+  # chat_template, else chat_template.jinja in the model folder).
+  bos @14 :BosPolicy = auto;
+  # BOS/EOS of prompts given as text (chat prompts get the template's own): auto = the convention of
+  # the model's tokenizer class (Llama-family classes such as DeepSeek-V3's add BOS), config =
+  # tokenizer_config.json's add_bos_token / add_eos_token, never = none.
+
+  enum BosPolicy {
+    auto @0;
+    config @1;
+    never @2;
+  }
+  kvMemoryFraction @15 :Float64 = 0.5;
   # On the GPU: the KV pool is this share of the device memory free once the weights are loaded
   # (the trainer of a colocated graph needs the rest); 0 = kvBlocks blocks.
 

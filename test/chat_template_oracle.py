@@ -4,15 +4,22 @@ every real chat template in test/chat_templates/ (their sources: test/chat_templ
 fixed matrix of conversations, and the small templates of JINJA_CASES; the C++ test renders the same
 with the engine and compares byte for byte.
 
-    chat_template_oracle.py make OUT TEMPLATES_DIR
+    chat_template_oracle.py make OUT TEMPLATES_DIR TOKENIZER_DATA
 
-writes OUT/chat_matrix.jsonl, one line per (template, case): the variables the template saw and the
-text, or the error transformers raised. strftime_now is pinned to 2024-07-26 (datetime.now patched),
-the date the C++ side injects.
+writes OUT/chat_matrix.jsonl, one line per (template, case): the variables the template saw, the
+text (or the error transformers raised) and its ids. strftime_now is pinned to 2024-07-26
+(datetime.now patched), the date the C++ side injects.
+
+Ids: no real tokenizer.json is committed, so each template gets a model folder OUT/<template>/: the
+synthetic byte-level BPE that test/tokenizer_oracle.py trains (TOKENIZER_DATA/qwen2/tokenizer.json)
+plus the family's special tokens (its bos/eos/... and every special-token-shaped literal of the
+template) as added tokens, and a tokenizer_config.json with the template and those special tokens;
+the ids are HF tokenizers' encode(text, add_special_tokens=False), as apply_chat_template(tokenize=True).
 """
 import datetime as _dt
 import json
 import os
+import re
 import sys
 
 FIXED_NOW = _dt.datetime(2024, 7, 26, 10, 30, 0)
@@ -36,6 +43,16 @@ CONVERSATIONS = {
         {"role": "assistant", "content": "",
          "tool_calls": [{"id": "call12345", "type": "function",
                          "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}}]},
+        {"role": "tool", "tool_call_id": "call12345", "name": "get_weather", "content": "{\"temp\": 21}"},
+        {"role": "assistant", "content": "It is 21 °C in Paris."}]},
+    # The same exchange with the call's arguments as a JSON string (the OpenAI wire form), which
+    # DeepSeek's templates concatenate as text and raise on a dict.
+    "tools_string_arguments": {"tools": [WEATHER_TOOL], "messages": [
+        {"role": "system", "content": "Use tools when useful."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call12345", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
         {"role": "tool", "tool_call_id": "call12345", "name": "get_weather", "content": "{\"temp\": 21}"},
         {"role": "assistant", "content": "It is 21 °C in Paris."}]},
     "reasoning": {"messages": [
@@ -71,7 +88,27 @@ TEMPLATES = {
     "ibm-granite-granite-3.3-2B-Instruct": {"bos_token": "<|end_of_text|>", "eos_token": "<|end_of_text|>"},
     "CohereForAI-c4ai-command-r7b-12-2024-tool_use": {"bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"},
     "moonshotai-Kimi-K2": {"bos_token": "[BOS]", "eos_token": "[EOS]"},
+    "deepseek-ai-DeepSeek-R1": {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"},
+    "mistralai-Mistral-7B-Instruct-v0.3": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
 }
+
+# What a special token looks like in these templates' string literals.
+SPECIAL_SHAPES = re.compile(r"<\|[^|<>\s]{1,40}\|>|<｜[^｜<>]{1,40}｜>|\[/?[A-Z][A-Z_]{1,30}\]|<(?:start|end)_of_turn>"
+                            r"|</?think>|</?tool_call>|</?tool_response>|</?s>|<(?:bos|eos|pad|unk)>")
+
+
+def family_tokenizer(out_dir, name, template, specials, base_tokenizer):
+    """OUT/<name>/: the synthetic BPE plus the family's special tokens, and its tokenizer_config.json."""
+    from tokenizers import AddedToken, Tokenizer
+    tok = Tokenizer.from_file(base_tokenizer)
+    marks = sorted(set(SPECIAL_SHAPES.findall(template)) | set(specials.values()))
+    tok.add_special_tokens([AddedToken(m, special=True, normalized=False) for m in marks])
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    tok.save(os.path.join(d, "tokenizer.json"))
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(specials, chat_template=template), f, ensure_ascii=False, indent=1)
+    return tok
 
 
 # Small templates for the corners of Jinja's semantics that chat templates lean on: scoping, loop
@@ -155,7 +192,7 @@ def render(template, specials, case):
     return text[0], variables
 
 
-def make(out_dir, templates_dir):
+def make(out_dir, templates_dir, tokenizer_data):
     from transformers.utils import chat_template_utils
 
     class FixedDatetime(_dt.datetime):
@@ -178,12 +215,16 @@ def make(out_dir, templates_dir):
         for name, specials in TEMPLATES.items():
             with open(os.path.join(templates_dir, name + ".jinja"), encoding="utf-8") as tf:
                 template = tf.read()
+            tok = family_tokenizer(out_dir, name, template, specials,
+                                   os.path.join(tokenizer_data, "qwen2", "tokenizer.json"))
             for case_name, case in cases():
                 line = {"template": name, "case": case_name, "messages": case["messages"],
-                        "tools": case.get("tools"), "add_generation_prompt": case["add_generation_prompt"]}
+                        "tools": case.get("tools"), "add_generation_prompt": case["add_generation_prompt"],
+                        "kwargs": {k: v for k, v in case.items()
+                                   if k not in ("messages", "tools", "add_generation_prompt")}}
                 try:
                     text, variables = render(template, specials, case)
-                    line.update(variables=variables, text=text)
+                    line.update(variables=variables, text=text, ids=tok.encode(text, add_special_tokens=False).ids)
                 except Exception as e:  # the template raised: the engine must raise too
                     line.update(variables=dict(specials, **{k: v for k, v in case.items() if k not in (
                         "messages", "tools", "add_generation_prompt")}), error=f"{type(e).__name__}: {e}")
@@ -191,7 +232,7 @@ def make(out_dir, templates_dir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "make":
-        make(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
-        sys.exit("usage: chat_template_oracle.py make OUT TEMPLATES_DIR")
+        sys.exit("usage: chat_template_oracle.py make OUT TEMPLATES_DIR TOKENIZER_DATA")

@@ -1,7 +1,9 @@
 // milesrt's Jinja engine against transformers' apply_chat_template on real chat templates of public
 // models (test/chat_templates/, sources in its README): test/chat_template_oracle.py rendered each on
 // a fixed matrix of conversations during the build; here the engine renders the same and the text
-// must be equal byte for byte, or both must raise.
+// must be equal byte for byte, or both must raise. Then the same through a model folder, as milesrt
+// tokenize / generate / the rollout take it: tokenizer_config.json's chat_template and special
+// tokens, and the ids of the text (a synthetic BPE plus the family's special tokens).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -10,7 +12,9 @@
 #include <set>
 #include <string>
 
+#include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/jinja/program.hpp"
+#include "actors/lib/llm/tokenizer/tokenizer.hpp"
 
 namespace milesrt::llm::jinja {
 namespace {
@@ -84,6 +88,54 @@ TEST(ChatTemplateOracle, EveryTemplateAndCaseEqualsTransformers) {
   for (const auto& [name, n] : total) std::cout << "[ template ] " << name << ": " << ok[name] << "/" << n << "\n";
   EXPECT_GE(lines, 200u);
   EXPECT_GT(raised, 0u);
+}
+
+// Each template as a model's own: loaded from the folder's tokenizer_config.json, rendered with its
+// special tokens and the case's keyword arguments (enable_thinking), then tokenized: text and ids
+// equal transformers' and HF tokenizers'.
+TEST(ChatTemplateOracle, EveryTemplateFromItsModelFolderGivesTransformersTextAndIds) {
+  std::ifstream in(kMatrix);
+  ASSERT_TRUE(in) << kMatrix;
+  std::map<std::string, std::pair<std::shared_ptr<const tokenizer>, std::shared_ptr<const chat_template>>> models;
+  std::set<std::string> cases;
+  size_t compared = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto c = value::parse(line);
+    const std::string name = c["template"];
+    const std::string where = name + " / " + c["case"].get<std::string>();
+    cases.insert(c["case"].get<std::string>());
+    auto& m = models[name];
+    if (!m.first) {
+      auto loaded = tokenizer::load(std::string(MILESRT_CHAT_TEMPLATE_DATA) + "/" + name);
+      ASSERT_TRUE(loaded.tok) << loaded.error;
+      auto t = chat_template::from_model(*loaded.tok);
+      ASSERT_TRUE(t.tmpl) << name << ": " << t.error;
+      m = {loaded.tok, t.tmpl};
+    }
+    chat_options o;
+    o.add_generation_prompt = c["add_generation_prompt"].get<bool>();
+    o.tools = c["tools"];
+    o.extra = c["kwargs"];
+    o.now = fixed_date().now;
+    auto r = m.second->render(c["messages"], o);
+    if (c.contains("error")) {
+      EXPECT_NE(r.error, "") << where << ": transformers raised, the engine rendered:\n" << r.text;
+      continue;
+    }
+    ASSERT_EQ(r.error, "") << where;
+    EXPECT_EQ(r.text, c["text"].get<std::string>()) << where;
+    EXPECT_EQ(m.first->encode(r.text), c["ids"].get<std::vector<token_id>>()) << where;
+    ++compared;
+  }
+  // The matrix the issue names: every family on each conversation, with and without the prompt.
+  for (const char* k : {"single_user", "system_three_turns", "tools", "tools_string_arguments", "reasoning",
+                        "thinking_off"}) {
+    for (const char* agp : {"true", "false"}) {
+      EXPECT_TRUE(cases.count(std::string(k) + "/agp=" + agp)) << k << " agp=" << agp;
+    }
+  }
+  EXPECT_GE(models.size(), 24u);
+  EXPECT_GE(compared, 200u);
 }
 
 // Small templates on the corners of Jinja's semantics (scoping, loop variables, whitespace control,

@@ -64,4 +64,34 @@ TEST(Generate, SamplesFromTextMessagesAndIdsAndAgreesWithScore) {
   fs::remove_all(dir);
 }
 
+// --chat-template FILE.jinja and a line's tools / chat_template_kwargs reach the template; its
+// raise_exception comes back as that line's error, naming the file.
+TEST(Generate, ChatTemplateFileAndItsKeywordArguments) {
+  auto dir = scratch("generate-chat");
+  auto model_dir = dir / "model";
+  auto model = milesrt::llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520,
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+    "tie_word_embeddings": true, "hidden_act": "silu"})", at::kFloat, at::kCPU, 9);
+  model->save(model_dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, model_dir / f);
+  }
+  std::ofstream(dir / "t.jinja") << "{% if enable_thinking is not defined %}{{ raise_exception('no enable_thinking') }}"
+                                 << "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}{{ tools | length }}";
+  std::ofstream(dir / "in.jsonl")
+      << R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": false},)"
+      << R"( "tools": [], "max_new_tokens": 2, "ignore_eos": true})" << "\n"
+      << R"({"messages": [{"role": "user", "content": "hi"}], "max_new_tokens": 2})" << "\n";
+  auto r = run_milesrt("generate --model '" + model_dir.string() + "' --chat-template '" + (dir / "t.jinja").string() +
+                           "' < '" + (dir / "in.jsonl").string() + "'",
+                       "gen-chat");
+  EXPECT_EQ(r.status, 2) << r.err;  // the second line is bad
+  auto out = json_lines(r.out);
+  ASSERT_EQ(out.size(), 2u) << r.out;
+  EXPECT_EQ(out[0]["output_ids"].size(), 2u) << out[0];
+  EXPECT_EQ(out[1]["error"], "line 2: " + (dir / "t.jinja").string() + ": template line 1: no enable_thinking");
+  fs::remove_all(dir);
+}
+
 }  // namespace

@@ -53,6 +53,39 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
   EXPECT_EQ(parse_lines(r2.out).at(0)["text"], "hello <|im_end|> wörld");
 }
 
+// --chat-template FILE.jinja: the file is rendered by the Jinja engine with the line's extra keys as
+// template variables; a file that is missing or does not compile stops the command, naming the file
+// and the template line.
+TEST(TokenizeCli, ChatTemplateFileAndItsErrors) {
+  fs::path d = scratch("tokenize-chat");
+  std::ofstream(d / "t.jinja") << "{{ eos_token }}|{% for m in messages %}{{ m.content }}{% endfor %}|"
+                               << "{{ enable_thinking }}|{{ tools | length }}";
+  std::ofstream(d / "bad.jinja") << "ok\n{% if messages %}never closed\n";
+  std::ofstream(d / "in.jsonl") << R"({"messages": [{"role": "user", "content": "hi"}], "enable_thinking": false,)"
+                                << R"( "tools": [{"type": "function", "function": {"name": "f"}}]})" << "\n";
+  const std::string model = " --model '" + kData + "/qwen3'";
+  auto ok = run_milesrt("tokenize" + model + " --chat-template '" + (d / "t.jinja").string() + "' < '" +
+                            (d / "in.jsonl").string() + "'",
+                        "tok-chat");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  auto out = parse_lines(ok.out);
+  ASSERT_EQ(out.size(), 1u) << ok.out;
+  EXPECT_EQ(out[0]["text"], "<|im_end|>|hi|False|1");
+  EXPECT_FALSE(out[0]["ids"].empty());
+  auto bad = run_milesrt("tokenize" + model + " --chat-template '" + (d / "bad.jinja").string() + "' < '" +
+                             (d / "in.jsonl").string() + "'",
+                         "tok-chat-bad");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find((d / "bad.jinja").string() + ": template line"), std::string::npos) << bad.err;
+  auto missing = run_milesrt("tokenize" + model + " --chat-template '" + (d / "none.jinja").string() + "' < '" +
+                                 (d / "in.jsonl").string() + "'",
+                             "tok-chat-missing");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find((d / "none.jinja").string() + ": cannot open the chat template (no such file)"),
+            std::string::npos)
+      << missing.err;
+}
+
 std::vector<json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
   std::vector<json> v;
@@ -67,16 +100,19 @@ std::string unhex(const std::string& h) {
   return out;
 }
 
-// {"text", "add_special_tokens": true} gives the ids of transformers' AutoTokenizer(text,
-// add_special_tokens=True) on folders whose tokenizer_config.json sets add_bos_token and
-// add_eos_token, which transformers 5 ignores (BOS only from tokenizer.json's post_processor).
-TEST(TokenizeCli, AddSpecialTokensEqualsAutoTokenizer) {
+// {"text", "add_special_tokens": true} follows --bos: by default (auto) the ids of transformers 4's
+// AutoTokenizer(text, add_special_tokens=True), whose classes apply the BOS/EOS conventions the models
+// were trained with (transformers 5 ignores add_bos_token / add_eos_token); `config` the flags of
+// tokenizer_config.json as they are; `never` no special token.
+TEST(TokenizeCli, AddSpecialTokensFollowsBos) {
   fs::path d = scratch("tokenize-bos");
   auto corpus = read_jsonl(kData + "/corpus.jsonl");
   const size_t n = 12;  // the hand-written items: valid UTF-8, so they travel as JSON strings
   for (std::string family : {"llama3_bos", "deepseek_v3_bos", "deepseek_v3_both"}) {
     auto expected = read_jsonl(kData + "/" + family + "/expected.jsonl");
+    auto expected_v4 = read_jsonl(kData + "/" + family + "/expected_v4.jsonl");
     ASSERT_GE(expected.size(), n);
+    ASSERT_GE(expected_v4.size(), n);
     {
       std::ofstream in(d / "in.jsonl");
       for (size_t i = 0; i < n; ++i) {
@@ -88,16 +124,33 @@ TEST(TokenizeCli, AddSpecialTokensEqualsAutoTokenizer) {
       // add_special_tokens defaults to false.
       in << json{{"text", unhex(corpus[0]["hex"].get<std::string>())}}.dump() << "\n";
     }
-    auto r = run_milesrt(
-        "tokenize --model '" + kData + "/" + family + "' < '" + (d / "in.jsonl").string() + "'",
-        "tok-" + family);
-    EXPECT_EQ(r.status, 0) << family << ": " << r.err;
-    auto out = parse_lines(r.out);
-    ASSERT_EQ(out.size(), n + 1) << family << ": " << r.out;
-    for (size_t i = 0; i < n; ++i)
-      EXPECT_EQ(out[i]["ids"], expected[i]["ids_auto"]) << family << " item " << i;
-    EXPECT_EQ(out[n]["ids"], expected[0]["ids"]) << family;
+    for (std::string bos : {"", "auto", "config", "never"}) {
+      auto r = run_milesrt("tokenize --model '" + kData + "/" + family + "'" + (bos.empty() ? "" : " --bos " + bos) +
+                               " < '" + (d / "in.jsonl").string() + "'",
+                           "tok-" + family + bos);
+      EXPECT_EQ(r.status, 0) << family << ": " << r.err;
+      auto out = parse_lines(r.out);
+      ASSERT_EQ(out.size(), n + 1) << family << ": " << r.out;
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<int> plain = expected[i]["ids"];
+        std::vector<int> want = expected_v4[i]["ids"];
+        if (bos == "never") {
+          want = plain;
+        } else if (bos == "config" && family == "llama3_bos") {
+          // add_bos_token and add_eos_token both true, which transformers 4's
+          // PreTrainedTokenizerFast ignores for EOS: BOS, the text, EOS.
+          want = plain;
+          want.insert(want.begin(), 33500);  // <|begin_of_text|>
+          want.push_back(33504);             // <|eot_id|>, its eos_token
+        }
+        EXPECT_EQ(out[i]["ids"].get<std::vector<int>>(), want) << family << " --bos " << bos << " item " << i;
+      }
+      EXPECT_EQ(out[n]["ids"], expected[0]["ids"]) << family;
+    }
   }
+  auto bad = run_milesrt("tokenize --model '" + kData + "/qwen3' --bos sometimes < /dev/null", "tok-bos-bad");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--bos"), std::string::npos) << bad.err;
 }
 
 TEST(TokenizeCli, MissingModelIsBadInput) {

@@ -8,6 +8,7 @@
 #include <caf/all.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "actors/lib/llm/model.hpp"
@@ -117,7 +118,8 @@ class RolloutKind : public ::testing::Test {
                         << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
                         << (dir_ / (chat ? "chat_model" : "model")).string()
                         << "\", samplesPerPrompt = 4, maxNewTokens = 6, kvBlocks = 64, blockSize = 4"
-                        << (chat ? ", chatTemplate = \"qwen3\"" : "") << "))),\n"
+                        << (chat ? ", chatTemplate = \"" + (dir_ / "chat.jinja").string() + "\"" : "")
+                        << "))),\n"
                         << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
                         << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
                         << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
@@ -180,7 +182,7 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
                       << "const graph :Graph = (actors = [(name = \"data\", kind = \"test_prompts\"),\n"
                       << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
-                      << " temperature = 0, chatTemplate = \"mistral\"))),\n"
+                      << " temperature = 0, chatTemplate = \"/nonexistent/chat.jinja\"))),\n"
                       << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
                       << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
                       << "    (from = \"rollout.groups\", to = \"trainer.groups\")]);\n";
@@ -194,7 +196,7 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   const std::string f = file.string() + ": actor 'rollout': params.rollout.";
   EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos) << all;
   EXPECT_NE(all.find(f + "temperature: must be > 0"), std::string::npos) << all;
-  EXPECT_NE(all.find(f + "chatTemplate: 'mistral' is not qwen2.5, qwen3 or llama3"), std::string::npos) << all;
+  EXPECT_NE(all.find(f + "chatTemplate: '/nonexistent/chat.jinja' is not a file"), std::string::npos) << all;
 }
 
 TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
@@ -250,12 +252,17 @@ TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, dir_ / "chat_model" / f);
   }
+  // chatTemplate names a .jinja file: here the Qwen3 template the tokenizer carries, written out.
+  {
+    std::ifstream cfg(dir_ / "chat_model" / "tokenizer_config.json");
+    std::ofstream(dir_ / "chat.jinja") << nlohmann::json::parse(cfg).at("chat_template").get<std::string>();
+  }
   auto log = std::make_shared<seen>();
   auto o = run("(sync = void)", log, true);
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log->groups.size(), 6u);
   std::string error;
-  auto codec = text_codec::load((dir_ / "chat_model").string(), "qwen3", error);
+  auto codec = text_codec::load((dir_ / "chat_model").string(), (dir_ / "chat.jinja").string(), error);
   ASSERT_TRUE(codec) << error;
   for (const auto& g : log->groups) {
     auto text = codec->render(R"([{"role": "user", "content": "What is )" + std::to_string(g.group_id) +
@@ -263,9 +270,32 @@ TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
     EXPECT_NE(text.find("<|im_start|>user\nWhat is "), std::string::npos) << text;
     EXPECT_EQ(g.samples[0].prompt, codec->encode(text));
   }
-  // A template the tokenizer does not know is refused when the actor starts.
-  EXPECT_FALSE(text_codec::load((dir_ / "chat_model").string(), "mistral", error));
-  EXPECT_NE(error.find("unknown family"), std::string::npos) << error;
+  // A template file that does not compile is refused when the actor starts, naming file and line.
+  std::ofstream(dir_ / "bad.jinja") << "{{ bos_token }}\n{% for m in messages %}{{ m.content }\n{% endfor %}";
+  EXPECT_FALSE(text_codec::load((dir_ / "chat_model").string(), (dir_ / "bad.jinja").string(), error));
+  EXPECT_NE(error.find((dir_ / "bad.jinja").string() + ": template line 2"), std::string::npos) << error;
+  EXPECT_FALSE(text_codec::load((dir_ / "chat_model").string(), (dir_ / "missing.jinja").string(), error));
+  EXPECT_NE(error.find("missing.jinja: cannot open the chat template (no such file)"), std::string::npos) << error;
+}
+
+// The rollout's `bos` parameter reaches prompts given as text: DeepSeek-V3's LlamaTokenizerFast
+// convention (auto) puts BOS first, `never` leaves it out, chat prompts take the template's own.
+TEST_F(RolloutKind, TextPromptsGetTheBosPolicy) {
+  const std::string dir = std::string(MILESRT_TOKENIZER_DATA) + "/deepseek_v3_bos";
+  std::string error;
+  auto with_auto = text_codec::load(dir, "", error, "auto");
+  ASSERT_TRUE(with_auto) << error;
+  auto with_never = text_codec::load(dir, "", error, "never");
+  ASSERT_TRUE(with_never) << error;
+  auto plain = with_never->encode_prompt("hello world");
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain, with_never->encode("hello world"));
+  auto ids = with_auto->encode_prompt("hello world");
+  ASSERT_EQ(ids.size(), plain.size() + 1);
+  EXPECT_EQ(with_auto->decode({ids[0]}), "<｜begin▁of▁sentence｜>");
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), ids.begin() + 1));
+  EXPECT_FALSE(text_codec::load(dir, "", error, "sometimes"));
+  EXPECT_EQ(error, "bos: 'sometimes' is not auto, config or never");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-/// Text in and out of `milesrt generate`: the model folder's tokenizer and chat template behind a
-/// small interface (kept apart from the model headers).
+/// Text in and out of `milesrt generate` and the rollout kind: the model folder's tokenizer and
+/// chat template behind a small interface (kept apart from the model headers).
 
 #include <cstdint>
 #include <memory>
@@ -12,15 +12,25 @@ namespace milesrt::llm {
 
 class text_codec {
  public:
-  /// Loads DIR/tokenizer.json (+ tokenizer_config.json). `chat` names a template family ("" =
-  /// detected). Returns null with `error` set when there is no usable tokenizer.
-  static std::unique_ptr<text_codec> load(const std::string& dir, const std::string& chat,
-                                          std::string& error);
+  /// Loads DIR/tokenizer.json (+ tokenizer_config.json). `chat_template` is a .jinja file's path
+  /// ("" = the model's own: tokenizer_config.json's chat_template, else DIR/chat_template.jinja).
+  /// `bos` is the BOS/EOS policy of prompts given as text: "auto", "config" or "never" (see
+  /// llm::bos_policy). Returns null with `error` set when there is no usable tokenizer, when the
+  /// named template cannot be read or compiled (the error names the file and line), or for
+  /// another `bos` word.
+  static std::unique_ptr<text_codec> load(const std::string& dir, const std::string& chat_template,
+                                          std::string& error, const std::string& bos = "auto");
   ~text_codec();
+  /// Ids of text as it is, no special token added (a rendered chat template's text).
   std::vector<int64_t> encode(const std::string& text) const;
+  /// Ids of a prompt given as text, with the BOS/EOS the `bos` policy adds.
+  std::vector<int64_t> encode_prompt(const std::string& text) const;
   std::string decode(const std::vector<int64_t>& ids) const;
-  /// The chat template's text for a JSON array of messages, with the generation prompt.
-  std::string render(const std::string& messages_json) const;
+  /// The chat template's text for a JSON array of messages. `options_json` is an object with
+  /// optional "tools", "documents", "add_generation_prompt" (default true) and
+  /// "chat_template_kwargs" (extra template variables such as enable_thinking). Throws
+  /// std::invalid_argument naming the template and line on a template error.
+  std::string render(const std::string& messages_json, const std::string& options_json = "{}") const;
   /// The end-of-sequence token id, if the tokenizer names one.
   std::optional<int64_t> eos() const;
 

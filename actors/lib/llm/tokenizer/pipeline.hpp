@@ -53,6 +53,9 @@ public:
   explicit post_processor(const nlohmann::json& j);
   /// Wraps `ids` of a single sequence in the special tokens the template adds.
   std::vector<token_id> apply(const std::vector<token_id>& ids) const;
+  /// What apply puts before and after a single sequence.
+  const std::vector<token_id>& prefix() const { return prefix_; }
+  const std::vector<token_id>& suffix() const { return suffix_; }
 
 private:
   void add(const nlohmann::json& j);

@@ -172,14 +172,24 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
     // config.json maps the model type to TokenizersBackend, also rebuilds the pipeline with a
     // Metaspace pre-tokenizer, which milesrt does not imitate.) test/tokenizer_oracle.test.cpp's
     // BosEosOracle holds this to AutoTokenizer.
+    if (auto f = cfg->find("add_bos_token"); f != cfg->end() && f->is_boolean()) add_bos_token_ = f->get<bool>();
+    if (auto f = cfg->find("add_eos_token"); f != cfg->end() && f->is_boolean()) add_eos_token_ = f->get<bool>();
+    if (auto f = cfg->find("tokenizer_class"); f != cfg->end() && f->is_string()) tokenizer_class_ = f->get<std::string>();
     bos_token_ = token_text(*cfg, "bos_token");
     eos_token_ = token_text(*cfg, "eos_token");
+    for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                             "mask_token"}) {
+      if (auto text = token_text(*cfg, name); !text.empty()) special_tokens_.emplace_back(name, text);
+    }
     auto ct = cfg->find("chat_template");
     if (ct != cfg->end() && ct->is_string()) {
       chat_template_ = ct->get<std::string>();
     } else if (ct != cfg->end() && ct->is_array()) {
       for (const auto& t : *ct) {
-        if (t.value("name", std::string()) == "default") chat_template_ = t.at("template").get<std::string>();
+        if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
+            t.at("template").is_string()) {
+          chat_template_ = t.at("template").get<std::string>();
+        }
       }
     }
   }
@@ -250,6 +260,47 @@ std::vector<token_id> tokenizer::encode(std::string_view input, bool add_special
     for (const auto& w : words) model_->encode_word(w, ids);
   }
   return add_special_tokens ? post_processor_->apply(ids) : ids;
+}
+
+std::optional<bos_policy> parse_bos_policy(std::string_view word) {
+  if (word == "auto") return bos_policy::model;
+  if (word == "config") return bos_policy::config;
+  if (word == "never") return bos_policy::never;
+  return std::nullopt;
+}
+
+std::vector<token_id> tokenizer::encode_prompt(std::string_view text, bos_policy policy) const {
+  std::vector<token_id> plain = encode(text, false);
+  if (policy == bos_policy::never) return plain;
+  // transformers 4's LlamaTokenizerFast / CodeLlamaTokenizerFast / GemmaTokenizerFast rebuild the
+  // post-processor from add_bos_token (default true) and add_eos_token (default false); its other
+  // fast classes leave tokenizer.json's alone (checked against transformers 4.57 by
+  // test/tokenizer_oracle.test.cpp's BosPolicyOracle).
+  static const char* const llama_family[] = {"LlamaTokenizer",     "LlamaTokenizerFast", "CodeLlamaTokenizer",
+                                             "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"};
+  bool llama = false;
+  for (const char* c : llama_family) llama = llama || tokenizer_class_ == c;
+  std::optional<bool> add_bos = add_bos_token_, add_eos = add_eos_token_;
+  if (policy == bos_policy::model) {
+    if (!llama) return post_processor_->apply(plain);
+    add_bos = add_bos.value_or(true);
+    add_eos = add_eos.value_or(false);
+  }
+  auto special = [&](const std::string& token, const char* what) {
+    token_id id = token.empty() ? -1 : token_to_id(token);
+    if (id < 0) {
+      throw std::invalid_argument(std::string("tokenizer_config.json asks for ") + what + " but its " + what +
+                                  " '" + token + "' is not a token of tokenizer.json");
+    }
+    return std::vector<token_id>{id};
+  };
+  std::vector<token_id> out = add_bos ? (*add_bos ? special(bos_token_, "bos_token") : std::vector<token_id>{})
+                                      : post_processor_->prefix();
+  out.insert(out.end(), plain.begin(), plain.end());
+  auto tail = add_eos ? (*add_eos ? special(eos_token_, "eos_token") : std::vector<token_id>{})
+                      : post_processor_->suffix();
+  out.insert(out.end(), tail.begin(), tail.end());
+  return out;
 }
 
 std::string tokenizer::decode(const std::vector<token_id>& ids, bool skip_special_tokens) const {

@@ -5,10 +5,12 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "actors/lib/llm/tokenizer/bpe.hpp"
@@ -25,6 +27,25 @@ struct added_token {
 };
 
 class tokenizer;
+
+/// Which BOS/EOS a prompt given as text gets (`--bos`, the rollout's `bos` parameter). Chat
+/// prompts get none of these: their template writes the special tokens, as apply_chat_template
+/// tokenizes with add_special_tokens=False.
+enum class bos_policy {
+  /// "auto": the convention of the model's tokenizer class, as transformers 4 applied it (and the
+  /// models were trained with): the Llama-family classes (LlamaTokenizer[Fast], CodeLlamaTokenizer
+  /// [Fast], GemmaTokenizer[Fast], e.g. DeepSeek-V3) add BOS unless add_bos_token is false and EOS
+  /// when add_eos_token is true; every other class gets what tokenizer.json's post_processor adds.
+  model,
+  /// "config": tokenizer_config.json's add_bos_token / add_eos_token, whatever the class: a flag
+  /// that is set adds (true) or leaves out (false) its token; one that is absent leaves it to
+  /// tokenizer.json's post_processor.
+  config,
+  /// "never": no special token is added.
+  never,
+};
+/// "auto", "config" or "never".
+std::optional<bos_policy> parse_bos_policy(std::string_view word);
 
 /// What `tokenizer::load` returns: the tokenizer, or one line naming the file and component at
 /// fault.
@@ -44,6 +65,9 @@ public:
   /// add_eos_token are ignored, as transformers 5's AutoTokenizer ignores them.
   std::vector<token_id> encode(std::string_view text, bool add_special_tokens = false) const;
 
+  /// Token ids of a prompt given as text, with the BOS/EOS `policy` adds (see bos_policy).
+  std::vector<token_id> encode_prompt(std::string_view text, bos_policy policy) const;
+
   /// Text of `ids`; unknown ids are skipped, as HF does. Invalid UTF-8 from byte-level tokens
   /// becomes U+FFFD.
   std::string decode(const std::vector<token_id>& ids, bool skip_special_tokens = false) const;
@@ -56,10 +80,14 @@ public:
   bool is_special(token_id id) const;
 
   /// tokenizer_config.json's bos_token / eos_token (a string or an AddedToken object's "content";
-  /// "" when absent or null) and its chat_template.
+  /// "" when absent or null) and its chat_template (a string, or the "default" entry of the named
+  /// list form; "" when absent).
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }
   const std::string& chat_template() const { return chat_template_; }
+  /// The special tokens tokenizer_config.json names (bos_token, eos_token, unk_token, pad_token,
+  /// sep_token, cls_token, mask_token), as (name, text): the variables a chat template sees.
+  const std::vector<std::pair<std::string, std::string>>& special_tokens() const { return special_tokens_; }
   const std::filesystem::path& dir() const { return dir_; }
 
   /// Internal: use `load`.
@@ -95,6 +123,9 @@ private:
   std::unordered_set<std::string> special_contents_;
   trie raw_trie_, normalized_trie_;
   std::string bos_token_, eos_token_, chat_template_;
+  std::vector<std::pair<std::string, std::string>> special_tokens_;
+  std::optional<bool> add_bos_token_, add_eos_token_;  // tokenizer_config.json's flags, when set
+  std::string tokenizer_class_;
 };
 
 }  // namespace milesrt::llm

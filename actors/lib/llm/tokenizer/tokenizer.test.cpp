@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/utf8.hpp"
@@ -16,6 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
 
 fs::path write_dir(const std::string& name, const json& tj) {
   fs::path d = fs::temp_directory_path() / ("milesrt-tok-" + std::to_string(::getpid()) + "-" + name);
@@ -171,17 +173,77 @@ TEST(Tokenizer, ConfigBosEosFlagsLeaveThePostProcessorAlone) {
   }
 }
 
-TEST(ChatTemplate, PythonJsonMatchesJsonDumps) {
-  auto x = nlohmann::ordered_json::parse(R"({"b": [1, 2.5, true, null], "a": "é\n\"\u0001", "e": {}, "l": []})");
-  EXPECT_EQ(python_json(x), "{\"b\": [1, 2.5, true, null], \"a\": \"é\\n\\\"\\u0001\", \"e\": {}, \"l\": []}");
-  EXPECT_EQ(python_json(x["b"], 4), "[\n    1,\n    2.5,\n    true,\n    null\n]");
+// Where a model's chat template comes from: tokenizer_config.json's chat_template as a string or
+// as the named list (its "default" entry), else chat_template.jinja beside it; the template sees
+// the config's special tokens, and keyword arguments override them.
+TEST(ChatTemplate, FromTheConfigOrTheFileBesideIt) {
+  const std::string tmpl = "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
+                           "{% if add_generation_prompt %}>{% endif %}{{ eos_token }}{{ flag | default('-') }}";
+  ordered_json msgs = ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  chat_options o;
+  o.add_generation_prompt = true;
+  auto make = [&](const std::string& name, const json& cfg, const char* beside) {
+    fs::path d = write_dir(name, tiny(true));
+    if (!cfg.is_null()) std::ofstream(d / "tokenizer_config.json") << cfg.dump();
+    if (beside != nullptr) std::ofstream(d / "chat_template.jinja") << beside;
+    auto r = tokenizer::load(d);
+    EXPECT_TRUE(r.tok) << r.error;
+    return r.tok;
+  };
+  json specials = {{"bos_token", "<s>"}, {"eos_token", {{"__type", "AddedToken"}, {"content", "</s>"}}}};
+  json as_string = specials;
+  as_string["chat_template"] = tmpl;
+  json as_list = specials;
+  as_list["chat_template"] = {{{"name", "tool_use"}, {"template", "TOOLS"}}, {{"name", "default"}, {"template", tmpl}}};
+  for (const auto& [name, cfg, beside] : {std::tuple<std::string, json, const char*>{"ct-string", as_string, "NOT ME"},
+                                          {"ct-list", as_list, nullptr},
+                                          {"ct-beside", specials, tmpl.c_str()}}) {
+    auto tok = make(name, cfg, beside);
+    ASSERT_TRUE(tok);
+    auto t = chat_template::from_model(*tok);
+    ASSERT_TRUE(t.tmpl) << name << ": " << t.error;
+    auto r = t.tmpl->render(msgs, o);
+    EXPECT_EQ(r.error, "") << name;
+    EXPECT_EQ(r.text, "<s>[user:hi]></s>-") << name;
+    chat_options kw = o;
+    kw.extra = {{"flag", "F"}, {"eos_token", "E"}};
+    EXPECT_EQ(t.tmpl->render(msgs, kw).text, "<s>[user:hi]>EF") << name;
+  }
+  EXPECT_NE(chat_template::from_model(*make("ct-string", as_string, nullptr)).tmpl->origin().find(
+                "tokenizer_config.json's chat_template"),
+            std::string::npos);
+  EXPECT_NE(chat_template::from_model(*make("ct-beside", specials, tmpl.c_str())).tmpl->origin().find(
+                "chat_template.jinja"),
+            std::string::npos);
+  // No template at all: neither a template nor an error; the caller says what to pass.
+  auto none = chat_template::from_model(*make("ct-none", specials, nullptr));
+  EXPECT_FALSE(none.tmpl);
+  EXPECT_EQ(none.error, "");
 }
 
-TEST(ChatTemplate, FamiliesByName) {
-  EXPECT_EQ(parse_chat_family("qwen3"), chat_family::qwen3);
-  EXPECT_EQ(parse_chat_family("llama3.1"), chat_family::llama3);
-  EXPECT_FALSE(parse_chat_family("mistral").has_value());
-  EXPECT_FALSE(detect_chat_family("{{ messages }}").has_value());
+// Errors name the file and the template line: a missing file, a syntax error, an unknown filter
+// met while rendering, and raise_exception's message.
+TEST(ChatTemplate, ErrorsNameFileAndLine) {
+  fs::path d = write_dir("ct-errors", tiny(true));
+  auto tok = tokenizer::load(d).tok;
+  ASSERT_TRUE(tok);
+  auto missing = chat_template::from_file(d / "nope.jinja", *tok);
+  EXPECT_FALSE(missing.tmpl);
+  EXPECT_EQ(missing.error, (d / "nope.jinja").string() + ": cannot open the chat template (no such file)");
+  std::ofstream(d / "syntax.jinja") << "line one\n{% for m in messages %}\n{{ m.content }\n{% endfor %}\n";
+  auto syntax = chat_template::from_file(d / "syntax.jinja", *tok);
+  EXPECT_FALSE(syntax.tmpl);
+  EXPECT_EQ(syntax.error.rfind((d / "syntax.jinja").string() + ": template line 3: ", 0), 0u) << syntax.error;
+  std::ofstream(d / "filter.jinja") << "a\n\n{{ messages | no_such_filter }}";
+  auto filter = chat_template::from_file(d / "filter.jinja", *tok);
+  ASSERT_TRUE(filter.tmpl) << filter.error;
+  auto r = filter.tmpl->render(ordered_json::array(), {});
+  EXPECT_EQ(r.error.rfind((d / "filter.jinja").string() + ": template line 3: ", 0), 0u) << r.error;
+  EXPECT_NE(r.error.find("no_such_filter"), std::string::npos) << r.error;
+  auto raising = chat_template::parse("{{ raise_exception('roles must alternate') }}", "x.jinja");
+  ASSERT_TRUE(raising.tmpl);
+  EXPECT_NE(raising.tmpl->render(ordered_json::array(), {}).error.find("roles must alternate"), std::string::npos);
+  EXPECT_EQ(raising.tmpl->render(ordered_json::object(), {}).error, "'messages' must be a list");
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 #include <tbb/task_arena.h>
 
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 
 namespace milesrt::llm {
@@ -53,6 +55,62 @@ timing repeat(double min_seconds, F&& pass) {
     t.seconds = now_s() - t0;
   } while (t.seconds < min_seconds);
   return t;
+}
+
+// A 20-turn conversation with tools: a system prompt, then ten user/assistant exchanges whose text
+// comes from the corpus (up to 400 bytes each, cut at a code point), every third answer being a
+// tool call and its result before the answer.
+nlohmann::ordered_json bench_conversation(const std::vector<std::string>& docs) {
+  auto text = [&](size_t i) {
+    const std::string& d = docs[i % docs.size()];
+    size_t n = std::min<size_t>(d.size(), 400);
+    while (n < d.size() && (static_cast<unsigned char>(d[n]) & 0xC0) == 0x80) --n;
+    return d.substr(0, n);
+  };
+  nlohmann::ordered_json ms = nlohmann::ordered_json::array();
+  ms.push_back({{"role", "system"}, {"content", "You are a helpful assistant. Use the tools when they help."}});
+  for (size_t turn = 0; turn < 10; ++turn) {
+    ms.push_back({{"role", "user"}, {"content", text(2 * turn)}});
+    if (turn % 3 == 2) {
+      nlohmann::ordered_json call = {{"id", "call" + std::to_string(turn)}, {"type", "function"},
+                                     {"function", {{"name", "get_weather"},
+                                                   {"arguments", {{"city", "Paris"}, {"unit", "c"}}}}}};
+      ms.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}});
+      ms.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"name", "get_weather"},
+                    {"content", "{\"temp\": 21, \"sky\": \"clear\"}"}});
+    }
+    ms.push_back({{"role", "assistant"}, {"content", text(2 * turn + 1)}});
+  }
+  return ms;
+}
+
+nlohmann::ordered_json bench_tools() {
+  return nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+    "description": "Get the current weather in a city", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string", "description": "City name"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+    "required": ["city"]}}}])");
+}
+
+// The model's chat template on a 20-turn conversation with tools: render time against the time to
+// tokenize the rendered text. Null when the model has no template.
+nlohmann::ordered_json chat_bench(const tokenizer& tok, const std::vector<std::string>& docs, double min_seconds) {
+  auto t = chat_template::from_model(tok);
+  if (!t.tmpl) return t.error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json{{"error", t.error}};
+  chat_options o;
+  o.add_generation_prompt = true;
+  o.tools = bench_tools();
+  o.now = std::tm{};
+  const auto messages = bench_conversation(docs);
+  auto first = t.tmpl->render(messages, o);
+  if (!first.error.empty()) return {{"error", first.error}};
+  std::string text;
+  std::vector<token_id> ids;
+  timing render = repeat(min_seconds, [&] { text = t.tmpl->render(messages, o).text; });
+  timing encode = repeat(min_seconds, [&] { ids = tok.encode(text); });
+  const double render_us = 1e6 * render.seconds / render.passes, encode_us = 1e6 * encode.seconds / encode.passes;
+  return {{"messages", messages.size()}, {"template", t.tmpl->origin()}, {"bytes", text.size()},
+          {"tokens", ids.size()}, {"render_us", render_us}, {"encode_us", encode_us},
+          {"render_over_encode", render_us / encode_us}};
 }
 
 }  // namespace
@@ -141,6 +199,7 @@ tokenize_bench_result run_tokenize_bench(const tokenize_bench_options& o) {
                           {"mb_per_s", mb * one.passes / one.seconds}};
   out["batch"] = {{"threads", threads}, {"passes", many.passes}, {"seconds", many.seconds},
                   {"mb_per_s", mb * many.passes / many.seconds}};
+  if (auto chat = chat_bench(tok, docs, o.min_seconds); !chat.is_null()) out["chat_20_turns_with_tools"] = chat;
   return {out.dump(), {}};
 }
 

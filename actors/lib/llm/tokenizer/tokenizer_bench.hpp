@@ -25,7 +25,8 @@ struct tokenize_bench_result {
 /// Loads the tokenizer and corpus, warms up with one pass, then times single-thread encode and a
 /// batch encode (tbb::parallel_for over documents in an arena of `threads`). The report carries
 /// MB/s of both, the token count and an FNV-1a hash of all ids, so that a peer can check it
-/// encoded the same ids.
+/// encoded the same ids; and, when the model has a chat template, the time to render a 20-turn
+/// conversation with tools (built from the corpus) against the time to tokenize its text.
 tokenize_bench_result run_tokenize_bench(const tokenize_bench_options& options);
 
 /// Documents of a corpus file (see `tokenize_bench_options::corpus`); throws std::runtime_error

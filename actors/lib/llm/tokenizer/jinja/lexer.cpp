@@ -196,13 +196,14 @@ class lexer {
   // Lexes a tag's contents up to its closing delimiter; returns the delimiter's position.
   size_t lex_tag(bool var) {
     const char* close = var ? "}}" : "%}";
+    const int start_line = line_;  // an unclosed tag is reported where it opens, not at the end
     int depth = 0;  // open brackets: '}}' inside a dict literal is not the end of the tag
     while (true) {
       while (pos_ < src_.size() && space(src_[pos_])) {
         line_ += src_[pos_] == '\n';
         ++pos_;
       }
-      if (pos_ >= src_.size()) throw error(std::string("unterminated tag: missing '") + close + "'", line_);
+      if (pos_ >= src_.size()) throw error(std::string("unterminated tag: missing '") + close + "'", start_line);
       char c = src_[pos_];
       if (depth == 0) {
         if (src_.compare(pos_, 2, close) == 0) return pos_;

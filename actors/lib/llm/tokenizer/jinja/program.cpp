@@ -1,6 +1,8 @@
 #include "actors/lib/llm/tokenizer/jinja/program.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <string_view>
 #include <unordered_map>
 
 #include "actors/lib/llm/tokenizer/jinja/builtins.hpp"
@@ -138,7 +140,12 @@ std::string describe(const expr& e) {
 
 class interpreter {
  public:
-  interpreter(frame& globals, const environment& env) : env_(env) { chain_.push_back(&globals); }
+  // `variables` are read in place (no copy per render); the globals frame shadows them once the
+  // template sets or mutates one of those names.
+  interpreter(frame& globals, const value& variables, const environment& env, bool loop_neighbours)
+      : variables_(variables), env_(env), loop_neighbours_(loop_neighbours) {
+    chain_.push_back(&globals);
+  }
 
   std::string out;
 
@@ -246,7 +253,8 @@ class interpreter {
     }
     const size_t n = items.size();
     for (size_t i = 0; i < n; ++i) {
-      bind(f, s.targets, items[i]);
+      // Without previtem / nextitem nothing reads items[i] again: hand it over instead of a copy.
+      bind(f, s.targets, loop_neighbours_ ? items[i] : std::move(items[i]));
       value loop = value::object();
       loop["index"] = i + 1;
       loop["index0"] = i;
@@ -257,8 +265,8 @@ class interpreter {
       loop["length"] = n;
       loop["depth"] = 1;
       loop["depth0"] = 0;
-      if (i > 0) loop["previtem"] = items[i - 1];
-      if (i + 1 < n) loop["nextitem"] = items[i + 1];
+      if (loop_neighbours_ && i > 0) loop["previtem"] = items[i - 1];
+      if (loop_neighbours_ && i + 1 < n) loop["nextitem"] = items[i + 1];
       f.vars["loop"] = std::move(loop);
       if (exec(s.main) == flow::break_) break;
     }
@@ -277,18 +285,32 @@ class interpreter {
     bind(*chain_.back(), s.targets, std::move(v));
   }
 
+  // A variable of frame `f`; in the globals frame, also the render's variables.
+  const value* find_var(const frame& f, const std::string& n) const {
+    auto v = f.vars.find(n);
+    if (v != f.vars.end()) return &v->second;
+    if (&f == chain_.front()) {
+      auto g = variables_.find(n);
+      if (g != variables_.end()) return &*g;
+    }
+    return nullptr;
+  }
+
   value* lookup_mut(const std::string& n) {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       auto v = (*it)->vars.find(n);
       if (v != (*it)->vars.end()) return &v->second;
+      if (*it == chain_.front()) {
+        auto g = variables_.find(n);
+        if (g != variables_.end()) return &((*it)->vars[n] = *g);  // copied on first write
+      }
     }
     return nullptr;
   }
 
   const stmt* lookup_macro(const std::string& n) const {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-      auto v = (*it)->vars.find(n);
-      if (v != (*it)->vars.end()) return nullptr;
+      if (find_var(**it, n)) return nullptr;
       auto m = (*it)->macros.find(n);
       if (m != (*it)->macros.end()) return m->second;
     }
@@ -307,8 +329,7 @@ class interpreter {
       case expr_kind::literal: return ref(&e.lit);
       case expr_kind::name: {
         for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-          auto v = (*it)->vars.find(e.name);
-          if (v != (*it)->vars.end()) return ref(&v->second);
+          if (const value* v = find_var(**it, e.name)) return ref(v);
           if ((*it)->macros.count(e.name)) throw error("macro '" + e.name + "' used as a value is not supported");
         }
         return ref(undefined());
@@ -500,7 +521,7 @@ class interpreter {
     }
     if (n == "caller" && caller_) return call_caller(a);
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-      if ((*it)->vars.count(n)) throw error("'" + n + "' is not callable");
+      if (find_var(**it, n)) throw error("'" + n + "' is not callable");
     }
     throw error("'" + n + "' is undefined (called as a function)");
   }
@@ -563,25 +584,51 @@ class interpreter {
     return r;
   }
 
+  const value& variables_;
   const environment& env_;
+  const bool loop_neighbours_;
   std::vector<frame*> chain_;
   const caller_ctx* caller_ = nullptr;
   const value* block_value_ = nullptr;
 };
+
+// Whether the template may read loop.previtem / loop.nextitem: true unless every word `loop` in the
+// source is followed by `.` and one of the other attributes (so `{{ loop }}`, `loop|...` or
+// `loop['prev' ~ 'item']` keep them).
+bool mentions_loop_neighbours(std::string_view src) {
+  static const char* const plain[] = {"index0", "index", "revindex0", "revindex", "first", "last",
+                                      "length", "depth0", "depth", "cycle", "changed"};
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = src.find("loop"); at != std::string_view::npos; at = src.find("loop", at + 4)) {
+    if ((at > 0 && word(src[at - 1])) || (at + 4 < src.size() && word(src[at + 4]))) continue;
+    size_t k = at + 4;
+    while (k < src.size() && (src[k] == ' ' || src[k] == '\t')) ++k;
+    if (k >= src.size() || src[k] != '.') return true;
+    ++k;
+    while (k < src.size() && (src[k] == ' ' || src[k] == '\t')) ++k;
+    size_t e = k;
+    while (e < src.size() && word(src[e])) ++e;
+    const std::string_view attr = src.substr(k, e - k);
+    bool known = false;
+    for (const char* a : plain) known = known || attr == a;
+    if (!known) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
 std::shared_ptr<const program> program::parse(std::string_view source) {
   auto p = std::shared_ptr<program>(new program());
   p->body_ = jinja::parse(source);
+  p->loop_neighbours_ = mentions_loop_neighbours(source);
   return p;
 }
 
 std::string program::render(const value& variables, const environment& env) const {
   if (!variables.is_object()) throw error("template variables must be an object");
   frame globals;
-  for (auto it = variables.begin(); it != variables.end(); ++it) globals.vars[it.key()] = it.value();
-  interpreter in(globals, env);
+  interpreter in(globals, variables, env, loop_neighbours_);
   in.exec(body_);
   return std::move(in.out);
 }

@@ -32,6 +32,9 @@ class program {
 
  private:
   body body_;
+  /// Whether a loop's `loop` needs previtem / nextitem (copies of the neighbouring items): false
+  /// only when every `loop` in the source is followed by `.` and another attribute.
+  bool loop_neighbours_ = true;
 };
 
 }  // namespace milesrt::llm::jinja

@@ -37,6 +37,31 @@ TEST(Jinja, WhitespaceControlAsTransformers) {
   EXPECT_EQ(render("  {%+ if true %}x{% endif %}"), "  x");
 }
 
+// A template that never reads loop.previtem / loop.nextitem gets loops that hand items over
+// instead of copying their neighbours; one that does, or that uses `loop` otherwise, keeps them.
+TEST(Jinja, LoopNeighboursOnlyWhereTheTemplateReadsThem) {
+  value xs = {{"xs", {"a", "b", "c"}}};
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{{ loop.last }}{% endfor %}", xs), "1aFalse2bFalse3cTrue");
+  EXPECT_EQ(render("{% for x in xs %}{{ x }}{% endfor %}{% for x in xs %}[{{ loop . previtem }}|{{ loop.nextitem }}]"
+                   "{% endfor %}",
+                   xs),
+            "abc[|b][a|c][b|]");
+  EXPECT_EQ(render("{% for x in xs %}{% set l = loop %}{{ l.previtem }}{% endfor %}", xs), "ab");
+  EXPECT_EQ(render("{% for x in xs %}{{ loop['next' ~ 'item'] }}{% endfor %}", xs), "bc");
+  EXPECT_EQ(render("{% for x in xs %}{% for y in [x, x] %}{{ y }}{% endfor %}{% endfor %}", xs), "aabbcc");
+}
+
+// The render's variables are read in place; setting one shadows it for the rest of the render and
+// leaves the caller's value alone.
+TEST(Jinja, VariablesAreReadInPlaceAndShadowedBySet) {
+  value vars = {{"xs", {1, 2}}, {"d", {{"a", 1}}}};
+  EXPECT_EQ(render("{{ xs }}{% set xs = xs + [3] %}{{ xs }}{% for x in xs %}{{ x }}{% endfor %}", vars),
+            "[1, 2][1, 2, 3]123");
+  EXPECT_EQ(render("{{ d.a }}{% set d.a = 2 %}{{ d.a }}", vars), "12");
+  EXPECT_EQ(vars, (value{{"xs", {1, 2}}, {"d", {{"a", 1}}}}));
+  EXPECT_EQ(error_of("{{ xs() }}", vars), "template line 1: 'xs' is not callable");
+}
+
 TEST(Jinja, LoopsAndScopes) {
   value v = {{"xs", {1, 2, 3, 4}}};
   EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{% if loop.last %}!{% endif %}{% endfor %}", v),
