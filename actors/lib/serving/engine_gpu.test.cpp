@@ -153,8 +153,9 @@ TEST(EngineCudaMoe, GeneratesWithGroupedExpertsAndRecordsTheRouting) {
 
 // CUDA graphs: decode steps replayed from graphs give exactly the tokens and log-probs of the same
 // padded steps run eagerly, with sequences joining and leaving so that the batch crosses bucket
-// edges (1, 2, 4, 8, 16, 24, ...), and across a weight update that moves the parameters to a new
-// buffer (the graphs are captured again) and one made in place (nothing to do).
+// edges (1, 2, 4, 8, 16, 24, ...), across a weight update that moves the parameters to a new
+// buffer (the graphs are captured again) and one made in place (nothing to do), and through the
+// pause modes (in place, retract, abort keep their meaning).
 TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   const at::Device cuda(at::kCUDA, 0);
@@ -205,17 +206,32 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
     const_cast<at::Tensor&>(model->params().buffer()).mul_(0.99);
     e.update_weights(2, pause_mode::in_place);
     add(9, 5);
+    steps(3);
+    // retract: in-flight sequences go back to the queue and prefill again (eagerly), then decode
+    // in graphs again; abort: what is in flight comes back as "abort".
+    auto none = e.update_weights(3, pause_mode::retract);
+    EXPECT_TRUE(none.empty());
+    steps(4);
+    add(4, 30);
+    steps(3);
+    auto aborted = e.update_weights(4, pause_mode::abort);
+    EXPECT_FALSE(aborted.empty());
+    for (const auto& a : aborted) EXPECT_EQ(a.finish_reason, "abort");
+    all.insert(all.end(), aborted.begin(), aborted.end());
+    add(3, 6);
     while (!e.idle()) steps(1);
     std::sort(all.begin(), all.end(), [](const sample& a, const sample& b) { return a.request_id < b.request_id; });
     return run_result{all, *e.graph_stats()};
   };
   auto graphs = scenario(engine_config::graphs::capture);
   auto eager = scenario(engine_config::graphs::padded_eager);
-  ASSERT_EQ(graphs.samples.size(), 33u);
-  ASSERT_EQ(eager.samples.size(), 33u);
+  ASSERT_EQ(graphs.samples.size(), 40u);
+  ASSERT_EQ(eager.samples.size(), 40u);
   for (size_t i = 0; i < graphs.samples.size(); ++i) {
     EXPECT_EQ(graphs.samples[i].output, eager.samples[i].output) << "request " << graphs.samples[i].request_id;
     EXPECT_EQ(graphs.samples[i].logprobs, eager.samples[i].logprobs) << "request " << graphs.samples[i].request_id;
+    EXPECT_EQ(graphs.samples[i].finish_reason, eager.samples[i].finish_reason);
+    EXPECT_EQ(graphs.samples[i].versions, eager.samples[i].versions);
   }
   EXPECT_GT(graphs.stats.replays, 20u);
   EXPECT_GE(graphs.stats.captures, 6u);  // buckets 1, 2, 4, 8, 16, 24 at least, and again after the move
