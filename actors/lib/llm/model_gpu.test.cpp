@@ -123,7 +123,8 @@ TEST(ModelCuda, GroupedExpertsMatchThePerExpertPath) {
   const double d_cpu = bf16_max_diff(grouped, cpu->score_sequences(seqs, 1.0));
   std::cout << "MoE grouped vs per-expert: " << d_path << ", vs cpu fp32: " << d_cpu << "\n";
   EXPECT_LT(d_path, 0.1);
-  EXPECT_LT(d_cpu, 0.1);
+  // Against fp32 a router's near-tie can pick another expert in bf16: looser than the dense 0.1.
+  EXPECT_LT(d_cpu, 0.25);
   ASSERT_EQ(routed.experts.size(), 2u);
   EXPECT_EQ(routed.experts[0].size(1), 2);
   EXPECT_TRUE(at::equal(routed.experts[0].to(at::kCPU),
