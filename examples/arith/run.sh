@@ -41,5 +41,15 @@ run_grpo() {
 [ "$mode" = async ] || run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
 [ "$mode" = sync ] || run_grpo graphs/grpo_async.capnp runs/arith/grpo_async
 
-echo "== arithmetic example done in $(( $(date +%s) - start )) s; plots: runs/arith/*/plot.svg"
+elapsed=$(( $(date +%s) - start ))
+echo "== arithmetic example done in $elapsed s; plots: runs/arith/*/plot.svg"
 awk '{ printf "   %-11s SFT plateau %.1f%% -> GRPO %.1f%% (%+.1f points)\n", $1, $2 * 100, $3 * 100, ($3 - $2) * 100 }' runs/arith/results.txt
+# The verdict: the main job promises a gain of at least 20 held-out points over the SFT plateau in
+# every schedule it ran, in at most 10 minutes (600 s) for both; a smaller gain fails the job.
+awk -v elapsed="$elapsed" -v mode="$mode" '
+  { gain = ($3 - $2) * 100; line = line sprintf("%s %+.1f, ", $1, gain); if (gain < 20) short = short sprintf(" %s gained %.1f < 20 points;", $1, gain) }
+  END {
+    time_note = (mode == "both" && elapsed > 600) ? sprintf(" (over the 10 minutes promised: %d s)", elapsed) : ""
+    if (short != "") { printf "VERDICT: FAIL:%s %s%d s%s\n", short, line, elapsed, time_note; exit 1 }
+    printf "VERDICT: PASS: %s%d s%s\n", line, elapsed, time_note
+  }' runs/arith/results.txt
