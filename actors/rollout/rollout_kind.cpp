@@ -248,6 +248,9 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     cfg.block_size = p.getBlockSize();
     cfg.max_tokens_per_step = p.getStepTokens();
     cfg.kv_memory_fraction = p.getKvMemoryFraction();
+    // On the CPU the engine keeps its earlier cap of 64 running sequences (the main job's timing);
+    // on the GPU only the KV budget bounds them.
+    if (!model->device().is_cuda()) cfg.max_running = 64;
     sampling_params base;
     base.n = p.getSamplesPerPrompt();
     base.max_new_tokens = p.getMaxNewTokens();
