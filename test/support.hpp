@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -55,16 +56,22 @@ struct background {
   fs::path dir;
   pid_t pid() const { return static_cast<pid_t>(std::stol(slurp(dir / "pid"))); }
   bool ended() const { return fs::exists(dir / "rc") && !slurp(dir / "rc").empty(); }
-  /// Waits up to `limit` for the process to end; its result, or status -1 when it did not end.
+  /// Waits up to `limit` for the process to end; its result, or status -1 when it did not end (it
+  /// is then killed, so that a hang fails the test now with its output instead of holding the
+  /// test runner's pipe open until ctest's timeout).
   result wait(std::chrono::seconds limit) const {
     auto until = std::chrono::steady_clock::now() + limit;
     while (!ended() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     result r;
+    if (!ended()) {
+      ::kill(pid(), SIGKILL);
+      r.err = "(still running after " + std::to_string(limit.count()) + " s: killed)\n";
+    }
     if (ended()) r.status = std::stoi(slurp(dir / "rc"));
     r.out = slurp(dir / "out");
-    r.err = slurp(dir / "err");
+    r.err += slurp(dir / "err");
     return r;
   }
 };
