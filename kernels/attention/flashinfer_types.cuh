@@ -7,6 +7,11 @@
 #include <flashinfer/attention/mask.cuh>
 #include <flashinfer/attention/default_prefill_params.cuh>
 #include <flashinfer/attention/variants.cuh>
+#include <flashinfer/page.cuh>
+
+#include <string>
+
+#include "kernels/attention/paged_attention.hpp"
 
 namespace milesrt::kernels::fi_types {
 using bf16 = nv_bfloat16;
@@ -15,6 +20,29 @@ using variant = flashinfer::DefaultAttention</*custom_mask=*/false, /*sliding_wi
 using decode_params = flashinfer::BatchDecodeParams<bf16, bf16, bf16, int32_t>;
 using prefill_params = flashinfer::BatchPrefillPagedParams<bf16, bf16, bf16, int32_t>;
 constexpr unsigned kHeadDim = 128;
+
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw attention_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+/// The shapes the compiled kernels take: head_dim 128, query heads a multiple of the kv heads.
+inline void check_shape(int head_dim, int qo_heads, int kv_heads) {
+  if (head_dim != int(kHeadDim))
+    throw attention_error("paged attention: head_dim " + std::to_string(head_dim) +
+                          " is not compiled (128 is)");
+  if (kv_heads <= 0 || qo_heads % kv_heads != 0)
+    throw attention_error("paged attention: " + std::to_string(qo_heads) + " query heads over " +
+                          std::to_string(kv_heads) + " kv heads");
+}
+
+/// milesrt's cache (NHD: [pages * page_size, kv_heads, head_dim]) as FlashInfer's paged_kv_t.
+inline flashinfer::paged_kv_t<bf16, int32_t> paged_kv(const paged_kv_desc& kv, int batch) {
+  return flashinfer::paged_kv_t<bf16, int32_t>(
+      uint32_t(kv.kv_heads), uint32_t(kv.page_size), uint32_t(kv.head_dim), uint32_t(batch),
+      flashinfer::QKVLayout::kNHD, static_cast<bf16*>(kv.k), static_cast<bf16*>(kv.v),
+      const_cast<int32_t*>(kv.indices), const_cast<int32_t*>(kv.indptr),
+      const_cast<int32_t*>(kv.last_page_len));
+}
 }  // namespace milesrt::kernels::fi_types
 
 namespace flashinfer {

@@ -9,20 +9,6 @@ namespace milesrt::kernels {
 using namespace fi_types;
 namespace fi = flashinfer;
 
-namespace {
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw attention_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-void check_shape(int head_dim, int qo_heads, int kv_heads) {
-  if (head_dim != int(kHeadDim))
-    throw attention_error("paged attention: head_dim " + std::to_string(head_dim) +
-                          " is not compiled (128 is)");
-  if (kv_heads <= 0 || qo_heads % kv_heads != 0)
-    throw attention_error("paged attention: " + std::to_string(qo_heads) + " query heads over " +
-                          std::to_string(kv_heads) + " kv heads");
-}
-}  // namespace
-
 bool paged_attention_supported(int head_dim) { return head_dim == int(kHeadDim); }
 
 paged_attention::paged_attention(void* float_ws, void* int_ws, void* pinned_ws)
@@ -57,15 +43,9 @@ void paged_attention::run_decode(const void* q, void* o, const paged_kv_desc& kv
   if (decode_plan_.empty()) throw attention_error("paged decode: run before plan");
   fi::DecodePlanInfo info;
   info.FromVector(decode_plan_);
-  fi::paged_kv_t<bf16, int32_t> paged(uint32_t(kv.kv_heads), uint32_t(kv.page_size),
-                                      uint32_t(kv.head_dim), uint32_t(batch), fi::QKVLayout::kNHD,
-                                      static_cast<bf16*>(kv.k), static_cast<bf16*>(kv.v),
-                                      const_cast<int32_t*>(kv.indices),
-                                      const_cast<int32_t*>(kv.indptr),
-                                      const_cast<int32_t*>(kv.last_page_len));
   decode_params p;
   p.q = static_cast<bf16*>(const_cast<void*>(q));
-  p.paged_kv = paged;
+  p.paged_kv = paged_kv(kv, batch);
   p.o = static_cast<bf16*>(o);
   p.lse = nullptr;
   p.num_qo_heads = uint32_t(qo_heads);

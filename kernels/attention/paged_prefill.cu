@@ -10,10 +10,6 @@ using namespace fi_types;
 namespace fi = flashinfer;
 
 namespace {
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw attention_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
 template <uint32_t CTA>
 cudaError_t launch(const prefill_params& p, bf16* tmp_v, float* tmp_s, cudaStream_t stream) {
   return fi::BatchPrefillWithPagedKVCacheDispatched<true, CTA, kHeadDim, kHeadDim,
@@ -26,9 +22,7 @@ cudaError_t launch(const prefill_params& p, bf16* tmp_v, float* tmp_s, cudaStrea
 void paged_attention::plan_prefill(const int32_t* qo_indptr_host, const int32_t* kv_indptr_host,
                                    int batch, int qo_heads, int kv_heads, int head_dim,
                                    int page_size, void* stream) {
-  if (head_dim != int(kHeadDim))
-    throw attention_error("paged attention: head_dim " + std::to_string(head_dim) +
-                          " is not compiled (128 is)");
+  check_shape(head_dim, qo_heads, kv_heads);
   fi::PrefillPlanInfo info;
   const uint32_t rows = uint32_t(qo_indptr_host[batch]);
   check(fi::PrefillPlan<int32_t>(float_ws_, kAttentionFloatWorkspaceBytes, int_ws_, pinned_ws_,
@@ -52,15 +46,9 @@ void paged_attention::run_prefill(const void* q, const int32_t* qo_indptr, void*
   if (prefill_plan_.empty()) throw attention_error("paged prefill: run before plan");
   fi::PrefillPlanInfo info;
   info.FromVector(prefill_plan_);
-  fi::paged_kv_t<bf16, int32_t> paged(uint32_t(kv.kv_heads), uint32_t(kv.page_size),
-                                      uint32_t(kv.head_dim), uint32_t(batch), fi::QKVLayout::kNHD,
-                                      static_cast<bf16*>(kv.k), static_cast<bf16*>(kv.v),
-                                      const_cast<int32_t*>(kv.indices),
-                                      const_cast<int32_t*>(kv.indptr),
-                                      const_cast<int32_t*>(kv.last_page_len));
   prefill_params p;
   p.q = static_cast<bf16*>(const_cast<void*>(q));
-  p.paged_kv = paged;
+  p.paged_kv = paged_kv(kv, batch);
   p.q_indptr = const_cast<int32_t*>(qo_indptr);
   p.o = static_cast<bf16*>(o);
   p.lse = nullptr;

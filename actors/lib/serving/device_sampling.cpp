@@ -20,12 +20,19 @@ uint64_t sample_stream(uint64_t seed, int64_t index) {
   return z ^ (z >> 31);
 }
 
-void sample_rows_device(const llm::decoder& model, const at::Tensor& hidden, const at::Tensor& temperature,
-                        const at::Tensor& seeds, const at::Tensor& positions, const at::Tensor& min_kept,
-                        at::Tensor& token, at::Tensor& result) {
-  const int64_t S = hidden.size(0);
-  auto logits = at::mm(hidden, model.lm_head().t());  // [S, vocab] in the model's dtype
+namespace {
+
+/// The logits of rows of hidden states [S, d]: [S, vocab] in bf16 or fp32 (what the sampler reads).
+at::Tensor head_logits(const llm::decoder& model, const at::Tensor& hidden) {
+  auto logits = at::mm(hidden, model.lm_head().t());
   if (logits.scalar_type() != at::kBFloat16 && logits.scalar_type() != at::kFloat) logits = logits.to(at::kFloat);
+  return logits;
+}
+
+/// The sampler kernel over logits [S, vocab] (see sample_rows_device).
+void sample_logits(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seeds,
+                   const at::Tensor& positions, const at::Tensor& min_kept, at::Tensor& token, at::Tensor& result) {
+  const int64_t S = logits.size(0);
   kernels::sample_rows_args a;
   a.logits = logits.data_ptr();
   a.bf16 = logits.scalar_type() == at::kBFloat16;
@@ -44,6 +51,14 @@ void sample_rows_device(const llm::decoder& model, const at::Tensor& hidden, con
 #else
   kernels::sample_rows_cuda(a, nullptr);
 #endif
+}
+
+}  // namespace
+
+void sample_rows_device(const llm::decoder& model, const at::Tensor& hidden, const at::Tensor& temperature,
+                        const at::Tensor& seeds, const at::Tensor& positions, const at::Tensor& min_kept,
+                        at::Tensor& token, at::Tensor& result) {
+  sample_logits(head_logits(model, hidden), temperature, seeds, positions, min_kept, token, result);
 }
 
 std::vector<device_sample_result> sample_on_device(const llm::decoder& model, const at::Tensor& hidden,
@@ -77,11 +92,12 @@ std::vector<device_sample_result> sample_on_device(const llm::decoder& model, co
   auto positions = dints.narrow(0, 2 * S, S);
   auto temperature = dfloats.narrow(0, 0, S);
 
+  // One GEMM for the rows that sample; the thresholds and the sampler read the same logits.
+  auto logits = head_logits(model, hidden.index_select(0, rows));
   at::Tensor min_kept;
   if (restricted) {
     // The smallest kept z of each row: top-k keeps k tokens, top-p the fewest whose probability
     // reaches p (the token that crosses it included), as the CPU engine does.
-    auto logits = at::mm(hidden.index_select(0, rows), model.lm_head().t());
     auto z = logits.to(at::kFloat) / temperature.unsqueeze(1);
     const int64_t V = z.size(1);
     auto sorted = std::get<0>(z.sort(-1, /*descending=*/true));
@@ -98,7 +114,7 @@ std::vector<device_sample_result> sample_on_device(const llm::decoder& model, co
   }
   auto token = at::empty({S}, dints.options());
   auto result = at::empty({2 * S}, dfloats.options());  // log-probs | entropies
-  sample_rows_device(model, hidden.index_select(0, rows), temperature, seeds, positions, min_kept, token, result);
+  sample_logits(logits, temperature, seeds, positions, min_kept, token, result);
   // One copy back: ids (exact in double up to 2^53) and the floats.
   auto host = at::cat({token.to(at::kDouble), result.to(at::kDouble)}).to(at::kCPU);
   const double* h = host.data_ptr<double>();
