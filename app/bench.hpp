@@ -4,8 +4,17 @@
 
 #include <CLI/CLI.hpp>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "runtime/cli/command.hpp"
+
+namespace milesrt::llm {
+class decoder;
+}
 
 namespace milesrt::app {
 
@@ -21,5 +30,17 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx);     ///< train
 double bench_now_s();
 /// Waits for the device's queued work (no-op on the CPU).
 void bench_sync(const at::Device& device);
+
+/// Where a benchmark runs, from its --device (cpu|cuda) and --dtype (fp32|bf16).
+struct bench_target {
+  at::Device device;
+  at::ScalarType dtype;
+};
+/// The target, or nullopt with `cmd`'s error printed when cuda is asked for and none is visible.
+std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype, const char* cmd,
+                                            cli::context& ctx);
+/// llm::benchmark_model on the target (`name` says which model); null with `cmd`'s error printed.
+std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers, const bench_target& t,
+                                          std::string& name, const char* cmd, cli::context& ctx);
 
 }  // namespace milesrt::app

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/lib/llm/model.hpp"
 #include "app/bench.hpp"
 #include "app/commands.hpp"
 
@@ -17,6 +18,26 @@ double bench_now_s() {
 void bench_sync(const at::Device& device) {
   // A copy to the host waits for the work queued before it.
   if (device.is_cuda()) at::zeros({1}, at::TensorOptions().device(device)).cpu();
+}
+
+std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype, const char* cmd,
+                                            cli::context& ctx) {
+  bench_target t{at::Device(device == "cuda" ? at::kCUDA : at::kCPU), dtype == "bf16" ? at::kBFloat16 : at::kFloat};
+  if (t.device.is_cuda() && !at::hasCUDA()) {
+    cli::print_error(ctx.err, cmd, "--device cuda: no CUDA device is visible");
+    return std::nullopt;
+  }
+  return t;
+}
+
+std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers, const bench_target& t,
+                                          std::string& name, const char* cmd, cli::context& ctx) {
+  try {
+    return llm::benchmark_model(dir, layers, t.dtype, t.device, name);
+  } catch (const std::exception& e) {
+    cli::print_error(ctx.err, cmd, e.what());
+    return nullptr;
+  }
 }
 
 cli::command make_bench_command() {

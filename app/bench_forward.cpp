@@ -23,20 +23,11 @@ cli::runner define_bench_forward(CLI::App& app, cli::context& ctx) {
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   return [opt, &ctx] {
-    const auto device = at::Device(opt->device == "cuda" ? at::kCUDA : at::kCPU);
-    const auto dtype = opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-    if (opt->device == "cuda" && !at::hasCUDA()) {
-      cli::print_error(ctx.err, "bench forward", "--device cuda: no CUDA device is visible");
-      return cli::exit_status::bad_input;
-    }
-    std::unique_ptr<llm::decoder> model;
+    const auto target = bench_target_of(opt->device, opt->dtype, "bench forward", ctx);
+    if (!target) return cli::exit_status::bad_input;
     std::string name;
-    try {
-      model = llm::benchmark_model(opt->model, opt->layers, dtype, device, name);
-    } catch (const std::exception& e) {
-      cli::print_error(ctx.err, "bench forward", e.what());
-      return cli::exit_status::bad_input;
-    }
+    auto model = bench_model(opt->model, opt->layers, *target, name, "bench forward", ctx);
+    if (!model) return cli::exit_status::bad_input;
     std::mt19937 rng(3);
     std::vector<std::vector<int64_t>> seqs(opt->seqs);
     for (int64_t i = 0; i < opt->tokens; ++i) seqs[i % opt->seqs].push_back(rng() % model->config().vocab_size);

@@ -41,12 +41,10 @@ cli::runner define_bench_logprobs(CLI::App& app, cli::context& ctx) {
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   return [opt, &ctx] {
-    const auto device = at::Device(opt->device == "cuda" ? at::kCUDA : at::kCPU);
-    const auto dtype = opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-    if (opt->device == "cuda" && !at::hasCUDA()) {
-      cli::print_error(ctx.err, "bench logprobs", "--device cuda: no CUDA device is visible");
-      return cli::exit_status::bad_input;
-    }
+    const auto target = bench_target_of(opt->device, opt->dtype, "bench logprobs", ctx);
+    if (!target) return cli::exit_status::bad_input;
+    const auto device = target->device;
+    const auto dtype = target->dtype;
     const int64_t n = opt->tokens;
     auto opts = at::TensorOptions().dtype(dtype).device(device);
     auto gen = at::make_generator<at::CPUGeneratorImpl>(1);

@@ -45,20 +45,12 @@ cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx) {
   app.add_option("--seed", opt->seed, "seed of the prompts and the sampling");
   app.add_option("--save-prompts", opt->save_prompts, "write the prompts as JSON lines {\"prompt_ids\": [...]}");
   return [opt, &ctx] {
-    const auto device = at::Device(opt->device == "cuda" ? at::kCUDA : at::kCPU);
-    const auto dtype = opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-    if (device.is_cuda() && !at::hasCUDA()) {
-      cli::print_error(ctx.err, "bench rollout", "--device cuda: no CUDA device is visible");
-      return cli::exit_status::bad_input;
-    }
-    std::unique_ptr<llm::decoder> model;
+    const auto target = bench_target_of(opt->device, opt->dtype, "bench rollout", ctx);
+    if (!target) return cli::exit_status::bad_input;
+    const auto device = target->device;
     std::string name;
-    try {
-      model = llm::benchmark_model(opt->model, opt->layers, dtype, device, name);
-    } catch (const std::exception& e) {
-      cli::print_error(ctx.err, "bench rollout", e.what());
-      return cli::exit_status::bad_input;
-    }
+    auto model = bench_model(opt->model, opt->layers, *target, name, "bench rollout", ctx);
+    if (!model) return cli::exit_status::bad_input;
     const int64_t vocab = model->config().vocab_size;
     std::mt19937_64 rng(opt->seed);
     std::vector<std::vector<int64_t>> prompts(opt->batch);

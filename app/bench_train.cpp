@@ -34,16 +34,12 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   return [opt, &ctx] {
-    const at::Device device(opt->device == "cuda" ? at::kCUDA : at::kCPU);
-    const auto dtype = opt->dtype == "bf16" ? at::kBFloat16 : at::kFloat;
-    std::unique_ptr<llm::decoder> model;
+    const auto target = bench_target_of(opt->device, opt->dtype, "bench train", ctx);
+    if (!target) return cli::exit_status::bad_input;
+    const auto device = target->device;
     std::string name;
-    try {
-      model = llm::benchmark_model(opt->model, opt->layers, dtype, device, name);
-    } catch (const std::exception& e) {
-      cli::print_error(ctx.err, "bench train", e.what());
-      return cli::exit_status::bad_input;
-    }
+    auto model = bench_model(opt->model, opt->layers, *target, name, "bench train", ctx);
+    if (!model) return cli::exit_status::bad_input;
     const int64_t vocab = model->config().vocab_size;
     trainer_options o;
     o.optimizer.lr = 1e-6;
