@@ -85,8 +85,7 @@ at::Tensor policy_trainer::micro_batch_loss(const batch_layout& layout, const at
 
 void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
   auto& params = model_->mutable_params();
-  auto grad = params.buffer().grad();
-  if (!grad.defined()) grad = at::zeros_like(params.buffer().detach());
+  auto grad = params.grad();
   if (!finite) {
     totals.skipped++;
     grad.zero_();

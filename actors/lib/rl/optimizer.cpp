@@ -57,6 +57,7 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad) {
   step_info info;
   const uint64_t t = steps_ + 1;
   info.lr = lr_at(o, t);
+  if (master.is_cuda()) return step_fused(master, grad, t, info);
   auto g = grad.to(master.device(), at::kFloat);
   const auto norm = at::linalg_vector_norm(g, 2);
   info.grad_norm = norm.item<double>();
@@ -79,6 +80,30 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad) {
   const double step_size = info.lr / bias_correction1;
   const auto denom = (exp_avg_sq_.sqrt() / std::sqrt(bias_correction2)).add_(o.eps);
   master.addcdiv_(exp_avg_, denom, -step_size);
+  steps_ = t;
+  return info;
+}
+
+adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t, step_info info) {
+  // On the GPU: libtorch's fused AdamW kernel (torch.optim.AdamW(fused=True)) over the one flat
+  // tensor; the norm is read once (the step's only host synchronisation) and the clipping factor
+  // stays on the device as the kernel's grad_scale (the gradient is divided by it).
+  const auto& o = options_;
+  const auto norm = at::linalg_vector_norm(grad, 2, c10::nullopt, false, at::kFloat);
+  info.grad_norm = norm.item<double>();
+  if (!std::isfinite(info.grad_norm)) {
+    info.skipped = true;
+    return info;
+  }
+  auto g = grad.to(master.device(), at::kFloat);  // the kernel wants the parameters' dtype
+  std::optional<at::Tensor> scale;
+  if (o.grad_clip > 0) scale = ((norm + 1e-6) / o.grad_clip).clamp_min(1.0);
+  if (!step_tensor_.defined() || step_tensor_.device() != master.device()) {
+    step_tensor_ = at::zeros({}, master.options());
+  }
+  step_tensor_.fill_(static_cast<double>(t));
+  at::_fused_adamw_({master}, {g}, {exp_avg_}, {exp_avg_sq_}, {}, {step_tensor_}, info.lr, o.beta1, o.beta2,
+                    o.weight_decay, o.eps, /*amsgrad=*/false, /*maximize=*/false, scale, c10::nullopt);
   steps_ = t;
   return info;
 }

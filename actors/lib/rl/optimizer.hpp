@@ -43,6 +43,8 @@ class adamw {
   /// min(1, grad_clip / (norm + 1e-6))), then torch.optim.AdamW's single-tensor update exactly:
   /// p *= 1 - lr*wd; m = lerp(m, g, 1-beta1); v = beta2*v + (1-beta2)*g*g;
   /// p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps).
+  /// On CUDA the same update runs as libtorch's fused AdamW kernel (fp32 arithmetic, the clipping
+  /// factor applied as its grad_scale): equal to the CPU's within rounding.
   step_info step(at::Tensor& master, const at::Tensor& grad);
   uint64_t steps() const { return steps_; }
 
@@ -56,8 +58,13 @@ class adamw {
   const adamw_options& options() const { return options_; }
 
  private:
+  /// The CUDA update: libtorch's fused AdamW (same formula; the clipping factor never leaves the
+  /// device).
+  step_info step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t, step_info info);
+
   adamw_options options_;
   at::Tensor exp_avg_, exp_avg_sq_;
+  at::Tensor step_tensor_;  ///< the fused kernel's step count (CUDA)
   uint64_t steps_ = 0;
 };
 
