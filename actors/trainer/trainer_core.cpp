@@ -49,21 +49,22 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
   m["train_tokens"] = static_cast<double>(tokens);
   m["train_tokens_per_s"] = secs > 0 ? tokens * updates / secs : 0.0;
   m["response_length_mean"] = static_cast<double>(layout.num_tokens) / static_cast<double>(layout.num_seqs);
-  if (model.device().is_cuda()) {
-    // MFU against the H100/H200 dense bf16 peak (989 TFLOP/s), as the whole project counts it:
-    // 6*N*tokens + 6*L*d_attn*sum(T_i^2) (the second term: causal attention forward + backward).
-    const auto& cfg = model.config();
-    double n_params = static_cast<double>(model.params().buffer().numel());
-    double attn = 0;
-    for (const auto& s : batch) {
-      const double T = static_cast<double>(s.prompt.size() + s.output.size());
-      attn += 6.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * T * T;
-    }
-    m["mfu"] = (6.0 * n_params * tokens + attn) * updates / secs / 989e12;
-  }
+  if (model.device().is_cuda()) m["mfu"] = train_step_flops(batch, model) * updates / secs / 989e12;
 }
 
 }  // namespace
+
+double train_step_flops(const std::vector<train_sequence>& batch, const llm::decoder& model) {
+  // 6*N*tokens + 6*L*d_attn*sum(T_i^2): the second term is causal attention forward + backward.
+  const auto& cfg = model.config();
+  const double n_params = static_cast<double>(model.params().buffer().numel());
+  double flops = 0;
+  for (const auto& s : batch) {
+    const double T = static_cast<double>(s.prompt.size() + s.output.size());
+    flops += 6.0 * n_params * T + 6.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * T * T;
+  }
+  return flops;
+}
 
 policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options,
                                const rl::registries& losses)

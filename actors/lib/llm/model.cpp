@@ -14,6 +14,7 @@
 
 #include "actors/lib/llm/safetensors.hpp"
 #include "kernels/attention/paged_attention.hpp"
+#include "actors/lib/llm/train_ops.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
 
 #ifdef MILESRT_TORCH_CUDA
@@ -742,6 +743,18 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   // (forward and backward), from their cumulative lengths.
   const auto varlen = training_varlen(segments, opt, c, device_, dtype_);
 
+  // With it, the element-wise layers run as the training kernels (forward and backward).
+  const bool train_kernels = varlen.cu_seqlens.defined() && train_ops::available(device_, dtype_);
+  auto norm = [&](const at::Tensor& x, const at::Tensor& w) {
+    return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps) : rms_norm(x, w, c.rms_norm_eps);
+  };
+  auto rotate = [&](const at::Tensor& x) {
+    return train_kernels ? train_ops::rope(x, rope.first, rope.second) : apply_rope(x, rope);
+  };
+  auto swiglu = [&](const at::Tensor& gate, const at::Tensor& up) {
+    return train_kernels ? train_ops::silu_mul(gate, up) : at::silu(gate) * up;
+  };
+
   // Attention one segment at a time (the CPU path, which keeps each position's calls
   // batch-invariant, and caches the paged kernels do not cover).
   auto segment_attention = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
@@ -777,7 +790,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     // Attention.
-    auto x = rms_norm(h, P.get(p + "input_layernorm.weight"), c.rms_norm_eps);
+    auto x = norm(h, P.get(p + "input_layernorm.weight"));
     at::Tensor q, k, v;
     if (c.attention_bias) {
       q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"), P.get(p + "self_attn.q_proj.bias"));
@@ -792,11 +805,11 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     k = k.view({Tp, c.num_kv_heads, c.head_dim});
     v = v.view({Tp, c.num_kv_heads, c.head_dim});
     if (c.qk_norm) {
-      q = rms_norm(q, P.get(p + "self_attn.q_norm.weight"), c.rms_norm_eps);
-      k = rms_norm(k, P.get(p + "self_attn.k_norm.weight"), c.rms_norm_eps);
+      q = norm(q, P.get(p + "self_attn.q_norm.weight"));
+      k = norm(k, P.get(p + "self_attn.k_norm.weight"));
     }
-    q = apply_rope(q, rope);
-    k = apply_rope(k, rope);
+    q = rotate(q);
+    k = rotate(k);
 
     const auto attn = paged ? paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
                                   .reshape({T, c.num_heads * c.head_dim})
@@ -804,11 +817,11 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     h = h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
 
     // MLP or mixture of experts.
-    x = rms_norm(h, P.get(p + "post_attention_layernorm.weight"), c.rms_norm_eps);
+    x = norm(h, P.get(p + "post_attention_layernorm.weight"));
     if (!c.is_moe_layer(layer)) {
       auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
       auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
-      h = h + linear_rows(at::silu(gate) * up, P.get(p + "mlp.down_proj.weight"));
+      h = h + linear_rows(swiglu(gate, up), P.get(p + "mlp.down_proj.weight"));
       return h;
     }
     auto router_logits = linear_rows(x, P.get(p + "mlp.gate.weight"));
@@ -889,7 +902,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   if (!checkpointing) {
     at::Tensor h = embed.index_select(0, ids_t);
     for (int64_t layer = 0; layer < c.num_layers; ++layer) h = run_layer(layer, h, true);
-    result.hidden = rms_norm(h, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+    result.hidden = norm(h, P.get("model.norm.weight")).narrow(0, 0, T);
     return result;
   }
 
@@ -908,7 +921,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     last = h;
   }
   auto x = last.detach().requires_grad_(true);
-  auto hidden = rms_norm(x, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+  auto hidden = norm(x, P.get("model.norm.weight")).narrow(0, 0, T);
   at::Tensor loss = opt.checkpoint_head(hidden);
   result.hidden = hidden.detach();
   if (!loss.defined() || !loss.requires_grad()) return result;
