@@ -1,7 +1,7 @@
 // The training path on CUDA against the CPU reference: the chunked log-prob/entropy autograd
 // function (fp32, tight), the whole packed forward + backward in bf16 (variable-length flash
 // attention, per-parameter gradients in the flat buffer) against the same weights in fp32 on the
-// CPU, and the one-pass AdamW step against the CPU's.
+// CPU.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -11,7 +11,6 @@
 #include <limits>
 
 #include "actors/lib/llm/bf16_testing.hpp"
-#include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::llm {
 namespace {
@@ -81,34 +80,6 @@ TEST(TrainCuda, PackedBackwardInBf16FollowsTheCpuFp32Gradient) {
   for (const auto& [name, count] : gpu->params().element_counts()) {
     EXPECT_GT(gpu->params().get(name).grad().abs().sum().item<double>(), 0) << name;
   }
-}
-
-TEST(TrainCuda, OnePassAdamWFollowsTheCpuStep) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  rl::adamw_options o;
-  o.lr = 1e-3;
-  o.weight_decay = 0.1;
-  o.grad_clip = 0.5;  // the gradients below have norms of ~30: clipping is active
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
-  auto master = at::randn({1000}, gen, at::kDouble).to(at::kFloat);
-  auto m_cpu = master.clone(), m_gpu = master.to(kCuda);
-  rl::adamw cpu(o, m_cpu), gpu(o, m_gpu);
-  for (int step = 0; step < 3; ++step) {
-    auto g = at::randn({1000}, gen, at::kDouble).to(at::kFloat);
-    auto a = cpu.step(m_cpu, g);
-    auto b = gpu.step(m_gpu, g.to(kCuda));
-    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * a.grad_norm);
-    EXPECT_EQ(a.lr, b.lr);
-  }
-  EXPECT_LT(rel_diff(m_gpu, m_cpu), 1e-6);
-  EXPECT_LT(rel_diff(gpu.exp_avg_sq(), cpu.exp_avg_sq()), 1e-4);  // g^2 of a clipped g: a few ulps
-  // A non-finite gradient is skipped and leaves everything as it was.
-  auto before = m_gpu.clone();
-  auto bad = at::full({1000}, std::numeric_limits<float>::quiet_NaN(), at::TensorOptions().device(kCuda));
-  auto info = gpu.step(m_gpu, bad);
-  EXPECT_TRUE(info.skipped);
-  EXPECT_EQ(gpu.steps(), 3u);
-  EXPECT_TRUE(at::equal(before, m_gpu));
 }
 
 }  // namespace
