@@ -39,13 +39,17 @@ __device__ __forceinline__ float load_grad(const adamw_args& a, int64_t i) {
   return g;
 }
 
+constexpr int64_t kChunkQuads = 16384;  // 65,536 elements a block
+
 // Four consecutive elements a thread per iteration (all buffers are 16-byte aligned: checked by
 // the caller), so each thread keeps several loads in flight.
 __global__ void adamw_kernel(adamw_args a) {
   const float coef = a.grad_coef != nullptr ? *a.grad_coef : 1.f;
   const float decay = 1.f - a.lr * a.weight_decay;
   const int64_t quads = a.n / 4;
-  for (int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; q < quads; q += int64_t(gridDim.x) * blockDim.x) {
+  // Each block walks its own contiguous chunk (as libtorch's multi-tensor kernels do).
+  const int64_t begin = int64_t(blockIdx.x) * kChunkQuads, end = min(quads, begin + kChunkQuads);
+  for (int64_t q = begin + threadIdx.x; q < end; q += blockDim.x) {
     const int64_t i = 4 * q;
     float g[4];
     if (a.grad_bf16) {
@@ -104,8 +108,9 @@ void adamw_step_cuda(const adamw_args& a, void* stream) {
       (a.weights_bf16 != nullptr && !aligned(a.weights_bf16))) {
     throw std::invalid_argument("adamw_step_cuda: every buffer must be 16-byte aligned");
   }
-  const unsigned blocks = unsigned(std::max<int64_t>(1, std::min<int64_t>((a.n / 4 + 255) / 256, 132 * 32)));
-  adamw_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  const int64_t blocks = std::max<int64_t>(1, (a.n / 4 + kChunkQuads - 1) / kChunkQuads);
+  if (blocks > int64_t{INT32_MAX}) throw std::invalid_argument("adamw_step_cuda: too many elements");
+  adamw_kernel<<<unsigned(blocks), 256, 0, static_cast<cudaStream_t>(stream)>>>(a);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 

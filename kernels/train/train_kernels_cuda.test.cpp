@@ -69,7 +69,7 @@ TEST(TrainKernelsCuda, MatchTheCpuReferences) {
     auto dw = host(ddw, cols);
     double worst = 0;
     for (int64_t c = 0; c < cols; ++c) worst = std::max(worst, double(std::abs(dw[c] - dw_ref[c]) / (1e-3 + std::abs(dw_ref[c]))));
-    EXPECT_LT(worst, 1e-4) << rows << "x" << cols;
+    EXPECT_LT(worst, 1e-3) << rows << "x" << cols;  // fp32 sums of up to 4,100 terms in two orders
     for (void* p : {(void*)dxp, (void*)dgp, (void*)dwp, (void*)ddx, (void*)ddw, (void*)ws}) cudaFree(p);
   }
   {  // rope forward and backward, head size 128 and 64
