@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/safetensors.hpp"
-#include "kernels/attention/paged_attention.hpp"
 #include "actors/lib/llm/train_ops.hpp"
+#include "kernels/attention/paged_attention.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
 
 #ifdef MILESRT_TORCH_CUDA
