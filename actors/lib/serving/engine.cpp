@@ -47,14 +47,39 @@ engine::engine(const llm::decoder& model, engine_config config)
       cache_(model.make_cache(config_.num_blocks, config_.block_size)),
       blocks_(config_.num_blocks),
       prefix_(blocks_, config_.block_size) {
-  if (config_.decode_graphs != engine_config::graphs::off && config_.graph_max_batch > 0 &&
-      decode_graphs::supported(model, cache_)) {
+  make_graphs();
+}
+
+void engine::make_graphs() {
+  if (config_.decode_graphs == engine_config::graphs::off || config_.graph_max_batch <= 0 ||
+      !decode_graphs::supported(model_, cache_)) {
+    return;
+  }
+  if (graph_dummy_block_ < 0) {
     // Padding rows of a bucket write their K/V into a block no sequence owns.
     const auto dummy = blocks_.allocate();
     if (!dummy) throw std::invalid_argument("rollout engine: no KV block for the CUDA graphs' padding rows");
-    graphs_ = std::make_unique<decode_graphs>(model, cache_, *dummy, config_.graph_max_batch,
-                                              config_.decode_graphs == engine_config::graphs::capture);
+    graph_dummy_block_ = *dummy;
   }
+  graphs_ = std::make_unique<decode_graphs>(model_, cache_, graph_dummy_block_, config_.graph_max_batch,
+                                            config_.decode_graphs == engine_config::graphs::capture);
+}
+
+std::vector<sample> engine::release_kv(pause_mode mode) {
+  if (kv_released_) return {};
+  // The sequences' KV goes with the pool: abort them, or requeue them to be recomputed.
+  auto aborted = update_weights(version_, mode == pause_mode::abort ? pause_mode::abort : pause_mode::retract);
+  graphs_.reset();  // the graphs hold the cache's addresses
+  cache_ = llm::kv_cache{};
+  kv_released_ = true;
+  return aborted;
+}
+
+void engine::retake_kv() {
+  if (!kv_released_) return;
+  cache_ = model_.make_cache(config_.num_blocks, config_.block_size);
+  make_graphs();
+  kv_released_ = false;
 }
 
 void engine::add(const generate_request& r) {
@@ -182,6 +207,9 @@ sample engine::finish(sequence& s, const std::string& reason) {
 }
 
 std::vector<sample> engine::step() {
+  if (kv_released_) {
+    throw std::logic_error("rollout engine: step() while the KV pool is released (retake_kv() first)");
+  }
   // The model may share a trainer's parameters, which require grad: build no autograd graph.
   at::NoGradGuard no_grad;
   std::vector<sample> finished;

@@ -106,6 +106,17 @@ class engine {
   /// The weights changed to `version` (the caller has updated the model's parameters).
   std::vector<sample> update_weights(uint64_t version, pause_mode mode);
   uint64_t version() const { return version_; }
+  /// Colocated training: gives the KV pool's memory back (the cache tensors, the attention
+  /// workspaces and the captured decode graphs, which point into them) so that a trainer in the
+  /// same process can use it; the engine keeps its allocator, queue and configuration. Sequences in
+  /// flight are aborted (returned with finish_reason "abort") or retracted (requeued with their
+  /// tokens, recomputed after retake_kv; `in_place` retracts too: their KV is gone). step() refuses
+  /// while released; add() queues.
+  std::vector<sample> release_kv(pause_mode mode);
+  /// Allocates the pool again (the same number of blocks); the decode graphs are captured again
+  /// on their first use.
+  void retake_kv();
+  bool kv_released() const { return kv_released_; }
   engine_stats stats() const;
   const block_allocator& blocks() const { return blocks_; }
   /// The CUDA-graph runner's counters (null without one).
@@ -147,6 +158,10 @@ class engine {
   engine_stats stats_;
   std::map<uint64_t, int64_t> prompt_done_;  ///< leader arrival -> whether its prompt is cached
   std::unique_ptr<decode_graphs> graphs_;     ///< decode steps on the GPU (null: eager forward)
+  int32_t graph_dummy_block_ = -1;            ///< the block the graphs' padding rows write into
+  bool kv_released_ = false;
+  /// Makes graphs_ over the current cache (when the configuration and the model allow graphs).
+  void make_graphs();
 };
 
 }  // namespace milesrt::serving

@@ -151,6 +151,53 @@ TEST_F(Engine, StopTokensAndTopKTopP) {
   }
 }
 
+// Colocated training gives the KV pool back and takes it again: the cache is gone in between
+// (step() refuses, requests still queue), retracted sequences are recomputed after retake and
+// finish with the tokens and log-probs of an undisturbed run; aborted ones are returned.
+TEST_F(Engine, ReleasesAndRetakesTheKvPool) {
+  auto start = [&](engine& e) {
+    e.add(req(1, prompt(23, 4), 3, 12, 7));
+    e.add(req(2, prompt(5, 5), 2, 9, 8));
+  };
+  engine plain(*model_, {64, 8, 256, 64});
+  start(plain);
+  auto want = by_key(plain.run());
+
+  engine e(*model_, {64, 8, 256, 64});
+  start(e);
+  for (int i = 0; i < 5; ++i) e.step();
+  EXPECT_GT(e.stats().used_blocks, 0);
+  EXPECT_TRUE(e.release_kv(pause_mode::retract).empty());
+  EXPECT_TRUE(e.kv_released());
+  EXPECT_EQ(e.stats().used_blocks, 0);
+  EXPECT_EQ(e.stats().cached_blocks, 0);
+  EXPECT_EQ(e.stats().running, 0);
+  EXPECT_EQ(e.stats().waiting, 5);
+  EXPECT_THROW(e.step(), std::logic_error);
+  e.add(req(3, prompt(40, 6), 1, 7, 9));  // queued while released
+  e.retake_kv();
+  EXPECT_FALSE(e.kv_released());
+  auto got = by_key(e.run());
+  ASSERT_EQ(got.size(), 6u);
+  for (auto& [key, s] : want) {
+    EXPECT_EQ(got[key].output, s.output) << "request " << key.first << " sample " << key.second;
+    EXPECT_EQ(got[key].logprobs, s.logprobs);
+  }
+  EXPECT_EQ(got[std::make_pair(uint64_t(3), int64_t(0))].output.size(), 7u);
+
+  // Aborting instead returns every sequence in flight, and the engine works on after retake.
+  engine a(*model_, {64, 8, 256, 64});
+  start(a);
+  for (int i = 0; i < 3; ++i) a.step();
+  auto aborted = a.release_kv(pause_mode::abort);
+  EXPECT_EQ(aborted.size(), 5u);
+  for (const auto& s : aborted) EXPECT_EQ(s.finish_reason, "abort");
+  EXPECT_TRUE(a.idle());
+  a.retake_kv();
+  a.add(req(4, prompt(9, 3), 1, 5, 2));
+  EXPECT_EQ(a.run().size(), 1u);
+}
+
 TEST_F(Engine, WeightUpdatesAbortRetractOrKeepGoing) {
   for (auto mode : {pause_mode::abort, pause_mode::retract, pause_mode::in_place}) {
     engine e(*model_, {64, 8, 256, 64});
