@@ -96,6 +96,27 @@ TEST(grpo_graphs, async_three_steps_keep_the_staleness_bound) {
   (void)stale_items;
 }
 
+// examples/custom_reward's graph: the plugin's length_reward kind scores the groups of a GRPO run.
+TEST(grpo_graphs, custom_reward_plugin_scores_a_grpo_run) {
+  fs::path run = scratch("grpo-length");
+  const std::string s = setup_dir().string();
+  auto r = run_milesrt("run examples/custom_reward/grpo_length.capnp --set run.steps=2 --set run.batchSize=4"
+                       " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
+                       "/model --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl",
+                       "grpo-length-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 2u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i]["version"].get<int>(), int(i) + 1);
+    // length_reward: scale 2 at exactly 3 tokens, 0 at 6 or more; maxNewTokens is 4.
+    const double reward = steps[i]["metrics"]["reward_mean"].get<double>();
+    EXPECT_GT(reward, 0.0);
+    EXPECT_LE(reward, 2.0);
+    EXPECT_TRUE(steps[i]["metrics"].contains("reward_std"));
+  }
+}
+
 TEST(grpo_graphs, sft_three_steps) {
   fs::path run = scratch("sft");
   auto r = run_milesrt("run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "
