@@ -1,5 +1,6 @@
 // The milesrt executable: builds the registry of built-in actor kinds and the subcommands, and
 // hands them to runtime/'s generic command-line frame.
+#include <csignal>
 #include <iostream>
 
 #include <caf/config.hpp>
@@ -29,6 +30,10 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   using namespace milesrt;
+  // A write past the file-size limit (RLIMIT_FSIZE) then fails with EFBIG and is reported by the
+  // code that wrote (a checkpoint fails with its error; the last complete one stays), instead of
+  // SIGXFSZ killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   // The registry of actor kinds: the built-in ones; plugins named by graph files add theirs.
   runtime::kind_registry kinds;
   app::register_builtin_kinds(kinds);

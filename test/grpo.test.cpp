@@ -117,6 +117,44 @@ TEST(grpo_graphs, custom_reward_plugin_scores_a_grpo_run) {
   }
 }
 
+// A checkpoint that cannot be written (here a file-size limit, RLIMIT_FSIZE via prlimit: the
+// trainer's optimizer state is larger than it) ends the run with an error naming the step, the
+// file and the reason; the last complete checkpoint stays complete, and a later resume goes on
+// from it.
+TEST(grpo_graphs, a_failed_checkpoint_write_keeps_the_last_complete_one) {
+  fs::path run = scratch("grpo-disk-fault");
+  const std::string common = " --set run.batchSize=4 --set run.checkpointInterval=1 --set trainer.evalInterval=0" +
+                             paths(run, true);
+  auto first = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=2" + common, "disk-fault-1");
+  ASSERT_EQ(first.status, 0) << first.err;
+  const fs::path step2 = run / "checkpoints" / "step-2";
+  ASSERT_TRUE(fs::exists(step2 / "manifest.json"));
+  const std::string manifest = slurp(step2 / "manifest.json");
+  const auto optimizer_bytes = fs::file_size(step2 / "actors" / "trainer-0" / "optimizer.bin");
+  const auto model_bytes = fs::file_size(step2 / "actors" / "trainer-0" / "model" / "model.safetensors");
+  ASSERT_GT(optimizer_bytes, model_bytes + 1000);
+  // Files up to the model's size can be written, the optimizer state cannot.
+  const std::string limit = "prlimit --fsize=" + std::to_string((model_bytes + optimizer_bytes) / 2) + " -- ";
+  const fs::path log = scratch("disk-fault-2") / "err.txt";
+  const std::string cmd = "cd '" + source_dir() + "' && " + limit + "'" + exe() + "' run graphs/grpo_sync.capnp --resume '" +
+                          run.string() + "' --set run.steps=4" + common + " > /dev/null 2> '" + log.string() + "'";
+  const int status = std::system(cmd.c_str());
+  const std::string err = slurp(log);
+  EXPECT_NE(status, 0) << err;
+  EXPECT_NE(err.find("checkpointing step 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("optimizer.bin: File too large"), std::string::npos) << err;
+  // step-2 is untouched and still the newest complete checkpoint; step 3 never became one.
+  EXPECT_EQ(slurp(step2 / "manifest.json"), manifest);
+  EXPECT_EQ(fs::file_size(step2 / "actors" / "trainer-0" / "optimizer.bin"), optimizer_bytes);
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-3" / "manifest.json"));
+  // Without the limit the run resumes from step 2 and finishes.
+  auto last = run_milesrt("run graphs/grpo_sync.capnp --resume '" + run.string() + "' --set run.steps=4" + common,
+                          "disk-fault-3");
+  ASSERT_EQ(last.status, 0) << last.err;
+  EXPECT_TRUE(fs::exists(run / "checkpoints" / "step-4" / "manifest.json"));
+  EXPECT_EQ(steps_of(run).back()["version"].get<int>(), 4);
+}
+
 TEST(grpo_graphs, sft_three_steps) {
   fs::path run = scratch("sft");
   auto r = run_milesrt("run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -16,6 +18,9 @@ using namespace milesrt::rl;  // losses, estimators, AdamW
 namespace fs = std::filesystem;
 
 namespace {
+
+/// ": <reason>" from errno after a failed write (a full disk, a file-size limit), or nothing.
+std::string why_not() { return errno != 0 ? std::string(": ") + std::strerror(errno) : std::string(); }
 
 /// The loss metrics of the step: RL terms as token-weighted means over micro-batches, losses
 /// averaged over the updates, and how far the first forward's log-probs are from the rollout's.
@@ -148,14 +153,18 @@ void policy_trainer::save(const fs::path& dir) const {
   fs::create_directories(dir);
   model_->save(dir / "model");
   auto bytes = adam_->save();
+  errno = 0;
   std::ofstream out(dir / "optimizer.bin", std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("cannot write " + (dir / "optimizer.bin").string());
+  out.flush();
+  if (!out) throw std::runtime_error("cannot write " + (dir / "optimizer.bin").string() + why_not());
   if (model_->dtype() != at::kFloat) {
     auto cpu = master_.to(at::kCPU).contiguous();
+    errno = 0;
     std::ofstream m(dir / "master.bin", std::ios::binary);
     m.write(static_cast<const char*>(cpu.data_ptr()), static_cast<std::streamsize>(cpu.nbytes()));
-    if (!m) throw std::runtime_error("cannot write " + (dir / "master.bin").string());
+    m.flush();
+    if (!m) throw std::runtime_error("cannot write " + (dir / "master.bin").string() + why_not());
   }
 }
 

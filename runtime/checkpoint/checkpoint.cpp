@@ -1,5 +1,7 @@
 #include "runtime/checkpoint/checkpoint.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -11,10 +13,14 @@ namespace fs = std::filesystem;
 namespace {
 
 void write_file(const fs::path& path, const std::string& data) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
   out.flush();
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+  if (!out) {
+    // errno says why (a full disk, a file-size limit, a read-only folder) where the stream set it.
+    throw std::runtime_error("cannot write " + path.string() + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  }
 }
 
 /// Lists every regular file under `root` with its size, relative paths as keys.
