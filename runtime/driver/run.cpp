@@ -1,5 +1,6 @@
 #include "runtime/driver/run.hpp"
 
+#include <fstream>
 #include <future>
 #include <map>
 
@@ -10,6 +11,7 @@
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
 #include "runtime/metrics/metrics_writer.hpp"
+#include "runtime/metrics/page_data.hpp"
 #include "runtime/metrics/svg_plot.hpp"
 
 namespace milesrt::runtime {
@@ -109,6 +111,38 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   return plan;
 }
 
+sink_options sinks_for(const graph::loaded_graph& g, const fs::path& run_dir, int port) {
+  auto run = g.reader().getRun();
+  sink_options o;
+  o.run_dir = run_dir;
+  for (auto s : run.getSinks()) {
+    switch (s) {
+      case schema::Run::Sink::TENSORBOARD: o.tensorboard = true; break;
+      case schema::Run::Sink::PROMETHEUS: o.prometheus = true; break;
+      case schema::Run::Sink::PAGE: o.page = true; break;
+    }
+  }
+  o.port = port >= 0 ? static_cast<uint16_t>(port) : run.getMetricsPort();
+  std::vector<std::string> chart, plot;
+  for (auto m : run.getChart()) chart.push_back(m);
+  for (auto m : run.getPlot()) plot.push_back(m);
+  o.charts = charted_metrics(chart, plot, run.getProgressMetric());
+  return o;
+}
+
+std::string unwritable_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "run directory " + dir.string() + ": cannot create it: " + ec.message();
+  fs::path probe = dir / ".milesrt-write-probe";
+  {
+    std::ofstream out(probe);
+    if (!out || !(out << "x") || !out.flush()) return "run directory " + dir.string() + ": not writable";
+  }
+  fs::remove(probe, ec);
+  return "";
+}
+
 fs::path resolve_run_dir(const graph::loaded_graph& g, const run_request& req) {
   if (!req.run_dir.empty()) return req.run_dir;
   return fs::path(std::string(g.reader().getRun().getDir()));
@@ -140,13 +174,24 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   const std::string plan_name = plan.graph_name;
   auto writer = std::make_shared<metrics_writer>(run_dir, plan.graph_name, plan.progress_metric,
                                                  plan.steps, req.progress, req.resume);
+  std::shared_ptr<metric_sinks> sinks = req.sinks;
+  if (!sinks) {
+    try {
+      sinks = std::make_shared<metric_sinks>(sinks_for(g, run_dir));
+    } catch (const std::exception& e) {
+      failed.error = e.what();
+      return failed;
+    }
+  }
   std::promise<run_outcome> done;
   auto result = done.get_future();
   auto on_step = req.on_step;
-  opts.on_step = [writer, on_step](const step_record& r) {
+  opts.on_step = [writer, sinks, on_step](const step_record& r) {
     writer->on_step(r);
+    sinks->on_step(r);
     if (on_step) on_step(r);
   };
+  opts.on_live = [sinks](const live_view& v) { sinks->on_live(v); };
   opts.on_finish = [&done](const run_outcome& o) { done.set_value(o); };
 
   caf::scoped_actor self{sys};
@@ -161,7 +206,7 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     return failed;
   }
   auto outcome = result.get();
-  outcome.note = outcome.note;
+  sinks->on_finish();
   std::string line = writer->on_finish(outcome);
   if (g.reader().getRun().getPlot().size() > 0) {
     std::vector<std::string> names;
