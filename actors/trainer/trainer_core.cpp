@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <stdexcept>
 
@@ -49,6 +50,20 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
   m["train_tokens"] = static_cast<double>(tokens);
   m["train_tokens_per_s"] = secs > 0 ? tokens * updates / secs : 0.0;
   m["response_length_mean"] = static_cast<double>(layout.num_tokens) / static_cast<double>(layout.num_seqs);
+  if (!batch.empty()) {
+    double lo = 1e300, hi = 0, sum = 0, squares = 0;
+    for (const auto& s : batch) {
+      const double n = static_cast<double>(s.output.size());
+      lo = std::min(lo, n);
+      hi = std::max(hi, n);
+      sum += n;
+      squares += n * n;
+    }
+    const double mean = sum / static_cast<double>(batch.size());
+    m["response_length_min"] = lo;
+    m["response_length_max"] = hi;
+    m["response_length_std"] = std::sqrt(std::max(0.0, squares / static_cast<double>(batch.size()) - mean * mean));
+  }
   if (model.device().is_cuda()) {
     // MFU against the H100/H200 dense bf16 peak (989 TFLOP/s): 6*N*tokens + 6*L*d_attn*T^2 (causal).
     const auto& cfg = model.config();
@@ -82,12 +97,21 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
 policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options)
     : policy_trainer(std::move(model), std::move(options), builtin_registries()) {}
 
-std::map<std::string, double> policy_trainer::train(const std::vector<train_sequence>& batch) {
+std::map<std::string, double> policy_trainer::train(const std::vector<train_sequence>& batch,
+                                                    std::map<std::string, std::vector<double>>* lists) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool sft = options_.objective == "sft";
   const auto layout = lay_out(batch, sft, options_.micro_batch_tokens);
   std::map<std::string, double> m;
   const auto adv = sft ? at::Tensor() : advantages(batch, layout, m);
+  if (lists != nullptr) {
+    auto& lengths = (*lists)["response_length"];
+    for (const auto& s : batch) lengths.push_back(static_cast<double>(s.output.size()));
+    if (adv.defined() && adv.numel() > 0) {
+      auto a = adv.detach().to(at::kDouble).contiguous().view(-1);
+      (*lists)["advantage"].assign(a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
+    }
+  }
   // Views made while gradients are on, whatever touched the parameters since the last step.
   model_->mutable_params().rebuild_views();
   const auto old = old_logprobs(batch, layout);

@@ -88,7 +88,7 @@ std::vector<int64_t> tokenize_prompt(const trainer_state& st, const llm::prompt_
 std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vector<envelope>& batch,
                                          std::map<std::string, double>& metrics) {
   std::vector<train_sequence> out;
-  double correct = 0, samples = 0;
+  double correct = 0, samples = 0, truncated = 0;
   for (size_t g = 0; g < batch.size(); ++g) {
     const auto& payload = batch[g].payload;
     if (payload.match_elements<llm::sample_group>()) {
@@ -105,6 +105,7 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
         t.group = static_cast<int64_t>(g);
         out.push_back(std::move(t));
         samples += 1;
+        truncated += s.finish_reason == "length" ? 1 : 0;
       }
     } else if (payload.match_elements<llm::prompt_msg>()) {
       const auto& p = payload.get_as<llm::prompt_msg>(0);
@@ -123,6 +124,8 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
     }
   }
   (void)correct;
+  // Responses cut at the rollout's maxNewTokens rather than ended by the model.
+  if (samples > 0) metrics["response_truncated_frac"] = truncated / samples;
   return out;
 }
 
@@ -135,7 +138,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         train_reply reply;
         try {
           auto seqs = to_sequences(st, batch, reply.metrics);
-          auto m = st.core->train(seqs);
+          auto m = st.core->train(seqs, &reply.lists);
           reply.metrics.insert(m.begin(), m.end());
           st.version = step;
           auto& ev = st.eval;
