@@ -29,10 +29,11 @@ const fs::path& setup_dir() {
 }
 
 /// `run graphs/grpo_async.capnp` on the tiny setup, `steps` steps of 4 groups.
-std::string grpo_args(const fs::path& run, int steps) {
+std::string grpo_args(const fs::path& run, int steps, int eval_interval = 0, bool quiet = true) {
   const std::string s = setup_dir().string();
-  return "run graphs/grpo_async.capnp --quiet --run-dir '" + run.string() + "' --set run.steps=" +
-         std::to_string(steps) + " --set run.batchSize=4 --set trainer.evalInterval=0" +
+  return std::string("run graphs/grpo_async.capnp") + (quiet ? " --quiet" : "") + " --run-dir '" +
+         run.string() + "' --set run.steps=" + std::to_string(steps) +
+         " --set run.batchSize=4 --set trainer.evalInterval=" + std::to_string(eval_interval) +
          " --set trainer.model=" + s + "/model --set rollout.model=" + s + "/model" +
          " --set trainer.evalData=" + s + "/heldout.jsonl" +
          " --set data.path=" + s + "/rl.jsonl --set trainer.exportDir=" + (run / "export").string();
@@ -64,8 +65,13 @@ std::string url_of(const background& b) {
 
 TEST(watch, tensorboard_files_hold_every_value_of_metrics_jsonl) {
   fs::path run = scratch("watch-tb");
-  auto r = run_milesrt(grpo_args(run, 3) + " --set run.sinks=tensorboard", "watch-tb-run");
+  auto r = run_milesrt(grpo_args(run, 3, 3, false) + " --set run.sinks=tensorboard", "watch-tb-run");
   ASSERT_EQ(r.status, 0) << r.err;
+  // Long work reports progress (plain lines: stderr is not a terminal here).
+  EXPECT_NE(r.err.find("actor 'trainer': loading " + setup_dir().string() + "/model: 1/1 in "),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("actor 'trainer': evaluation at step 3: 0/8\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("actor 'trainer': evaluation at step 3: 8/8 in "), std::string::npos) << r.err;
   auto check = python("tensorboard_check.py' '" + run.string() +
                           "' loss reward_mean run/staleness response_length advantage",
                       "watch-tb-check");

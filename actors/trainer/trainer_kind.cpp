@@ -15,6 +15,7 @@
 #include "actors/trainer/trainer_core.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/progress.hpp"
 
 namespace milesrt::trainer {
 using eval::evaluate;
@@ -29,6 +30,7 @@ struct eval_settings {
   int64_t max_new_tokens = 16;
   size_t limit = 0;
   fs::path export_dir;
+  std::FILE* progress = nullptr;  ///< where evaluations report progress (null: none)
 };
 
 struct trainer_state {
@@ -143,7 +145,11 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
           st.version = step;
           auto& ev = st.eval;
           if (ev.interval > 0 && !ev.records.empty() && st.codec && step % ev.interval == 0) {
-            auto r = evaluate(st.core->model(), *st.codec, ev.records, ev.max_new_tokens, ev.limit);
+            runtime::progress_meter meter(ev.progress, "actor '" + st.name + "': evaluation at step " + std::to_string(step),
+                                          ev.limit > 0 ? std::min(ev.limit, ev.records.size()) : ev.records.size());
+            auto r = evaluate(st.core->model(), *st.codec, ev.records, ev.max_new_tokens, ev.limit,
+                              [&meter](size_t done, size_t) { meter.update(done); });
+            meter.finish();
             reply.metrics["eval_accuracy"] = r.accuracy;
             reply.metrics["eval_answer_found"] = r.answer_found;
             reply.metrics["eval_seconds"] = r.seconds;
@@ -289,8 +295,11 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
     for (const auto& problem : check(*s.params_struct, *losses)) throw std::invalid_argument("params.trainer." + problem);
+    runtime::progress_meter loading(s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
     auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
                                     llm::to_device(p.getDevice()));
+    loading.update(1);
+    loading.finish();
     trainer_options o;
     o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
     o.estimator = p.getEstimator();
@@ -349,6 +358,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     init->eval.max_new_tokens = p.getEvalMaxNewTokens();
     init->eval.limit = p.getEvalLimit();
     init->eval.export_dir = std::string(p.getExportDir());
+    init->eval.progress = s.progress;
     if (p.getEvalData().size() > 0) init->eval.records = tasks::load_jsonl(std::string(p.getEvalData()));
     if (init->eval.interval > 0 && !init->codec) {
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);

@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/core/progress.hpp"
 #include "runtime/driver/schedule_policy.hpp"
 #include "runtime/driver/staleness.hpp"
 
@@ -593,9 +594,13 @@ void checkpoint(driver self) {
   struct progress {
     size_t waiting = 0;
     bool failed = false;
+    std::unique_ptr<progress_meter> meter;  // actors' snapshots written
   };
   auto prog = std::make_shared<progress>();
   for (size_t i = 0; i < st.nodes.size(); ++i) prog->waiting += st.nodes[i].plan.replicas.size();
+  prog->meter = std::make_unique<progress_meter>(
+      st.opts.progress, "checkpoint step " + std::to_string(st.step), prog->waiting);
+  auto total = prog->waiting;
   auto all_done = [=] {
     auto& s = self->state;
     if (s.done || prog->failed) return;
@@ -631,7 +636,11 @@ void checkpoint(driver self) {
                   finish(self, false, std::string("checkpoint: ") + e.what());
                   return;
                 }
-                if (--prog->waiting == 0) all_done();
+                prog->meter->update(total - --prog->waiting);
+                if (prog->waiting == 0) {
+                  prog->meter->finish();
+                  all_done();
+                }
               },
               [=](caf::error& err) {
                 prog->failed = true;

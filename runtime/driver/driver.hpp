@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -57,6 +58,8 @@ struct driver_options {
   /// end, and in between at most every `live_interval` (live page, Prometheus).
   std::function<void(const live_view&)> on_live;
   std::chrono::milliseconds live_interval{250};
+  /// Where checkpoints report their progress (stderr), or null for none.
+  std::FILE* progress = nullptr;
 };
 
 /// Spawns the driver; it starts at once and quits when the run ends (see driver_options).

@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 
 actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
                        const kind_descriptor& kind, uint32_t replica, const fs::path& run_dir,
-                       std::shared_ptr<process_store> store) {
+                       std::shared_ptr<process_store> store, std::FILE* progress) {
   actor_setup s;
+  s.progress = progress;
   s.store = store ? std::move(store) : std::make_shared<process_store>();
   s.steps = g.reader().getRun().getSteps();
   s.batch_size = std::max<uint32_t>(1, g.reader().getRun().getBatchSize());
@@ -40,7 +41,7 @@ actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader a
 
 graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
                       const kind_registry& kinds, const fs::path& run_dir,
-                      const remote_spawner& remote) {
+                      const remote_spawner& remote, std::FILE* progress) {
   auto r = g.reader();
   graph_plan plan;
   plan.graph_name = r.getName().size() ? std::string(r.getName()) : g.file().stem().string();
@@ -68,9 +69,9 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     double secs = actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds()
                                                  : run.getDeadlineSeconds();
     n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
-    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store,
+    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store, progress,
                       placement = n.placement](uint32_t replica) -> caf::actor {
-      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store));
+      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
       if (!remote) {
         throw std::runtime_error("actor '" + std::string(actor.getName()) +
                                  "' is placed on worker '" + placement +
@@ -166,7 +167,7 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
 
   graph_plan plan;
   try {
-    plan = build_plan(sys, g, kinds, run_dir, req.remote);
+    plan = build_plan(sys, g, kinds, run_dir, req.remote, req.progress);
   } catch (const std::exception& e) {
     failed.error = e.what();
     return failed;
@@ -192,6 +193,7 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     if (on_step) on_step(r);
   };
   opts.on_live = [sinks](const live_view& v) { sinks->on_live(v); };
+  opts.progress = req.progress;
   opts.on_finish = [&done](const run_outcome& o) { done.set_value(o); };
 
   caf::scoped_actor self{sys};

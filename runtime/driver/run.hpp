@@ -25,13 +25,13 @@ using remote_spawner = std::function<caf::actor(const std::string& worker, const
 actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
                        const kind_descriptor& kind, uint32_t replica,
                        const std::filesystem::path& run_dir,
-                       std::shared_ptr<process_store> store);
+                       std::shared_ptr<process_store> store, std::FILE* progress = nullptr);
 
 /// Spawns every actor (locally, or through `remote` for placed ones) and builds the routes.
 /// Throws std::runtime_error naming the actor when a spawn fails. `g` must outlive the run.
 graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
                       const kind_registry& kinds, const std::filesystem::path& run_dir,
-                      const remote_spawner& remote);
+                      const remote_spawner& remote, std::FILE* progress = nullptr);
 
 struct run_request {
   std::filesystem::path run_dir;  ///< empty: the graph's run.dir

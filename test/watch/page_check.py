@@ -62,27 +62,26 @@ try:
         print(f"page: step {s1} -> {s2} while running")
     if args.state:
         wait_for(f"state {args.state}", lambda: driver.find_element(By.ID, "run-state").text.lower() == args.state)
-    # Each chart's last value (data-value holds every digit) against that step in metrics.jsonl.
-    charts = wait_for("charts with values", lambda: [
-        c for c in driver.find_elements(By.CSS_SELECTOR, "#charts .chart")
-        if c.find_element(By.CSS_SELECTOR, ".last").get_attribute("data-value")])
+    # Each chart's last value (data-value holds every digit) against that step in metrics.jsonl,
+    # read in one script so that a redraw between two reads cannot pair one step with another's value.
+    read_charts = """return Array.from(document.querySelectorAll('#charts .chart')).map(c => {
+        const l = c.querySelector('.last');
+        return [c.dataset.metric, l.dataset.step || '', l.dataset.value || ''];
+      });"""
+    charts = wait_for("charts with values", lambda: [c for c in driver.execute_script(read_charts) if c[2]])
     lines = {l["step"]: l for l in (json.loads(x) for x in open(os.path.join(args.run_dir, "metrics.jsonl")) if x.strip())}
     checked = 0
-    for c in charts:
-        metric = c.get_attribute("data-metric")
-        last = c.find_element(By.CSS_SELECTOR, ".last")
-        step = int(last.get_attribute("data-step"))
-        got = float(last.get_attribute("data-value"))
+    for metric, step, value in charts:
+        step, got = int(step), float(value)
         want = lines.get(step, {}).get("metrics", {}).get(metric)
         if want is None or got != want:
             problems.append(f"chart {metric}: last value {got} at step {step}, metrics.jsonl has {want}")
         checked += 1
     if not args.running:  # a finished run: the last charted step is the last line
         last_step = max(lines)
-        for c in charts:
-            step = int(c.find_element(By.CSS_SELECTOR, ".last").get_attribute("data-step"))
-            if step != last_step and c.get_attribute("data-metric") in lines[last_step]["metrics"]:
-                problems.append(f"chart {c.get_attribute('data-metric')} ends at step {step}, the run at {last_step}")
+        for metric, step, _ in charts:
+            if int(step) != last_step and metric in lines[last_step]["metrics"]:
+                problems.append(f"chart {metric} ends at step {step}, the run at {last_step}")
     if args.screenshot:
         if args.screenshot_at_step:
             wait_for(f"step {args.screenshot_at_step}", lambda: shown_step() >= args.screenshot_at_step)
