@@ -99,7 +99,7 @@ TEST(watch, prometheus_metrics_scraped_while_the_graph_runs) {
 
 TEST(watch, live_page_in_headless_chromium_then_watch_of_the_finished_run) {
   fs::path run = scratch("watch-page");
-  auto b = start(grpo_args(run, 16) +
+  auto b = start(grpo_args(run, 24) +
                      " --metrics-port 0 --set run.sinks=page,prometheus"
                      " --set run.chart=reward_mean,loss,response_length_mean,rollout_decode_tokens_per_s",
                  "watch-page-run");

@@ -165,6 +165,16 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     opts.resume_dir = *latest;
   }
 
+  // The sinks before any actor starts: one that cannot open (a port in use) ends the run here.
+  std::shared_ptr<metric_sinks> sinks = req.sinks;
+  if (!sinks) {
+    try {
+      sinks = std::make_shared<metric_sinks>(sinks_for(g, run_dir));
+    } catch (const std::exception& e) {
+      failed.error = e.what();
+      return failed;
+    }
+  }
   graph_plan plan;
   try {
     plan = build_plan(sys, g, kinds, run_dir, req.remote, req.progress);
@@ -175,15 +185,6 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   const std::string plan_name = plan.graph_name;
   auto writer = std::make_shared<metrics_writer>(run_dir, plan.graph_name, plan.progress_metric,
                                                  plan.steps, req.progress, req.resume);
-  std::shared_ptr<metric_sinks> sinks = req.sinks;
-  if (!sinks) {
-    try {
-      sinks = std::make_shared<metric_sinks>(sinks_for(g, run_dir));
-    } catch (const std::exception& e) {
-      failed.error = e.what();
-      return failed;
-    }
-  }
   std::promise<run_outcome> done;
   auto result = done.get_future();
   auto on_step = req.on_step;
