@@ -39,6 +39,12 @@ struct metric_distribution {
   std::string tag() const { return group.empty() ? name : group + "/" + name; }
 };
 
+/// Histogram buckets of a distribution: (right edge, count) per bucket, the first bucket starting
+/// at the smallest value. Exact (one bucket per distinct value) up to `max_buckets` values, else
+/// `max_buckets` buckets of equal width.
+std::vector<std::pair<double, double>> histogram_buckets(const metric_distribution& d,
+                                                         size_t max_buckets = 64);
+
 /// One step of a run.
 struct metric_frame {
   uint64_t step = 0;

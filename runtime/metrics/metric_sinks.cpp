@@ -1,6 +1,7 @@
 #include "runtime/metrics/metric_sinks.hpp"
 
 #include <chrono>
+#include <stdexcept>
 
 #include "runtime/driver/driver.hpp"
 #include "runtime/metrics/live_file_sink.hpp"
@@ -12,7 +13,15 @@ namespace milesrt::runtime {
 
 metric_sinks::metric_sinks(const sink_options& o) {
   sinks_.push_back(std::make_unique<live_file_sink>(o.run_dir, o.charts));
-  if (o.tensorboard) sinks_.push_back(std::make_unique<tensorboard_sink>(o.run_dir / "tensorboard"));
+  if (o.tensorboard) {
+#ifdef MILESRT_HAVE_TENSORBOARD
+    sinks_.push_back(std::make_unique<tensorboard_sink>(o.run_dir / "tensorboard"));
+#else
+    throw std::runtime_error(
+        "sink 'tensorboard': this milesrt was built without protobuf (Debian protobuf-compiler and "
+        "libprotobuf-dev, which .ci/install brings)");
+#endif
+  }
   if (o.prometheus || o.page) server_ = std::make_unique<http_server>(o.port);
   if (o.prometheus) sinks_.push_back(std::make_unique<prometheus_sink>(*server_));
   if (o.page) sinks_.push_back(std::make_unique<page_sink>(*server_, o.charts));

@@ -63,24 +63,6 @@ void add_histogram(tb::Summary& summary, const metric_distribution& d) {
 
 }  // namespace
 
-std::vector<std::pair<double, double>> histogram_buckets(const metric_distribution& d,
-                                                         size_t max_buckets) {
-  if (d.counts.size() <= max_buckets) return d.counts;
-  const double lo = d.counts.front().first, hi = d.counts.back().first;
-  const double width = (hi - lo) / double(max_buckets);
-  std::vector<std::pair<double, double>> out(max_buckets);
-  for (size_t i = 0; i < max_buckets; ++i) out[i] = {i + 1 == max_buckets ? hi : lo + width * double(i + 1), 0};
-  for (const auto& [x, n] : d.counts) {
-    size_t i = 0;
-    if (x > lo) i = std::min(max_buckets - 1, static_cast<size_t>(std::ceil((x - lo) / width)) - 1);
-    // Floating error at an edge: the value belongs to the first bucket whose edge reaches it.
-    while (i + 1 < max_buckets && x > out[i].first) ++i;
-    while (i > 0 && x <= out[i - 1].first) --i;
-    out[i].second += n;
-  }
-  return out;
-}
-
 tensorboard_sink::tensorboard_sink(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -28,10 +28,4 @@ class tensorboard_sink : public metric_sink {
   std::ofstream out_;
 };
 
-/// Histogram buckets of a distribution: (right edge, count) per bucket, the first bucket starting
-/// at the smallest value. Exact (one bucket per distinct value) up to `max_buckets` values, else
-/// `max_buckets` buckets of equal width.
-std::vector<std::pair<double, double>> histogram_buckets(const metric_distribution& d,
-                                                         size_t max_buckets = 64);
-
 }  // namespace milesrt::runtime
