@@ -25,6 +25,7 @@ cli::runner define_bench_logprobs(CLI::App& app, cli::context& ctx);  ///< chunk
 cli::runner define_bench_tokenize(CLI::App& app, cli::context& ctx);  ///< tokenizer MB/s
 cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx);   ///< rollout engine tok/s
 cli::runner define_bench_train(CLI::App& app, cli::context& ctx);     ///< trainer step, MFU
+cli::runner define_bench_optim(CLI::App& app, cli::context& ctx);     ///< one AdamW step vs libtorch's
 
 /// Helpers the benches share.
 double bench_now_s();

@@ -12,6 +12,8 @@
 #include <iostream>
 #include <random>
 
+#include <torch/csrc/autograd/profiler_kineto.h>
+
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::app {
@@ -20,7 +22,7 @@ using namespace milesrt::trainer;
 
 cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   struct options {
-    std::string model, device = "cpu", dtype = "fp32";
+    std::string model, device = "cpu", dtype = "fp32", profile;
     int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
   };
   auto opt = std::make_shared<options>();
@@ -31,6 +33,9 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   app.add_option("--response", opt->response, "response tokens per sequence");
   app.add_option("--steps", opt->steps, "timed steps (after one warm-up step)");
   app.add_option("--micro-batch-tokens", opt->micro, "tokens per micro-batch");
+  app.add_option("--profile", opt->profile,
+                 "after the timed steps, profile one more step with libtorch's profiler (Kineto) and "
+                 "write its Chrome trace here (test/peers/trace_table.py sums its kernels)");
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   return [opt, &ctx] {
@@ -59,21 +64,31 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
     auto sync = [&] { bench_sync(device); };
     t.train(batch);  // warm-up
     sync();
-    double tps = 0, mfu = 0, secs = 0;
+    double secs = 0;
     for (int64_t k = 0; k < opt->steps; ++k) {
       auto t0 = std::chrono::steady_clock::now();
-      auto m = t.train(batch);
+      t.train(batch);
       sync();
       secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      tps += m["train_tokens_per_s"];
-      mfu += m.count("mfu") ? m["mfu"] : 0.0;
+    }
+    if (!opt->profile.empty()) {
+      namespace prof = torch::autograd::profiler;
+      using torch::profiler::impl::ActivityType;
+      const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+      std::set<ActivityType> activities{ActivityType::CPU};
+      if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+      prof::prepareProfiler(config, activities);
+      prof::enableProfiler(config, activities);
+      t.train(batch);
+      sync();
+      prof::disableProfiler()->save(opt->profile);
     }
     const int64_t tokens = opt->seqs * (opt->prompt + opt->response);
     nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt->device},
                           {"dtype", opt->dtype}, {"tokens_per_step", tokens},
                           {"seconds_per_step", secs / double(opt->steps)},
                           {"train_tokens_per_s", double(tokens) * double(opt->steps) / secs}};
-    if (device.is_cuda()) out["mfu"] = mfu / double(opt->steps);
+    if (device.is_cuda()) out["mfu"] = train_step_flops(batch, t.model()) * double(opt->steps) / secs / 989e12;
     ctx.out << out.dump() << std::endl;
     return cli::exit_status::ok;
   };

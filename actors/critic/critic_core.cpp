@@ -185,7 +185,7 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   }
 
   auto& params = model_->mutable_params();
-  auto dgrad = params.buffer().grad();
+  auto dgrad = params.grad();
   auto hgrad = head_.grad();
   auto grad = at::cat({dgrad.defined() ? dgrad.to(at::kFloat).flatten() : at::zeros({decoder_numel_}, master_.options()),
                        hgrad.defined() ? hgrad.flatten() : at::zeros_like(master_.narrow(0, decoder_numel_, head_.numel()))});

@@ -64,17 +64,7 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
     m["response_length_max"] = hi;
     m["response_length_std"] = std::sqrt(std::max(0.0, squares / static_cast<double>(batch.size()) - mean * mean));
   }
-  if (model.device().is_cuda()) {
-    // MFU against the H100/H200 dense bf16 peak (989 TFLOP/s): 6*N*tokens + 6*L*d_attn*T^2 (causal).
-    const auto& cfg = model.config();
-    double n_params = static_cast<double>(model.params().buffer().numel());
-    double attn = 0;
-    for (const auto& s : batch) {
-      const double T = static_cast<double>(s.prompt.size() + s.output.size());
-      attn += 6.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * T * T / 2.0;
-    }
-    m["mfu"] = (6.0 * n_params * tokens + attn) * updates / secs / 989e12;
-  }
+  if (model.device().is_cuda()) m["mfu"] = train_step_flops(batch, model) * updates / secs / 989e12;
 }
 
 /// Expert-load balance of an MoE batch, from the experts the rollout routed each token to
@@ -124,6 +114,18 @@ void add_expert_load_metrics(std::map<std::string, double>& m,
 }
 
 }  // namespace
+
+double train_step_flops(const std::vector<train_sequence>& batch, const llm::decoder& model) {
+  // 6*N*tokens + 6*L*d_attn*sum(T_i^2): the second term is causal attention forward + backward.
+  const auto& cfg = model.config();
+  const double n_params = static_cast<double>(model.params().buffer().numel());
+  double flops = 0;
+  for (const auto& s : batch) {
+    const double T = static_cast<double>(s.prompt.size() + s.output.size());
+    flops += 6.0 * n_params * T + 6.0 * cfg.num_layers * cfg.num_heads * cfg.head_dim * T * T;
+  }
+  return flops;
+}
 
 policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options,
                                const rl::registries& losses)

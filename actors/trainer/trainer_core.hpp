@@ -49,6 +49,11 @@ struct train_sequence {
 struct batch_layout;
 struct update_totals;
 
+/// FLOPs of one optimizer step over `batch`, as the project counts MFU: 6 N T + 6 L d_attn sum(T_i^2)
+/// (N all parameters, T tokens, L layers, d_attn = heads x head_dim, T_i each sequence's length),
+/// against 989 TFLOP/s (H100/H200 dense bf16).
+double train_step_flops(const std::vector<train_sequence>& batch, const llm::decoder& model);
+
 class policy_trainer {
  public:
   /// Takes options.estimator and options.policy_loss from `losses` (an unknown name throws

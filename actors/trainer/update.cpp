@@ -85,16 +85,16 @@ at::Tensor policy_trainer::micro_batch_loss(const batch_layout& layout, const at
 
 void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
   auto& params = model_->mutable_params();
-  auto grad = params.buffer().grad();
-  if (!grad.defined()) grad = at::zeros_like(params.buffer().detach());
+  auto grad = params.grad();
   if (!finite) {
     totals.skipped++;
     grad.zero_();
     return;
   }
-  auto g = grad.scalar_type() == at::kFloat ? grad : grad.to(at::kFloat);
-  auto info = adam_->step(master_, g);
-  grad.zero_();
+  // The step zeroes the gradient and refreshes the bf16 weights from the master weights (one pass
+  // on CUDA).
+  const bool bf16 = params.buffer().scalar_type() != at::kFloat;
+  auto info = adam_->step(master_, grad, bf16 ? params.buffer().detach() : at::Tensor(), /*zero_grad=*/true);
   totals.grad_norm = info.grad_norm;
   totals.lr = info.lr;
   if (info.skipped) {
@@ -103,8 +103,8 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
   }
   {
     at::NoGradGuard no_grad;
-    if (params.buffer().scalar_type() != at::kFloat) params.buffer().detach().copy_(master_);
-    if (!at::isfinite(params.buffer().detach()).all().item<bool>()) {
+    // One reduction pass: a non-finite weight makes the sum non-finite.
+    if (!std::isfinite(params.buffer().detach().sum(at::kFloat).item<double>())) {
       throw std::runtime_error("trainer: the weights are no longer finite after optimizer step " +
                                std::to_string(adam_->steps()) + "; nothing is published");
     }

@@ -5,7 +5,7 @@ wrote) and the same GPU. Every sequence generates exactly --new-tokens tokens (n
 at temperature 1 over the full vocabulary, as the milesrt side does. One JSON line out.
 
     hf_generate.py --model DIR --prompts FILE --batch B --new-tokens N [--static-compile]
-    hf_generate.py --make-model DIR --shape qwen3-0.6b|qwen3-8b|qwen3-30b-a3b
+    hf_generate.py --make-model DIR --shape qwen3-0.6b|qwen3-1.7b|qwen3-8b|qwen3-30b-a3b
 
 --make-model writes a Qwen3-shaped model with random weights (initialised on the GPU, saved as
 safetensors) for both sides to load. Python is a benchmark peer here, never part of milesrt.
@@ -18,6 +18,8 @@ import torch
 
 SHAPES = {
     "qwen3-0.6b": dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
+    "qwen3-1.7b": dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True),
     "qwen3-8b": dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
                      num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=False),

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/safetensors.hpp"
+#include "actors/lib/llm/train_ops.hpp"
 #include "kernels/attention/paged_attention.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
 
@@ -47,7 +48,17 @@ void flat_params::rebuild_views() {
   for (const auto& shape : shapes_) {
     int64_t n = 1;
     for (auto s : shape) n *= s;
-    views_.push_back(buffer_.narrow(0, offset, n).view(shape));
+    if (grad_.defined()) {
+      // A leaf per parameter whose .grad is its slice of the flat gradient: autograd accumulates
+      // into it in place (a view of the flat buffer would route every parameter's gradient
+      // through a buffer-sized zero tensor).
+      auto leaf = buffer_.narrow(0, offset, n).view(shape).detach();
+      leaf.requires_grad_(true);
+      leaf.mutable_grad() = grad_.narrow(0, offset, n).view(shape);
+      views_.push_back(std::move(leaf));
+    } else {
+      views_.push_back(buffer_.narrow(0, offset, n).view(shape));
+    }
     offset += n;
   }
 }
@@ -71,7 +82,7 @@ std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device 
 }
 
 void flat_params::enable_grad() {
-  if (!buffer_.requires_grad()) buffer_.requires_grad_(true);
+  if (!grad_.defined()) grad_ = at::zeros_like(buffer_, at::MemoryFormat::Contiguous);
   rebuild_views();
 }
 
@@ -415,6 +426,41 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k_all, const at::Tensor
   return out;
 }
 
+/// The packed training batch's cumulative sequence lengths for variable-length attention
+/// (undefined where the training path does not use it).
+struct varlen_batch {
+  at::Tensor cu_seqlens;  ///< [segments + 1] int32 on the device
+  int64_t max_len = 0;
+  double scale = 1;
+};
+
+/// libtorch's flash attention covers fp16/bf16 on CUDA with head sizes up to 256.
+varlen_batch training_varlen(const std::vector<segment>& segments, const forward_options& opt,
+                             const model_config& c, at::Device device, at::ScalarType dtype) {
+  varlen_batch b;
+  if (!device.is_cuda() || opt.cache != nullptr || opt.step != nullptr) return b;
+  if (dtype != at::kBFloat16 && dtype != at::kHalf) return b;
+  if (c.head_dim % 8 != 0 || c.head_dim > 256 || segments.empty()) return b;
+  std::vector<int32_t> cu{0};
+  for (const auto& s : segments) {
+    const auto n = static_cast<int64_t>(s.ids.size());
+    b.max_len = std::max(b.max_len, n);
+    cu.push_back(cu.back() + static_cast<int32_t>(n));
+  }
+  b.cu_seqlens = at::tensor(cu, at::kInt).to(device);
+  b.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  return b;
+}
+
+/// Causal attention of every packed segment at once: q [T, heads, d], k and v [T, kv_heads, d]
+/// (grouped-query heads are the kernel's own); autograd runs flash attention's backward.
+at::Tensor varlen_attention(const varlen_batch& b, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  auto out = at::_flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), b.cu_seqlens,
+                                          b.cu_seqlens, b.max_len, b.max_len, 0.0, /*is_causal=*/true,
+                                          /*return_debug_mask=*/false, b.scale);
+  return std::get<0>(out);
+}
+
 }  // namespace
 
 namespace {
@@ -693,10 +739,27 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   const bool checkpointing = static_cast<bool>(opt.checkpoint_head);
   TORCH_CHECK(!checkpointing || opt.cache == nullptr, "activation checkpointing is for the training path (no cache)");
 
+  // The training path on the GPU: one variable-length flash-attention call over all segments
+  // (forward and backward), from their cumulative lengths.
+  const auto varlen = training_varlen(segments, opt, c, device_, dtype_);
+
+  // With it, the element-wise layers run as the training kernels (forward and backward).
+  const bool train_kernels = varlen.cu_seqlens.defined() && train_ops::available(device_, dtype_);
+  auto norm = [&](const at::Tensor& x, const at::Tensor& w) {
+    return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps) : rms_norm(x, w, c.rms_norm_eps);
+  };
+  auto rotate = [&](const at::Tensor& x) {
+    return train_kernels ? train_ops::rope(x, rope.first, rope.second) : apply_rope(x, rope);
+  };
+  auto swiglu = [&](const at::Tensor& gate, const at::Tensor& up) {
+    return train_kernels ? train_ops::silu_mul(gate, up) : at::silu(gate) * up;
+  };
+
   // Attention one segment at a time (the CPU path, which keeps each position's calls
-  // batch-invariant, the training path and caches the paged kernels do not cover).
+  // batch-invariant, and caches the paged kernels do not cover).
   auto segment_attention = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                const at::Tensor& v) -> at::Tensor {
+    if (varlen.cu_seqlens.defined()) return varlen_attention(varlen, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
     std::vector<at::Tensor> outs;
     int64_t row = 0;
     for (const auto& s : segments) {
@@ -727,7 +790,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     // Attention.
-    auto x = rms_norm(h, P.get(p + "input_layernorm.weight"), c.rms_norm_eps);
+    auto x = norm(h, P.get(p + "input_layernorm.weight"));
     at::Tensor q, k, v;
     if (c.attention_bias) {
       q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"), P.get(p + "self_attn.q_proj.bias"));
@@ -742,11 +805,11 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     k = k.view({Tp, c.num_kv_heads, c.head_dim});
     v = v.view({Tp, c.num_kv_heads, c.head_dim});
     if (c.qk_norm) {
-      q = rms_norm(q, P.get(p + "self_attn.q_norm.weight"), c.rms_norm_eps);
-      k = rms_norm(k, P.get(p + "self_attn.k_norm.weight"), c.rms_norm_eps);
+      q = norm(q, P.get(p + "self_attn.q_norm.weight"));
+      k = norm(k, P.get(p + "self_attn.k_norm.weight"));
     }
-    q = apply_rope(q, rope);
-    k = apply_rope(k, rope);
+    q = rotate(q);
+    k = rotate(k);
 
     const auto attn = paged ? paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
                                   .reshape({T, c.num_heads * c.head_dim})
@@ -754,11 +817,11 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     h = h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
 
     // MLP or mixture of experts.
-    x = rms_norm(h, P.get(p + "post_attention_layernorm.weight"), c.rms_norm_eps);
+    x = norm(h, P.get(p + "post_attention_layernorm.weight"));
     if (!c.is_moe_layer(layer)) {
       auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
       auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
-      h = h + linear_rows(at::silu(gate) * up, P.get(p + "mlp.down_proj.weight"));
+      h = h + linear_rows(swiglu(gate, up), P.get(p + "mlp.down_proj.weight"));
       return h;
     }
     auto router_logits = linear_rows(x, P.get(p + "mlp.gate.weight"));
@@ -839,7 +902,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   if (!checkpointing) {
     at::Tensor h = embed.index_select(0, ids_t);
     for (int64_t layer = 0; layer < c.num_layers; ++layer) h = run_layer(layer, h, true);
-    result.hidden = rms_norm(h, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+    result.hidden = norm(h, P.get("model.norm.weight")).narrow(0, 0, T);
     return result;
   }
 
@@ -858,7 +921,7 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     last = h;
   }
   auto x = last.detach().requires_grad_(true);
-  auto hidden = rms_norm(x, P.get("model.norm.weight"), c.rms_norm_eps).narrow(0, 0, T);
+  auto hidden = norm(x, P.get("model.norm.weight")).narrow(0, 0, T);
   at::Tensor loss = opt.checkpoint_head(hidden);
   result.hidden = hidden.detach();
   if (!loss.defined() || !loss.requires_grad()) return result;
@@ -874,43 +937,16 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   return result;
 }
 
-namespace {
-
 /// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
 /// same layout in both paths.
-at::Tensor padded_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature) {
+at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature) {
   if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
   return blocked_mm(pad_rows(hidden), head).to(at::kFloat) / temperature;
 }
 
-}  // namespace
-
 at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) const {
   const auto& head = lm_head();
-  return padded_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
-}
-
-token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
-                            const at::Tensor& targets, double temperature, int64_t chunk) {
-  TORCH_CHECK(temperature > 0, "temperature must be positive");
-  TORCH_CHECK(chunk > 0, "chunk must be positive");
-  const int64_t n = hidden.size(0);
-  std::vector<at::Tensor> lps, ents;
-  auto tgt = targets.to(hidden.device()).to(at::kLong);
-  for (int64_t from = 0; from < n; from += chunk) {
-    const int64_t m = std::min(chunk, n - from);
-    auto logits = padded_logits(hidden.narrow(0, from, m), head, temperature);  // [m+pad, vocab]
-    auto logp = at::log_softmax(logits, -1);
-    auto t = tgt.narrow(0, from, m);
-    if (logits.size(0) > m) t = at::cat({t, at::zeros({logits.size(0) - m}, t.options())});
-    lps.push_back(logp.gather(1, t.unsqueeze(1)).squeeze(1).narrow(0, 0, m));
-    ents.push_back((-(logp.exp() * logp).sum(-1)).narrow(0, 0, m));
-  }
-  if (lps.empty()) {
-    auto empty = at::empty({0}, hidden.options().dtype(at::kFloat));
-    return {empty, empty};
-  }
-  return {at::cat(lps), at::cat(ents)};
+  return padded_head_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
 }
 
 token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& targets,

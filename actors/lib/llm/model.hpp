@@ -43,9 +43,12 @@ class flat_params {
   /// The flat buffer itself.
   const at::Tensor& buffer() const { return buffer_; }
   const std::vector<std::string>& names() const { return names_; }
-  /// For training: makes the buffer a leaf that requires grad (its .grad() is then the one flat
-  /// gradient of all parameters) and makes the views again so that they derive from it.
+  /// For training: gives the parameters one flat gradient buffer (same dtype and device) and makes
+  /// each parameter a leaf that requires grad, its .grad a view into that buffer, so backward
+  /// passes accumulate every gradient in place there.
   void enable_grad();
+  /// The flat gradient (undefined until enable_grad()); zero it after each optimizer step.
+  const at::Tensor& grad() const { return grad_; }
   /// Makes the views again (after the buffer was replaced or updated in place).
   void rebuild_views();
   /// The shape of each parameter, in order.
@@ -57,7 +60,7 @@ class flat_params {
   std::shared_ptr<flat_params> copy(at::ScalarType dtype, at::Device device) const;
 
  private:
-  at::Tensor buffer_;
+  at::Tensor buffer_, grad_;
   std::vector<std::string> names_;
   std::vector<at::Tensor> views_;
   std::vector<std::vector<int64_t>> shapes_;
@@ -189,9 +192,15 @@ std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers,
                                          at::Device device, std::string& name);
 
 /// The chunked log-prob kernel behind decoder::score_rows: `hidden` [n, d] against `head`
-/// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab).
+/// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab). On the CPU autograd
+/// differentiates its operations; on CUDA it is one autograd function that keeps only each row's
+/// log-sum-exp and entropy and computes each chunk's logits again in the backward (its chunks are
+/// then at least 2^28 / vocab rows, so that the head's gradient GEMMs stay large).
 token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
                             const at::Tensor& targets, double temperature, int64_t chunk);
+/// fp32 logits of `hidden` [n, d] against `head` [vocab, d] at `temperature` (the head GEMM in the
+/// weights' dtype, then fp32); on the CPU the rows are padded to a multiple of 8 and kept padded.
+at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature);
 
 /// The names and shapes of every parameter of a model, in the Hugging Face layout.
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const model_config& c);

@@ -3,6 +3,12 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include "kernels/optim/adamw.hpp"
+
+#ifdef MILESRT_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -22,6 +28,14 @@ void check_options(const adamw_options& o) {
     throw std::invalid_argument("adamw: cosine schedule needs total_steps (" +
                                 std::to_string(o.total_steps) + ") > warmup_steps (" +
                                 std::to_string(o.warmup_steps) + ")");
+}
+
+void* current_stream() {
+#ifdef MILESRT_TORCH_CUDA
+  return at::cuda::getCurrentCUDAStream().stream();
+#else
+  return nullptr;
+#endif
 }
 
 }  // namespace
@@ -45,7 +59,8 @@ adamw::adamw(adamw_options o, const at::Tensor& master) : options_(std::move(o))
   exp_avg_sq_ = at::zeros_like(master, at::MemoryFormat::Contiguous);
 }
 
-adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad) {
+adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad, const at::Tensor& weights,
+                              bool zero_grad) {
   TORCH_CHECK(master.sizes() == exp_avg_.sizes() && master.device() == exp_avg_.device() &&
                   master.scalar_type() == at::kFloat,
               "adamw::step: master must be fp32 ", exp_avg_.sizes(), " on ", exp_avg_.device(),
@@ -57,11 +72,13 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad) {
   step_info info;
   const uint64_t t = steps_ + 1;
   info.lr = lr_at(o, t);
+  if (master.is_cuda()) return step_fused(master, grad, t, info, weights, zero_grad);
   auto g = grad.to(master.device(), at::kFloat);
   const auto norm = at::linalg_vector_norm(g, 2);
   info.grad_norm = norm.item<double>();
   if (!std::isfinite(info.grad_norm)) {
     info.skipped = true;
+    if (zero_grad) grad.zero_();
     return info;
   }
   if (o.grad_clip > 0) {
@@ -79,6 +96,54 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad) {
   const double step_size = info.lr / bias_correction1;
   const auto denom = (exp_avg_sq_.sqrt() / std::sqrt(bias_correction2)).add_(o.eps);
   master.addcdiv_(exp_avg_, denom, -step_size);
+  steps_ = t;
+  if (zero_grad) grad.zero_();
+  if (weights.defined() && !weights.is_alias_of(master)) weights.copy_(master);
+  return info;
+}
+
+adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t, step_info info,
+                                   const at::Tensor& weights, bool zero_grad) {
+  // On the GPU: one pass of kernels/optim (the same formula) reading the gradient in its own dtype
+  // and writing the master weights, the state, the model's bf16 weights and a zeroed gradient. The
+  // norm is read once (the step's only host synchronisation); the clipping factor stays on the
+  // device.
+  const auto& o = options_;
+  const auto norm = at::linalg_vector_norm(grad, 2, c10::nullopt, false, at::kFloat);
+  info.grad_norm = norm.item<double>();
+  if (!std::isfinite(info.grad_norm)) {
+    info.skipped = true;
+    if (zero_grad) grad.zero_();
+    return info;
+  }
+  TORCH_CHECK(grad.is_contiguous() && grad.device() == master.device() &&
+                  (grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kBFloat16),
+              "adamw::step: on CUDA the gradient must be a contiguous fp32 or bf16 tensor on the master's device");
+  at::Tensor coef;
+  if (o.grad_clip > 0) coef = (o.grad_clip / (norm + 1e-6)).clamp_max(1.0);
+  kernels::adamw_args a;
+  a.master = master.data_ptr<float>();
+  a.exp_avg = exp_avg_.data_ptr<float>();
+  a.exp_avg_sq = exp_avg_sq_.data_ptr<float>();
+  a.grad = const_cast<void*>(grad.data_ptr());
+  a.grad_bf16 = grad.scalar_type() == at::kBFloat16;
+  a.zero_grad = zero_grad;
+  const bool refresh = weights.defined() && !weights.is_alias_of(master);
+  if (refresh) {
+    TORCH_CHECK(weights.scalar_type() == at::kBFloat16 && weights.is_contiguous() && weights.numel() == master.numel(),
+                "adamw::step: the weights to refresh must be a contiguous bf16 tensor of the master's size");
+    a.weights_bf16 = static_cast<uint16_t*>(weights.data_ptr());
+  }
+  a.grad_coef = coef.defined() ? coef.data_ptr<float>() : nullptr;
+  a.n = master.numel();
+  a.lr = static_cast<float>(info.lr);
+  a.beta1 = static_cast<float>(o.beta1);
+  a.beta2 = static_cast<float>(o.beta2);
+  a.eps = static_cast<float>(o.eps);
+  a.weight_decay = static_cast<float>(o.weight_decay);
+  a.step_size = static_cast<float>(info.lr / (1 - std::pow(o.beta1, static_cast<double>(t))));
+  a.bc2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(o.beta2, static_cast<double>(t))));
+  kernels::adamw_step_cuda(a, current_stream());
   steps_ = t;
   return info;
 }

@@ -43,7 +43,12 @@ class adamw {
   /// min(1, grad_clip / (norm + 1e-6))), then torch.optim.AdamW's single-tensor update exactly:
   /// p *= 1 - lr*wd; m = lerp(m, g, 1-beta1); v = beta2*v + (1-beta2)*g*g;
   /// p -= lr/(1-beta1^t) * m / (sqrt(v)/sqrt(1-beta2^t) + eps).
-  step_info step(at::Tensor& master, const at::Tensor& grad);
+  /// `weights` (optional): a bf16 copy of the parameters refreshed from the master weights after a
+  /// step that was not skipped; `zero_grad`: the gradient is zeroed once read (skipped or not).
+  /// On CUDA the update is one pass of kernels/optim/adamw (the gradient read in its own dtype,
+  /// fp32 or bf16, the clipping factor kept on the device): equal to the CPU's within rounding.
+  step_info step(at::Tensor& master, const at::Tensor& grad, const at::Tensor& weights = {},
+                 bool zero_grad = false);
   uint64_t steps() const { return steps_; }
 
   /// State for checkpoints: step count + exp_avg + exp_avg_sq; load(save()) is bitwise exact.
@@ -56,6 +61,10 @@ class adamw {
   const adamw_options& options() const { return options_; }
 
  private:
+  /// The CUDA update: one pass of kernels/optim/adamw.
+  step_info step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t, step_info info,
+                       const at::Tensor& weights, bool zero_grad);
+
   adamw_options options_;
   at::Tensor exp_avg_, exp_avg_sq_;
   uint64_t steps_ = 0;

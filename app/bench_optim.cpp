@@ -1,0 +1,84 @@
+// `milesrt bench optim`: one AdamW step over N fp32 master weights with a bf16 gradient, as the
+// trainer takes it on the GPU (rl::adamw: one pass of kernels/optim/adamw that also refreshes the
+// bf16 weights and zeroes the gradient), beside libtorch's fused AdamW over the same bytes (its
+// kernel wants an fp32 gradient: the conversion, the step and the bf16 refresh are timed together,
+// and the step alone), and a device-to-device copy of the master weights as the bandwidth yardstick.
+// One JSON line out.
+
+#include "app/bench.hpp"
+
+#include <ATen/ATen.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "actors/lib/rl/optimizer.hpp"
+
+namespace milesrt::app {
+
+cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
+  struct options {
+    int64_t params = 1720574976, steps = 5;
+    std::string device = "cuda";
+  };
+  auto opt = std::make_shared<options>();
+  app.add_option("--params", opt->params, "parameters (default: Qwen3-1.7B's count)");
+  app.add_option("--steps", opt->steps, "timed steps (after one warm-up step)");
+  app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  return [opt, &ctx] {
+    const auto target = bench_target_of(opt->device, "bf16", "bench optim", ctx);
+    if (!target) return cli::exit_status::bad_input;
+    const auto dev = target->device;
+    const int64_t n = opt->params;
+    auto f32 = at::TensorOptions().dtype(at::kFloat).device(dev);
+    auto master = at::randn({n}, f32) * 0.02;
+    auto weights = master.to(at::kBFloat16);
+    auto grad = (at::randn({n}, f32) * 1e-4).to(at::kBFloat16);
+    rl::adamw_options o;
+    o.lr = 1e-6;
+    auto time_of = [&](auto&& fn) {
+      fn();
+      bench_sync(dev);
+      const double t0 = bench_now_s();
+      for (int64_t i = 0; i < opt->steps; ++i) fn();
+      bench_sync(dev);
+      return (bench_now_s() - t0) / double(opt->steps) * 1e3;
+    };
+    rl::adamw ours(o, master);
+    const double ours_ms = time_of([&] {
+      ours.step(master, grad, weights, /*zero_grad=*/false);
+    });
+    nlohmann::json out = {{"bench", "optim"}, {"device", opt->device}, {"params", n},
+                          {"milesrt_adamw_ms", ours_ms}};
+    if (dev.is_cuda()) {
+      auto m = at::zeros_like(master), v = at::zeros_like(master);
+      auto step = at::ones({}, f32);
+      auto scale = at::ones({}, f32);
+      at::Tensor g32;
+      const double torch_step_ms = time_of([&] {
+        if (!g32.defined()) g32 = grad.to(at::kFloat);
+        at::_fused_adamw_({master}, {g32}, {m}, {v}, {}, {step}, o.lr, o.beta1, o.beta2, o.weight_decay, o.eps,
+                          false, false, scale, c10::nullopt);
+      });
+      const double torch_all_ms = time_of([&] {
+        g32 = grad.to(at::kFloat);
+        at::_fused_adamw_({master}, {g32}, {m}, {v}, {}, {step}, o.lr, o.beta1, o.beta2, o.weight_decay, o.eps,
+                          false, false, scale, c10::nullopt);
+        weights.copy_(master);
+        grad.zero_();
+      });
+      auto dst = at::empty_like(master);
+      const double copy_ms = time_of([&] { dst.copy_(master); });
+      out["libtorch_fused_adamw_step_ms"] = torch_step_ms;
+      out["libtorch_fused_adamw_with_conversion_refresh_zero_ms"] = torch_all_ms;
+      out["fp32_copy_ms"] = copy_ms;
+      out["milesrt_bytes_gb"] = double(n) * 28 / 1e9;
+      out["copy_bytes_gb"] = double(n) * 8 / 1e9;
+    }
+    ctx.out << out.dump() << std::endl;
+    return cli::exit_status::ok;
+  };
+}
+
+}  // namespace milesrt::app
