@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
       cli::make_validate_command(),
       cli::make_graph_command(),
       cli::make_worker_command(),
+      cli::make_watch_command(),
       app::make_score_command(),
       app::make_bench_command(),
       app::make_generate_command(),

@@ -87,4 +87,19 @@ struct Run {
   plot @8 :List(Text);
   # Metrics drawn (one panel each, against the step) into plot.svg beside metrics.jsonl when the
   # run ends.
+  sinks @9 :List(Sink);
+  # The metric sinks that run besides metrics.jsonl (always written): `--set run.sinks=a,b`.
+  chart @10 :List(Text);
+  # Metrics the live page charts (one chart each); empty: those of `plot` and `progressMetric`.
+  metricsPort @11 :UInt16 = 0;
+  # Loopback port of the HTTP server of the `prometheus` and `page` sinks; 0 = a free one.
+
+  enum Sink {
+    tensorboard @0;
+    # TensorBoard event files in RUN_DIR/tensorboard/: scalars per step, histograms of lists.
+    prometheus @1;
+    # GET /metrics in Prometheus' text exposition format (127.0.0.1:metricsPort).
+    page @2;
+    # The live page at http://127.0.0.1:metricsPort/ (the graph, its actors' states, charts).
+  }
 }

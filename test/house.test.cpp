@@ -36,7 +36,8 @@ const std::map<std::string, std::set<std::string>> kLibBelow = {
 };
 
 /// Schemas the runtime owns (the rest belong to the kinds).
-const std::set<std::string> kRuntimeSchemas = {"milesrt/graph.capnp.h", "milesrt/param.capnp.h"};
+const std::set<std::string> kRuntimeSchemas = {"milesrt/graph.capnp.h", "milesrt/param.capnp.h",
+                                               "milesrt/tensorboard/event.pb.h"};
 
 struct include_line {
   fs::path file;  ///< relative to the source root

@@ -47,6 +47,19 @@ TEST(Run, ResumePicksTheNewestCheckpoint) {
   EXPECT_TRUE(fs::exists(dir / "checkpoints" / "step-6" / "manifest.json"));
 }
 
+TEST(Run, CheckpointsReportProgress) {
+  auto dir = scratch("progress");
+  auto r = run_milesrt("run examples/toy/toy_sync.capnp --run-dir '" + dir.string() +
+                       "' --set run.steps=2 --set run.checkpointInterval=2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // Not a terminal: a line when it starts and one when it ends (4 snapshots: stage has 2 replicas).
+  EXPECT_NE(r.err.find("checkpoint step 2: 0/4\ncheckpoint step 2: 4/4 in "), std::string::npos) << r.err;
+  auto q = run_milesrt("run examples/toy/toy_sync.capnp --quiet --run-dir '" + dir.string() +
+                       "' --set run.steps=2 --set run.checkpointInterval=2");
+  ASSERT_EQ(q.status, 0) << q.err;
+  EXPECT_EQ(q.err.find("checkpoint step"), std::string::npos) << q.err;
+}
+
 TEST(Run, MissingPluginIsBadInput) {
   auto dir = scratch("plugin");
   auto g = dir / "g.capnp";

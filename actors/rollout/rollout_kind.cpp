@@ -16,6 +16,7 @@
 #include "actors/lib/llm/text_codec.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/progress.hpp"
 
 namespace milesrt::rollout {
 using llm::text_codec;
@@ -241,8 +242,11 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();
     if (p.getModel().size() == 0) throw std::invalid_argument("params.rollout.model: a model folder is required");
+    runtime::progress_meter loading(s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
     auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
                                     llm::to_device(p.getDevice()));
+    loading.update(1);
+    loading.finish();
     engine_config cfg;
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();

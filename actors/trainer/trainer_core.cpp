@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -54,7 +55,67 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
   m["train_tokens"] = static_cast<double>(tokens);
   m["train_tokens_per_s"] = secs > 0 ? tokens * updates / secs : 0.0;
   m["response_length_mean"] = static_cast<double>(layout.num_tokens) / static_cast<double>(layout.num_seqs);
+  if (!batch.empty()) {
+    double lo = 1e300, hi = 0, sum = 0, squares = 0;
+    for (const auto& s : batch) {
+      const double n = static_cast<double>(s.output.size());
+      lo = std::min(lo, n);
+      hi = std::max(hi, n);
+      sum += n;
+      squares += n * n;
+    }
+    const double mean = sum / static_cast<double>(batch.size());
+    m["response_length_min"] = lo;
+    m["response_length_max"] = hi;
+    m["response_length_std"] = std::sqrt(std::max(0.0, squares / static_cast<double>(batch.size()) - mean * mean));
+  }
   if (model.device().is_cuda()) m["mfu"] = train_step_flops(batch, model) * updates / secs / 989e12;
+}
+
+/// Expert-load balance of an MoE batch, from the experts the rollout routed each token to
+/// (sample.experts: per token, per MoE layer, top-k). Per layer, an expert's load is its share of
+/// the layer's assignments over the even share 1/E (1 = balanced). Metrics: moe_load_max (the
+/// most loaded expert's load, averaged over layers), moe_load_cv (the loads' coefficient of
+/// variation, averaged over layers), moe_unused_experts_frac; list `expert_load`: every layer's
+/// every expert's load.
+void add_expert_load_metrics(std::map<std::string, double>& m,
+                             std::map<std::string, std::vector<double>>* lists,
+                             const std::vector<train_sequence>& batch, const llm::model_config& cfg) {
+  const int64_t E = cfg.num_experts, k = cfg.num_experts_per_tok, L = cfg.num_moe_layers();
+  if (E <= 0 || k <= 0 || L <= 0) return;
+  std::vector<double> counts(static_cast<size_t>(L * E), 0.0);
+  double total = 0;
+  for (const auto& s : batch) {
+    for (size_t i = 0; i < s.experts.size(); ++i) {
+      const int64_t layer = static_cast<int64_t>(i / static_cast<size_t>(k)) % L, e = s.experts[i];
+      if (e < 0 || e >= E) continue;
+      counts[static_cast<size_t>(layer * E + e)] += 1;
+      total += 1;
+    }
+  }
+  if (total == 0) return;
+  double max_sum = 0, cv_sum = 0, unused = 0;
+  std::vector<double> loads;
+  for (int64_t l = 0; l < L; ++l) {
+    double n = 0;
+    for (int64_t e = 0; e < E; ++e) n += counts[static_cast<size_t>(l * E + e)];
+    if (n == 0) continue;
+    double mx = 0, squares = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      const double load = counts[static_cast<size_t>(l * E + e)] * static_cast<double>(E) / n;
+      loads.push_back(load);
+      mx = std::max(mx, load);
+      squares += (load - 1.0) * (load - 1.0);
+      unused += load == 0 ? 1 : 0;
+    }
+    max_sum += mx;
+    cv_sum += std::sqrt(squares / static_cast<double>(E));
+  }
+  const double layers = static_cast<double>(loads.size()) / static_cast<double>(E);
+  m["moe_load_max"] = max_sum / layers;
+  m["moe_load_cv"] = cv_sum / layers;
+  m["moe_unused_experts_frac"] = unused / static_cast<double>(loads.size());
+  if (lists != nullptr) (*lists)["expert_load"] = std::move(loads);
 }
 
 }  // namespace
@@ -89,12 +150,21 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
 policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options)
     : policy_trainer(std::move(model), std::move(options), builtin_registries()) {}
 
-std::map<std::string, double> policy_trainer::train(const std::vector<train_sequence>& batch) {
+std::map<std::string, double> policy_trainer::train(const std::vector<train_sequence>& batch,
+                                                    std::map<std::string, std::vector<double>>* lists) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool sft = options_.objective == "sft";
   const auto layout = lay_out(batch, sft, options_.micro_batch_tokens);
   std::map<std::string, double> m;
   const auto adv = sft ? at::Tensor() : advantages(batch, layout, m);
+  if (lists != nullptr) {
+    auto& lengths = (*lists)["response_length"];
+    for (const auto& s : batch) lengths.push_back(static_cast<double>(s.output.size()));
+    if (adv.defined() && adv.numel() > 0) {
+      auto a = adv.detach().to(at::kDouble).contiguous().view(-1);
+      (*lists)["advantage"].assign(a.data_ptr<double>(), a.data_ptr<double>() + a.numel());
+    }
+  }
   // Views made while gradients are on, whatever touched the parameters since the last step.
   model_->mutable_params().rebuild_views();
   const auto old = old_logprobs(batch, layout);
@@ -103,6 +173,7 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
   add_loss_metrics(m, totals, layout, sft, updates);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
+  add_expert_load_metrics(m, lists, batch, model_->config());
   return m;
 }
 

@@ -66,7 +66,10 @@ class policy_trainer {
   /// One training step (updates_per_step optimizer steps) on `batch`. Metrics: the loss terms,
   /// pg_clipfrac, ppo_kl, entropy, grad_norm, lr, train_tokens_per_s, train/rollout log-prob
   /// difference, TIS/MIS statistics, skipped_steps. Throws when the weights become non-finite.
-  std::map<std::string, double> train(const std::vector<train_sequence>& batch);
+  /// `lists`, when given, gets per-value lists for the metric sinks' histograms: `advantage` (one
+  /// per response token of an RL batch) and `response_length` (one per sequence).
+  std::map<std::string, double> train(const std::vector<train_sequence>& batch,
+                                      std::map<std::string, std::vector<double>>* lists = nullptr);
 
   llm::decoder& model() { return *model_; }
   const trainer_options& options() const { return options_; }

@@ -265,6 +265,43 @@ TEST(trainer_core, routing_replay_trains_with_the_rollout_experts) {
   EXPECT_EQ(m["train_rollout_logprob_abs_diff"], 0.0);
 }
 
+TEST(trainer_core, expert_load_of_an_moe_batch_from_the_rollout_routing) {
+  auto ref = tiny(moe_config, 9);
+  auto c = make_moe_case(*ref);
+  c.s.rollout_logprobs.assign(c.s.output.size(), -1.0f);
+  // Count by hand: per token, per layer (2), top-k (2); 4 experts.
+  std::vector<std::vector<double>> counts(2, std::vector<double>(4, 0));
+  for (size_t i = 0; i < c.s.experts.size(); ++i) counts[(i / 2) % 2][c.s.experts[i]] += 1;
+  double max_sum = 0;
+  std::vector<double> want;
+  for (const auto& layer : counts) {
+    double n = 0, mx = 0;
+    for (double x : layer) n += x;
+    for (double x : layer) {
+      want.push_back(x * 4 / n);
+      mx = std::max(mx, x * 4 / n);
+    }
+    max_sum += mx;
+  }
+  policy_trainer t(tiny(moe_config, 9), {});
+  std::map<std::string, std::vector<double>> lists;
+  auto m = t.train({c.s}, &lists);
+  EXPECT_EQ(lists["expert_load"], want);
+  EXPECT_DOUBLE_EQ(m["moe_load_max"], max_sum / 2);
+  EXPECT_GE(m["moe_load_max"], 1.0);
+  EXPECT_GE(m["moe_load_cv"], 0.0);
+  EXPECT_EQ(lists["response_length"], std::vector<double>{double(c.s.output.size())});
+  EXPECT_EQ(lists["advantage"].size(), c.s.output.size());
+  // A dense model reports none of them.
+  policy_trainer dense(tiny(), {});
+  auto d = c.s;
+  d.experts.clear();
+  lists.clear();
+  m = dense.train({d}, &lists);
+  EXPECT_EQ(m.count("moe_load_max"), 0u);
+  EXPECT_EQ(lists.count("expert_load"), 0u);
+}
+
 TEST(trainer_core, routing_replay_refuses_experts_of_the_wrong_size_naming_the_sequence) {
   auto ref = tiny(moe_config, 9);
   auto c = make_moe_case(*ref);

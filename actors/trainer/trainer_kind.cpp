@@ -15,6 +15,7 @@
 #include "actors/trainer/trainer_core.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/progress.hpp"
 
 namespace milesrt::trainer {
 using eval::evaluate;
@@ -29,6 +30,7 @@ struct eval_settings {
   int64_t max_new_tokens = 16;
   size_t limit = 0;
   fs::path export_dir;
+  std::FILE* progress = nullptr;  ///< where evaluations report progress (null: none)
 };
 
 struct trainer_state {
@@ -88,7 +90,7 @@ std::vector<int64_t> tokenize_prompt(const trainer_state& st, const llm::prompt_
 std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vector<envelope>& batch,
                                          std::map<std::string, double>& metrics) {
   std::vector<train_sequence> out;
-  double correct = 0, samples = 0;
+  double correct = 0, samples = 0, truncated = 0;
   for (size_t g = 0; g < batch.size(); ++g) {
     const auto& payload = batch[g].payload;
     if (payload.match_elements<llm::sample_group>()) {
@@ -105,6 +107,7 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
         t.group = static_cast<int64_t>(g);
         out.push_back(std::move(t));
         samples += 1;
+        truncated += s.finish_reason == "length" ? 1 : 0;
       }
     } else if (payload.match_elements<llm::prompt_msg>()) {
       const auto& p = payload.get_as<llm::prompt_msg>(0);
@@ -123,6 +126,8 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
     }
   }
   (void)correct;
+  // Responses cut at the rollout's maxNewTokens rather than ended by the model.
+  if (samples > 0) metrics["response_truncated_frac"] = truncated / samples;
   return out;
 }
 
@@ -135,12 +140,16 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         train_reply reply;
         try {
           auto seqs = to_sequences(st, batch, reply.metrics);
-          auto m = st.core->train(seqs);
+          auto m = st.core->train(seqs, &reply.lists);
           reply.metrics.insert(m.begin(), m.end());
           st.version = step;
           auto& ev = st.eval;
           if (ev.interval > 0 && !ev.records.empty() && st.codec && step % ev.interval == 0) {
-            auto r = evaluate(st.core->model(), *st.codec, ev.records, ev.max_new_tokens, ev.limit);
+            runtime::progress_meter meter(ev.progress, "actor '" + st.name + "': evaluation at step " + std::to_string(step),
+                                          ev.limit > 0 ? std::min(ev.limit, ev.records.size()) : ev.records.size());
+            auto r = evaluate(st.core->model(), *st.codec, ev.records, ev.max_new_tokens, ev.limit,
+                              [&meter](size_t done, size_t) { meter.update(done); });
+            meter.finish();
             reply.metrics["eval_accuracy"] = r.accuracy;
             reply.metrics["eval_answer_found"] = r.answer_found;
             reply.metrics["eval_seconds"] = r.seconds;
@@ -286,8 +295,11 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
     for (const auto& problem : check(*s.params_struct, *losses)) throw std::invalid_argument("params.trainer." + problem);
+    runtime::progress_meter loading(s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
     auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
                                     llm::to_device(p.getDevice()));
+    loading.update(1);
+    loading.finish();
     trainer_options o;
     o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
     o.estimator = p.getEstimator();
@@ -346,6 +358,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     init->eval.max_new_tokens = p.getEvalMaxNewTokens();
     init->eval.limit = p.getEvalLimit();
     init->eval.export_dir = std::string(p.getExportDir());
+    init->eval.progress = s.progress;
     if (p.getEvalData().size() > 0) init->eval.records = tasks::load_jsonl(std::string(p.getEvalData()));
     if (init->eval.interval > 0 && !init->codec) {
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);

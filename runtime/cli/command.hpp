@@ -59,5 +59,6 @@ command make_run_command();       ///< run_command.cpp: `milesrt run G`
 command make_validate_command();  ///< validate_command.cpp: `milesrt validate G`
 command make_graph_command();     ///< graph_command.cpp: `milesrt graph G [--dot]`
 command make_worker_command();    ///< worker_command.cpp: `milesrt worker --connect HOST:PORT`
+command make_watch_command();     ///< watch_command.cpp: `milesrt watch RUN_DIR`
 
 }  // namespace milesrt::cli

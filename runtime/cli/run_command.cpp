@@ -43,6 +43,7 @@ command make_run_command() {
               std::string run_dir;
               std::string listen;
               bool quiet = false;
+              int metrics_port = -1;
             };
             auto opt = std::make_shared<options>();
             app.add_option("graph", opt->file, "Graph file (.capnp) declaring `const graph :Graph`")
@@ -54,6 +55,10 @@ command make_run_command() {
             app.add_option("--listen", opt->listen,
                            "HOST:PORT where worker processes join (needed when placements name workers)");
             app.add_flag("--quiet", opt->quiet, "No progress line");
+            app.add_option("--metrics-port", opt->metrics_port,
+                           "Loopback port of the live page and GET /metrics (0: a free one); turns on "
+                           "the prometheus and page sinks when the graph names neither")
+                ->check(CLI::Range(0, 65535));
             return [opt, &ctx] {
               caf::actor_system_config config;
               config.add_message_types<caf::id_block::milesrt_runtime>();
@@ -85,6 +90,29 @@ command make_run_command() {
               req.run_dir = !opt->resume.empty() ? opt->resume : opt->run_dir;
               req.resume = !opt->resume.empty();
               req.progress = opt->quiet ? nullptr : stderr;
+              // The run directory and the sinks (files, the server's port) before anything starts.
+              const auto run_dir = runtime::resolve_run_dir(g, req);
+              if (auto problem = runtime::unwritable_dir(run_dir); !problem.empty()) {
+                print_error(ctx.err, "run", problem);
+                return exit_status::bad_input;
+              }
+              auto sink_opts = runtime::sinks_for(g, run_dir, opt->metrics_port);
+              if (opt->metrics_port >= 0 && !sink_opts.prometheus && !sink_opts.page) {
+                sink_opts.prometheus = sink_opts.page = true;
+              }
+              try {
+                req.sinks = std::make_shared<runtime::metric_sinks>(sink_opts);
+              } catch (const std::exception& e) {
+                print_error(ctx.err, "run", e.what());
+                return exit_status::bad_input;
+              }
+              if (!req.sinks->url().empty()) {
+                const std::string url = req.sinks->url();
+                ctx.out << "milesrt run:" << (sink_opts.page ? " live page at " + url : "")
+                        << (sink_opts.page && sink_opts.prometheus ? "," : "")
+                        << (sink_opts.prometheus ? " Prometheus metrics at " + url + "metrics" : "")
+                        << std::endl;
+              }
               std::unique_ptr<runtime::worker_rendezvous> rendezvous;
               if (!opt->listen.empty()) {
                 try {

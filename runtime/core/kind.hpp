@@ -3,6 +3,7 @@
 /// driver understands, a factory, and whether a dead actor of the kind may be restarted.
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -69,6 +70,9 @@ struct actor_setup {
   std::optional<capnp::DynamicStruct::Reader> params_struct;
   /// Keeps the defaults params_struct may point into.
   std::shared_ptr<void> params_storage;
+  /// Where long work of the actor (loading a model, an evaluation) reports its progress
+  /// (runtime/core/progress.hpp): stderr, or null for none (`milesrt run --quiet`, workers).
+  std::FILE* progress = nullptr;
 };
 
 /// Builds one replica; returns an actor that answers the requests of the kind's role.

@@ -58,15 +58,20 @@ typename Inspector::result_type inspect(Inspector& f, output& x) {
 /// Named numbers an actor reports with a reply; the driver aggregates them per step.
 using metric_map = std::map<std::string, double>;
 
+/// Named lists of numbers an actor reports with a reply (e.g. one value per item it handled); the
+/// driver concatenates them per step and the metric sinks draw their distributions.
+using metric_lists = std::map<std::string, std::vector<double>>;
+
 /// The reply to `produce` and `process`: what the actor emits, and what it measured.
 struct node_reply {
   std::vector<output> outputs;
   metric_map metrics;
+  metric_lists lists;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_reply& x) {
-  return f(caf::meta::type_name("node_reply"), x.outputs, x.metrics);
+  return f(caf::meta::type_name("node_reply"), x.outputs, x.metrics, x.lists);
 }
 
 /// The reply to `train`: the learner's new version, what it emits (e.g. its weights), metrics.
@@ -77,11 +82,12 @@ struct train_reply {
   std::vector<output> outputs;
   metric_map metrics;
   std::string stop;
+  metric_lists lists;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, train_reply& x) {
-  return f(caf::meta::type_name("train_reply"), x.version, x.outputs, x.metrics, x.stop);
+  return f(caf::meta::type_name("train_reply"), x.version, x.outputs, x.metrics, x.stop, x.lists);
 }
 
 /// An actor's state for a checkpoint, in a format of the kind's choosing.

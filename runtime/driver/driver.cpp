@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/core/progress.hpp"
 #include "runtime/driver/schedule_policy.hpp"
 #include "runtime/driver/staleness.hpp"
 
@@ -90,6 +91,8 @@ struct driver_state {
   steady::time_point step_start = steady::now();
   std::map<std::string, double> busy;
   std::map<std::string, std::pair<double, uint64_t>> metric_sums;
+  metric_lists lists;
+  steady::time_point last_live{};
 };
 
 using driver = caf::stateful_actor<driver_state>*;
@@ -108,11 +111,15 @@ double seconds_since(steady::time_point t0) {
   return std::chrono::duration<double>(steady::now() - t0).count();
 }
 
-void add_metrics(driver self, const metric_map& m) {
+void add_metrics(driver self, const metric_map& m, const metric_lists& lists = {}) {
   for (const auto& [k, v] : m) {
     auto& s = self->state.metric_sums[k];
     s.first += v;
     s.second += 1;
+  }
+  for (const auto& [k, v] : lists) {
+    auto& to = self->state.lists[k];
+    to.insert(to.end(), v.begin(), v.end());
   }
 }
 
@@ -224,11 +231,66 @@ void route(driver self, size_t node, std::vector<output>& outputs, bool publish)
   }
 }
 
+/// The graph's actors and queues now, for the live page and Prometheus.
+live_view live_view_of(driver self, const std::string& state, const std::string& error) {
+  auto& st = self->state;
+  live_view v;
+  v.graph = st.plan.graph_name;
+  v.state = state;
+  v.error = error;
+  v.step = st.step;
+  v.steps = st.plan.steps;
+  v.version = st.version;
+  v.published = st.published;
+  v.wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    const auto& n = st.nodes[i];
+    live_actor a;
+    a.name = n.plan.name;
+    a.kind = n.plan.kind->name;
+    a.role = n.plan.kind->role == role::source ? "source"
+             : n.plan.kind->role == role::learner ? "learner" : "stage";
+    a.replicas = static_cast<uint32_t>(n.plan.replicas.size());
+    a.placement = n.plan.placement;
+    for (const auto& t : n.tickets) a.in_flight += t.size();
+    a.state = state == "running" ? (a.in_flight > 0 ? "busy" : "idle") : state == "finished" ? "done" : "failed";
+    v.actors.push_back(std::move(a));
+  }
+  for (const auto& e : st.edges) {
+    live_edge le;
+    le.from = st.nodes[e.plan.from].plan.name + "." + e.plan.from_port;
+    le.to = st.nodes[e.plan.to].plan.name + "." + e.plan.to_port;
+    le.queued = e.queue.size();
+    le.in_flight = e.inflight;
+    v.actors[e.plan.to].queued += le.queued;
+    v.edges.push_back(std::move(le));
+  }
+  // The learner's queue is the driver's buffer.
+  if (!v.actors.empty()) v.actors[st.plan.learner].queued += st.buffer.size();
+  driver_counters c = st.counters;
+  c.in_flight = st.live_work.size();
+  c.buffered = st.buffer.size();
+  v.counters = counter_values(c);
+  return v;
+}
+
+/// Reports the live view when it is due (or now, when `force`).
+void report_live(driver self, bool force, const std::string& state = "running",
+                 const std::string& error = "") {
+  auto& st = self->state;
+  if (!st.opts.on_live) return;
+  auto now = steady::now();
+  if (!force && now - st.last_live < st.opts.live_interval) return;
+  st.last_live = now;
+  st.opts.on_live(live_view_of(self, state, error));
+}
+
 void after_progress(driver self) {
   if (self->state.done) return;
   try_train(self);
   maybe_checkpoint_or_finish(self);
   admit(self);
+  if (!self->state.done) report_live(self, false);
 }
 
 void dispatch(driver self, size_t edge_index) {
@@ -263,7 +325,7 @@ void dispatch(driver self, size_t edge_index) {
               s.nodes[to].inflight[replica]--;
               s.edges[edge_index].inflight--;
               s.busy[s.nodes[to].plan.name] += seconds_since(t0);
-              add_metrics(self, reply.metrics);
+              add_metrics(self, reply.metrics, reply.lists);
               for (auto& o : reply.outputs) o.item.origin = p.item.origin;
               route(self, to, reply.outputs, p.publish);
               release(self, p);
@@ -322,7 +384,7 @@ void admit(driver self) {
             if (s.done || !close_ticket(self, src, 0, ticket)) return;
             s.producing = 0;
             s.busy[s.nodes[src].plan.name] += seconds_since(t0);
-            add_metrics(self, reply.metrics);
+            add_metrics(self, reply.metrics, reply.lists);
             if (reply.outputs.size() < n) s.exhausted = true;
             for (auto& o : reply.outputs) {
               o.item.origin = s.next_origin++;
@@ -360,6 +422,8 @@ step_record close_step(driver self, const std::vector<envelope>& batch) {
   rec.counters = counters_now(self);
   for (const auto& [k, s] : st.metric_sums) rec.metrics[k] = s.first / double(s.second);
   st.metric_sums.clear();
+  rec.lists = std::move(st.lists);
+  st.lists.clear();
   return rec;
 }
 
@@ -436,7 +500,7 @@ void try_train(driver self) {
             }
             s.version = reply.version;
             s.step = next_step;
-            add_metrics(self, reply.metrics);
+            add_metrics(self, reply.metrics, reply.lists);
             auto rec = close_step(self, batch);
             s.last_publication = reply.outputs;
             route(self, learner, reply.outputs, true);
@@ -445,6 +509,7 @@ void try_train(driver self) {
               s.checkpoint_due = s.step;
             }
             if (s.opts.on_step) s.opts.on_step(rec);
+            report_live(self, true);
             if (!reply.stop.empty()) {
               // The learner ends the run: nothing new is admitted, in-flight work drains.
               s.note = "actor '" + s.nodes[learner].plan.name + "' stopped the run after step " +
@@ -479,6 +544,7 @@ void finish(driver self, bool ok, const std::string& error) {
   out.version = st.version;
   out.counters = counters_now(self);
   shut_down_actors(self);
+  report_live(self, true, ok ? "finished" : "failed", error);
   if (st.opts.on_finish) st.opts.on_finish(out);
   self->quit();
 }
@@ -528,9 +594,13 @@ void checkpoint(driver self) {
   struct progress {
     size_t waiting = 0;
     bool failed = false;
+    std::unique_ptr<progress_meter> meter;  // actors' snapshots written
   };
   auto prog = std::make_shared<progress>();
   for (size_t i = 0; i < st.nodes.size(); ++i) prog->waiting += st.nodes[i].plan.replicas.size();
+  prog->meter = std::make_unique<progress_meter>(
+      st.opts.progress, "checkpoint step " + std::to_string(st.step), prog->waiting);
+  auto total = prog->waiting;
   auto all_done = [=] {
     auto& s = self->state;
     if (s.done || prog->failed) return;
@@ -566,7 +636,11 @@ void checkpoint(driver self) {
                   finish(self, false, std::string("checkpoint: ") + e.what());
                   return;
                 }
-                if (--prog->waiting == 0) all_done();
+                prog->meter->update(total - --prog->waiting);
+                if (prog->waiting == 0) {
+                  prog->meter->finish();
+                  all_done();
+                }
               },
               [=](caf::error& err) {
                 prog->failed = true;
@@ -709,6 +783,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
   return {
       [=](start_atom) {
         self->state.step_start = steady::now();
+        report_live(self, true);
         if (self->state.opts.resume) {
           resume(self);
         } else {

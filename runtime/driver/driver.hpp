@@ -4,7 +4,9 @@
 /// schedule's rules), checkpoints, and writes metrics. `sync` and `async` (bounded staleness) are
 /// two schedule policies of it (schedule_policy.hpp).
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/driver_counters.hpp"
 #include "runtime/driver/plan.hpp"
+#include "runtime/metrics/metric_frame.hpp"
 
 namespace milesrt::runtime {
 
@@ -29,6 +32,7 @@ struct step_record {
   std::map<uint64_t, uint64_t> staleness;        ///< of the batch: staleness -> items
   driver_counters counters;                      ///< after the step
   metric_map metrics;                            ///< what the actors reported (mean per step)
+  metric_lists lists;                            ///< the lists the actors reported, concatenated
   std::vector<uint64_t> batch_origins;           ///< which admitted items the batch came from
 };
 
@@ -50,6 +54,12 @@ struct driver_options {
   std::function<void(const step_record&)> on_step;
   /// Called once when the run ends, from the driver's thread.
   std::function<void(const run_outcome&)> on_finish;
+  /// Called with the graph's actors and queues as they are: at the start, after each step, at the
+  /// end, and in between at most every `live_interval` (live page, Prometheus).
+  std::function<void(const live_view&)> on_live;
+  std::chrono::milliseconds live_interval{250};
+  /// Where checkpoints report their progress (stderr), or null for none.
+  std::FILE* progress = nullptr;
 };
 
 /// Spawns the driver; it starts at once and quits when the run ends (see driver_options).

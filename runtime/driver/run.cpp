@@ -1,5 +1,6 @@
 #include "runtime/driver/run.hpp"
 
+#include <fstream>
 #include <future>
 #include <map>
 
@@ -10,6 +11,7 @@
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
 #include "runtime/metrics/metrics_writer.hpp"
+#include "runtime/metrics/page_data.hpp"
 #include "runtime/metrics/svg_plot.hpp"
 
 namespace milesrt::runtime {
@@ -17,8 +19,9 @@ namespace fs = std::filesystem;
 
 actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
                        const kind_descriptor& kind, uint32_t replica, const fs::path& run_dir,
-                       std::shared_ptr<process_store> store) {
+                       std::shared_ptr<process_store> store, std::FILE* progress) {
   actor_setup s;
+  s.progress = progress;
   s.store = store ? std::move(store) : std::make_shared<process_store>();
   s.steps = g.reader().getRun().getSteps();
   s.batch_size = std::max<uint32_t>(1, g.reader().getRun().getBatchSize());
@@ -38,7 +41,7 @@ actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader a
 
 graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
                       const kind_registry& kinds, const fs::path& run_dir,
-                      const remote_spawner& remote) {
+                      const remote_spawner& remote, std::FILE* progress) {
   auto r = g.reader();
   graph_plan plan;
   plan.graph_name = r.getName().size() ? std::string(r.getName()) : g.file().stem().string();
@@ -66,9 +69,9 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     double secs = actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds()
                                                  : run.getDeadlineSeconds();
     n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
-    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store,
+    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store, progress,
                       placement = n.placement](uint32_t replica) -> caf::actor {
-      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store));
+      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
       if (!remote) {
         throw std::runtime_error("actor '" + std::string(actor.getName()) +
                                  "' is placed on worker '" + placement +
@@ -109,6 +112,38 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   return plan;
 }
 
+sink_options sinks_for(const graph::loaded_graph& g, const fs::path& run_dir, int port) {
+  auto run = g.reader().getRun();
+  sink_options o;
+  o.run_dir = run_dir;
+  for (auto s : run.getSinks()) {
+    switch (s) {
+      case schema::Run::Sink::TENSORBOARD: o.tensorboard = true; break;
+      case schema::Run::Sink::PROMETHEUS: o.prometheus = true; break;
+      case schema::Run::Sink::PAGE: o.page = true; break;
+    }
+  }
+  o.port = port >= 0 ? static_cast<uint16_t>(port) : run.getMetricsPort();
+  std::vector<std::string> chart, plot;
+  for (auto m : run.getChart()) chart.push_back(m);
+  for (auto m : run.getPlot()) plot.push_back(m);
+  o.charts = charted_metrics(chart, plot, run.getProgressMetric());
+  return o;
+}
+
+std::string unwritable_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return "run directory " + dir.string() + ": cannot create it: " + ec.message();
+  fs::path probe = dir / ".milesrt-write-probe";
+  {
+    std::ofstream out(probe);
+    if (!out || !(out << "x") || !out.flush()) return "run directory " + dir.string() + ": not writable";
+  }
+  fs::remove(probe, ec);
+  return "";
+}
+
 fs::path resolve_run_dir(const graph::loaded_graph& g, const run_request& req) {
   if (!req.run_dir.empty()) return req.run_dir;
   return fs::path(std::string(g.reader().getRun().getDir()));
@@ -130,9 +165,19 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     opts.resume_dir = *latest;
   }
 
+  // The sinks before any actor starts: one that cannot open (a port in use) ends the run here.
+  std::shared_ptr<metric_sinks> sinks = req.sinks;
+  if (!sinks) {
+    try {
+      sinks = std::make_shared<metric_sinks>(sinks_for(g, run_dir));
+    } catch (const std::exception& e) {
+      failed.error = e.what();
+      return failed;
+    }
+  }
   graph_plan plan;
   try {
-    plan = build_plan(sys, g, kinds, run_dir, req.remote);
+    plan = build_plan(sys, g, kinds, run_dir, req.remote, req.progress);
   } catch (const std::exception& e) {
     failed.error = e.what();
     return failed;
@@ -143,10 +188,13 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   std::promise<run_outcome> done;
   auto result = done.get_future();
   auto on_step = req.on_step;
-  opts.on_step = [writer, on_step](const step_record& r) {
+  opts.on_step = [writer, sinks, on_step](const step_record& r) {
     writer->on_step(r);
+    sinks->on_step(r);
     if (on_step) on_step(r);
   };
+  opts.on_live = [sinks](const live_view& v) { sinks->on_live(v); };
+  opts.progress = req.progress;
   opts.on_finish = [&done](const run_outcome& o) { done.set_value(o); };
 
   caf::scoped_actor self{sys};
@@ -161,7 +209,7 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     return failed;
   }
   auto outcome = result.get();
-  outcome.note = outcome.note;
+  sinks->on_finish();
   std::string line = writer->on_finish(outcome);
   if (g.reader().getRun().getPlot().size() > 0) {
     std::vector<std::string> names;

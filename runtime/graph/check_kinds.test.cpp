@@ -179,12 +179,26 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
   EXPECT_EQ(msg("steps=3"), "--set steps=3: expected actor.param=value or run.field=value");
   EXPECT_EQ(msg("run.stepz=3"),
             "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
-            "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot)");
+            "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot, sinks, chart, "
+            "metricsPort)");
   EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
   EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
   EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");
   EXPECT_EQ(msg("stage.colour=1"), "--set stage.colour=1: kind 'toy_stage' has no parameter 'colour'");
   EXPECT_EQ(msg("stage.drop_every=many"), "--set stage.drop_every=many: expected int for 'drop_every'");
+  // Lists: comma-separated texts or enumerants.
+  EXPECT_EQ(msg("run.sinks=tensorboard,pages"),
+            "--set run.sinks=tensorboard,pages: 'pages' is not one of tensorboard, prometheus, page");
+  EXPECT_EQ(msg("run.sinks=tensorboard,page"), "<accepted>");
+  auto sinks = g->reader().getRun().getSinks();
+  ASSERT_EQ(sinks.size(), 2u);
+  EXPECT_EQ(sinks[0], schema::Run::Sink::TENSORBOARD);
+  EXPECT_EQ(sinks[1], schema::Run::Sink::PAGE);
+  EXPECT_EQ(msg("run.chart=loss,total"), "<accepted>");
+  ASSERT_EQ(g->reader().getRun().getChart().size(), 2u);
+  EXPECT_EQ(std::string(g->reader().getRun().getChart()[1]), "total");
+  EXPECT_EQ(msg("run.chart="), "<accepted>");
+  EXPECT_EQ(g->reader().getRun().getChart().size(), 0u);
 }
 
 }  // namespace

@@ -15,6 +15,38 @@ std::string field_names(capnp::StructSchema schema) {
   return s;
 }
 
+/// Sets a list of texts or enumerants from comma-separated items ("" = the empty list).
+std::string set_list(capnp::DynamicStruct::Builder target, capnp::StructSchema::Field field,
+                     const std::string& text) {
+  std::vector<std::string> items;
+  for (size_t start = 0; !text.empty() && start <= text.size();) {
+    auto comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  auto element = field.getType().asList().getElementType();
+  if (!element.isText() && !element.isEnum()) {
+    return "field '" + std::string(field.getProto().getName()) + "' cannot be set from the command line";
+  }
+  if (element.isEnum()) {
+    for (const auto& item : items) {
+      if (element.asEnum().findEnumerantByName(item) == nullptr) {
+        return "'" + item + "' is not one of " + enumerant_list(element.asEnum());
+      }
+    }
+  }
+  auto list = target.init(field, static_cast<unsigned>(items.size())).as<capnp::DynamicList>();
+  for (unsigned i = 0; i < items.size(); ++i) {
+    if (element.isText()) {
+      list.set(i, capnp::Text::Reader(items[i].c_str()));
+    } else {
+      KJ_IF_MAYBE(e, element.asEnum().findEnumerantByName(items[i])) { list.set(i, capnp::DynamicEnum(*e)); }
+    }
+  }
+  return "";
+}
+
 /// Sets a scalar, text or enum field of `target` from its text form; an error message or "".
 std::string set_field(capnp::DynamicStruct::Builder target, const std::string& name,
                       const std::string& text) {
@@ -52,6 +84,8 @@ std::string set_field(capnp::DynamicStruct::Builder target, const std::string& n
         }
         return "'" + text + "' is not one of " + enumerant_list(type.asEnum());
       }
+      case capnp::schema::Type::LIST:
+        return set_list(target, *field, text);
       default:
         return "field '" + name + "' cannot be set from the command line";
     }

@@ -27,7 +27,23 @@ nlohmann::json to_json(const step_record& r) {
   j["staleness"] = hist;
   j["counters"] = to_json(r.counters);
   j["metrics"] = r.metrics;
+  if (!r.lists.empty()) j["lists"] = r.lists;
   return j;
+}
+
+step_record step_record_from_json(const nlohmann::json& j) {
+  step_record r;
+  r.step = j.at("step").get<uint64_t>();
+  r.version = j.value("version", uint64_t{0});
+  r.seconds = j.value("seconds", 0.0);
+  if (j.contains("busy_seconds")) r.busy_seconds = j["busy_seconds"].get<std::map<std::string, double>>();
+  if (j.contains("staleness"))
+    for (const auto& [s, n] : j["staleness"].items()) r.staleness[std::stoull(s)] = n.get<uint64_t>();
+  if (j.contains("counters"))
+    for (const auto& [name, v] : j["counters"].items()) r.counters.set(name, v.get<uint64_t>());
+  if (j.contains("metrics")) r.metrics = j["metrics"].get<metric_map>();
+  if (j.contains("lists")) r.lists = j["lists"].get<metric_lists>();
+  return r;
 }
 
 metrics_writer::metrics_writer(const fs::path& run_dir, std::string graph_name,

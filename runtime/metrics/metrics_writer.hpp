@@ -16,6 +16,8 @@ namespace milesrt::runtime {
 
 /// The JSON form of one step (the line written to metrics.jsonl).
 nlohmann::json to_json(const step_record& r);
+/// A line of metrics.jsonl read back (the inverse of to_json); throws on a malformed line.
+step_record step_record_from_json(const nlohmann::json& j);
 
 class metrics_writer {
  public:

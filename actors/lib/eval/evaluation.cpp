@@ -12,7 +12,7 @@ namespace milesrt::eval {
 
 eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
                      const std::vector<tasks::data_record>& records, int64_t max_new_tokens,
-                     size_t limit) {
+                     size_t limit, const std::function<void(size_t, size_t)>& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
   at::NoGradGuard no_grad;
   const size_t n = limit == 0 ? records.size() : std::min(limit, records.size());
@@ -41,11 +41,16 @@ eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
   }
   eval_result out;
   out.items = n;
-  for (const auto& s : eng.run()) {
-    const auto& r = records[s.request_id - 1];
-    auto j = tasks::judge_math(codec.decode(s.output), r.label);
-    out.accuracy += j.correct ? 1 : 0;
-    out.answer_found += j.found ? 1 : 0;
+  size_t finished = 0;
+  while (!eng.idle()) {
+    for (const auto& s : eng.step()) {
+      const auto& r = records[s.request_id - 1];
+      auto j = tasks::judge_math(codec.decode(s.output), r.label);
+      out.accuracy += j.correct ? 1 : 0;
+      out.answer_found += j.found ? 1 : 0;
+      ++finished;
+    }
+    if (on_progress) on_progress(finished, n);
   }
   if (n > 0) {
     out.accuracy /= static_cast<double>(n);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <functional>
 #include <vector>
 
 #include "actors/lib/tasks/jsonl_dataset.hpp"
@@ -21,9 +22,10 @@ struct eval_result {
 };
 
 /// Greedy (top-k 1) completions of the first `limit` records (0 = all), at most `max_new_tokens`
-/// each, stopping at the tokenizer's end-of-sequence token.
+/// each, stopping at the tokenizer's end-of-sequence token. `on_progress(done, total)`, when
+/// given, is called as completions finish.
 eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
                      const std::vector<tasks::data_record>& records, int64_t max_new_tokens,
-                     size_t limit);
+                     size_t limit, const std::function<void(size_t, size_t)>& on_progress = {});
 
 }  // namespace milesrt::eval
