@@ -2,7 +2,8 @@
 // bf16 (the training path's flash attention, kernels and one-pass AdamW; the engine reading the
 // trainer's own weights) runs 5 GRPO steps of the tiny arithmetic setup: finite losses and gradient
 // norms, the version advancing each step, the trainer's log-probs of the sampled tokens close to the
-// engine's, and the weights changed. Skips where no GPU is visible.
+// engine's, each phase's peak GPU memory reported, and the weights changed. Skips where no GPU is
+// visible.
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,9 @@ TEST(grpo_gpu, five_sync_steps_on_cuda_bf16_learn_something_and_agree_with_the_e
     EXPECT_TRUE(std::isfinite(m["grad_norm"].get<double>()));
     EXPECT_GT(m["grad_norm"].get<double>(), 0.0);
     EXPECT_EQ(m["skipped_steps"].get<double>(), 0.0);
+    // Peak GPU memory of each phase (issue 18): the trainer's step and the rollout that fed it.
+    EXPECT_GT(m["train_gpu_memory_peak_gib"].get<double>(), 0.0) << m.dump();
+    EXPECT_GT(m["rollout_gpu_memory_peak_gib"].get<double>(), 0.0) << m.dump();
     // bf16 on the GPU: the training forward (varlen flash attention, the training kernels) and the
     // engine's serving forward round differently; the same weights keep them close.
     EXPECT_LT(m["train_rollout_logprob_abs_diff"].get<double>(), 0.02) << m.dump();

@@ -101,6 +101,10 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
     }
     reply.metrics["rollout_running"] = double(stats.running);
     reply.metrics["rollout_waiting"] = double(stats.waiting);
+    if (st.model->device().is_cuda()) {
+      // The most allocated on the GPU since this rollout phase began, as of this group.
+      reply.metrics["rollout_gpu_memory_peak_gib"] = llm::peak_memory_gib(st.model->device());
+    }
     g.promise.deliver(std::move(reply));
     st.groups.erase(it);
   }
@@ -167,6 +171,8 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
             r.prompt = s.codec->encode_prompt(p.text);
           }
           if (r.prompt.empty()) throw std::invalid_argument("group " + std::to_string(p.group_id) + " has an empty prompt");
+          // Work after an idle engine starts a rollout phase: its peak GPU memory counts from here.
+          if (s.eng->idle() && s.groups.empty()) llm::reset_peak_memory(s.model->device());
           s.eng->add(r);
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/update.hpp"
@@ -153,6 +154,7 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
 std::map<std::string, double> policy_trainer::train(const std::vector<train_sequence>& batch,
                                                     std::map<std::string, std::vector<double>>* lists) {
   const auto t0 = std::chrono::steady_clock::now();
+  llm::reset_peak_memory(model_->device());  // the training phase starts
   const bool sft = options_.objective == "sft";
   const auto layout = lay_out(batch, sft, options_.micro_batch_tokens);
   std::map<std::string, double> m;
@@ -173,6 +175,7 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
   add_loss_metrics(m, totals, layout, sft, updates);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
+  if (model_->device().is_cuda()) m["train_gpu_memory_peak_gib"] = llm::peak_memory_gib(model_->device());
   add_expert_load_metrics(m, lists, batch, model_->config());
   return m;
 }

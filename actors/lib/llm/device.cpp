@@ -6,6 +6,11 @@
 
 #include <stdexcept>
 
+#ifdef MILESRT_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
 namespace milesrt::llm {
 
 std::string torch_summary() {
@@ -32,6 +37,34 @@ c10::ScalarType to_dtype(schema::Dtype dtype) {
     case schema::Dtype::BF16: return c10::kBFloat16;
   }
   throw std::invalid_argument("dtype: unknown enumerant " + std::to_string(static_cast<int>(dtype)));
+}
+
+#ifdef MILESRT_TORCH_CUDA
+namespace {
+c10::DeviceIndex cuda_index(const c10::Device& device) {
+  return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+}  // namespace
+#endif
+
+void reset_peak_memory(const c10::Device& device) {
+#ifdef MILESRT_TORCH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(cuda_index(device));
+#else
+  (void)device;
+#endif
+}
+
+double peak_memory_gib(const c10::Device& device) {
+#ifdef MILESRT_TORCH_CUDA
+  if (!device.is_cuda()) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device));
+  const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return static_cast<double>(stats.allocated_bytes[aggregate].peak) / double(1ull << 30);
+#else
+  (void)device;
+  return 0;
+#endif
 }
 
 }  // namespace milesrt::llm
