@@ -7,16 +7,17 @@
 #include "actors/reference/reference_kind.hpp"
 #include "actors/reward/reward_kinds.hpp"
 #include "actors/rollout/rollout_kind.hpp"
+#include "actors/lib/rl/builtin.hpp"
 #include "actors/trainer/trainer_kind.hpp"
 
 namespace milesrt::app {
 
-void register_builtin_kinds(runtime::kind_registry& kinds) {
+void register_builtin_kinds(runtime::kind_registry& kinds, std::shared_ptr<const rl::registries> losses) {
   data::register_data_kind(kinds);
   rollout::register_rollout_kind(kinds);
   reward::register_reward_kinds(kinds);
   buffer::register_group_filter_kind(kinds);
-  trainer::register_trainer_kind(kinds);
+  trainer::register_trainer_kind(kinds, std::move(losses));
   publisher::register_publisher_kind(kinds);
   reference::register_reference_kind(kinds);
   critic::register_critic_kind(kinds);

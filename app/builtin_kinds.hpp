@@ -1,11 +1,19 @@
 #pragma once
 /// The built-in actor kinds: the one place that names them all (runtime/ names none).
 
+#include <memory>
+
 #include "runtime/core/kind.hpp"
+
+namespace milesrt::rl {
+struct registries;
+}
 
 namespace milesrt::app {
 
-/// Adds every built-in kind, in the dataflow's order, to `kinds`.
-void register_builtin_kinds(runtime::kind_registry& kinds);
+/// Adds every built-in kind, in the dataflow's order, to `kinds`; the trainer takes its policy
+/// losses and advantage estimators from `losses` (plugins may add to it before a run starts).
+void register_builtin_kinds(runtime::kind_registry& kinds, std::shared_ptr<const rl::registries> losses);
+
 
 }  // namespace milesrt::app

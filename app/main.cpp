@@ -6,7 +6,9 @@
 #include <caf/config.hpp>
 #include <capnp/common.h>
 
+#include "actors/lib/rl/builtin.hpp"
 #include "app/builtin_kinds.hpp"
+#include "runtime/core/extensions.hpp"
 #include "app/commands.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "app/tokenize_command.hpp"
@@ -36,8 +38,13 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   // The registry of actor kinds: the built-in ones; plugins named by graph files add theirs.
   runtime::kind_registry kinds;
-  app::register_builtin_kinds(kinds);
-  cli::context ctx{std::cout, std::cerr, {}, &kinds};
+  // The RL library's registries, offered to plugins (which may add losses and estimators) and
+  // read by the trainer kind.
+  auto losses = std::make_shared<rl::registries>(rl::builtin_registries());
+  runtime::extension_points extensions;
+  extensions.offer(rl::kRegistriesExtension, losses.get());
+  app::register_builtin_kinds(kinds, losses);
+  cli::context ctx{std::cout, std::cerr, {}, &kinds, &extensions};
   ctx.description = "milesrt: reinforcement-learning post-training of LLMs as a graph of actors";
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
   std::vector<cli::command> commands = {

@@ -155,6 +155,30 @@ TEST(grpo_graphs, a_failed_checkpoint_write_keeps_the_last_complete_one) {
   EXPECT_EQ(steps_of(run).back()["version"].get<int>(), 4);
 }
 
+// examples/custom_loss's graph: the trainer takes the plugin's vanilla_pg policy loss by name.
+TEST(grpo_graphs, custom_loss_plugin_trains_a_grpo_run) {
+  fs::path run = scratch("grpo-vanilla-pg");
+  const std::string s = setup_dir().string();
+  auto r = run_milesrt("run examples/custom_loss/grpo_vanilla_pg.capnp --set run.steps=2 --set run.batchSize=4"
+                       " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
+                       "/model --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl",
+                       "grpo-vanilla-pg-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 2u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& m = steps[i]["metrics"];
+    EXPECT_EQ(steps[i]["version"].get<int>(), int(i) + 1);
+    EXPECT_GT(m["grad_norm"].get<double>(), 0.0);
+    // vanilla_pg has no ratio clip: the ppo surrogate's clip fraction is not reported.
+    EXPECT_FALSE(m.contains("pg_clipfrac")) << m.dump();
+  }
+  // A loss no registry knows is refused, the plugin's among the names listed.
+  auto bad = run_milesrt("validate examples/custom_loss/grpo_vanilla_pg.capnp --set trainer.policyLoss=nope", "vpg-bad");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("vanilla_pg"), std::string::npos) << bad.err;
+}
+
 TEST(grpo_graphs, sft_three_steps) {
   fs::path run = scratch("sft");
   auto r = run_milesrt("run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "

@@ -13,6 +13,7 @@ class App;
 }
 namespace milesrt::runtime {
 class kind_registry;
+class extension_points;
 }
 
 namespace milesrt::cli {
@@ -31,6 +32,8 @@ struct context {
   std::ostream& err;
   std::vector<std::string> schema_dirs;
   const runtime::kind_registry* kinds = nullptr;
+  /// Offered to plugins beside the kinds (runtime/core/extensions.hpp); null: none.
+  const runtime::extension_points* extensions = nullptr;
   /// The first line of --help: what the executable is (the app says).
   std::string description = "milesrt: a graph of actors";
 };

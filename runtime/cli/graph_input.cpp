@@ -26,7 +26,7 @@ std::optional<prepared_graph> prepare_graph(const std::string& file,
   prepared_graph out;
   out.graph = std::move(loaded.graph);
   if (ctx.kinds != nullptr) out.kinds = *ctx.kinds;
-  auto errors = runtime::load_plugins(*out.graph, {&out.kinds, &config});
+  auto errors = runtime::load_plugins(*out.graph, {&out.kinds, &config, ctx.extensions});
   if (!errors.empty()) return fail(errors);
   for (const auto& s : sets) {
     if (auto d = graph::apply_override(*out.graph, out.kinds, s)) errors.push_back(*d);

@@ -11,6 +11,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "runtime/core/extensions.hpp"
 #include "runtime/core/kind.hpp"
 #include "runtime/graph/loader.hpp"
 
@@ -19,6 +20,8 @@ namespace milesrt::runtime {
 struct plugin_context {
   kind_registry* kinds;
   caf::actor_system_config* config;
+  /// The program's other extension points (null when it offers none).
+  const extension_points* extensions = nullptr;
 };
 
 /// The symbol every plugin exports.

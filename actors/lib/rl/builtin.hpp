@@ -17,6 +17,11 @@ struct registries {
   estimator_registry estimators{"estimator"};
 };
 
+/// The name under which milesrt offers plugins its registries (runtime/core/extensions.hpp): a
+/// plugin adds a policy loss with
+/// `ctx->extensions->get<rl::registries>(rl::kRegistriesExtension).policy_losses.add(name, factory)`.
+inline constexpr const char* kRegistriesExtension = "milesrt.rl.registries";
+
 /// policy_losses: ppo, gspo; estimators: grpo, dr_grpo, rloo, reinforce_pp,
 /// reinforce_pp_baseline, gae.
 registries builtin_registries();
