@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #ifdef MILESRT_TORCH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -46,6 +47,14 @@ c10::DeviceIndex cuda_index(const c10::Device& device) {
 }
 }  // namespace
 #endif
+
+void* current_cuda_stream() {
+#ifdef MILESRT_TORCH_CUDA
+  return at::cuda::getCurrentCUDAStream().stream();
+#else
+  return nullptr;
+#endif
+}
 
 void reset_peak_memory(const c10::Device& device) {
 #ifdef MILESRT_TORCH_CUDA

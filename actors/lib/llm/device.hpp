@@ -20,6 +20,10 @@ c10::Device to_device(schema::Device device);
 /// fp32 -> kFloat, bf16 -> kBFloat16.
 c10::ScalarType to_dtype(schema::Dtype dtype);
 
+/// libtorch's current CUDA stream as the raw handle kernels/ takes (null without libtorch's CUDA
+/// part).
+void* current_cuda_stream();
+
 /// Peak device memory of a phase (libtorch's CUDA caching allocator): reset_peak_memory at the
 /// phase's start, peak_memory_gib (the most bytes allocated at once since, in GiB) at its end.
 /// Both do nothing / return 0 off CUDA.

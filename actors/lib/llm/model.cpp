@@ -12,14 +12,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/safetensors.hpp"
 #include "actors/lib/llm/train_ops.hpp"
 #include "kernels/attention/paged_attention.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
-
-#ifdef MILESRT_TORCH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace milesrt::llm {
 namespace fs = std::filesystem;
@@ -465,14 +462,6 @@ at::Tensor varlen_attention(const varlen_batch& b, const at::Tensor& q, const at
 
 namespace {
 
-void* current_stream() {
-#ifdef MILESRT_TORCH_CUDA
-  return at::cuda::getCurrentCUDAStream().stream();
-#else
-  return nullptr;
-#endif
-}
-
 paged_step make_paged_step(const std::vector<segment>& segments, const std::vector<int64_t>& ids,
                              const std::vector<int64_t>& positions, kv_cache& cache,
                              const model_config& c) {
@@ -537,9 +526,9 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
   const int H = static_cast<int>(c.num_heads), KH = static_cast<int>(c.num_kv_heads),
             D = static_cast<int>(c.head_dim);
   if (decode_only) {
-    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false, current_stream());
+    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false, current_cuda_stream());
   } else {
-    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), current_stream());
+    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), current_cuda_stream());
   }
   return out;
 }
@@ -561,10 +550,10 @@ at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t la
   const float scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
   const int B = static_cast<int>(b.sequences), H = static_cast<int>(c.num_heads);
   if (b.decode_only) {
-    b.attention->run_decode(q.data_ptr(), out.data_ptr(), kv, B, H, scale, current_stream());
+    b.attention->run_decode(q.data_ptr(), out.data_ptr(), kv, B, H, scale, current_cuda_stream());
   } else {
     b.attention->run_prefill(q.data_ptr(), b.qo_indptr.data_ptr<int32_t>(), out.data_ptr(), kv, B, H, scale,
-                             current_stream());
+                             current_cuda_stream());
   }
   return out;
 }
@@ -607,7 +596,7 @@ at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
 at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b, kv_cache& cache,
                          at::Tensor h, const std::pair<at::Tensor, at::Tensor>& rope) {
   const int64_t T = h.size(0);
-  void* stream = current_stream();
+  void* stream = current_cuda_stream();
   const float eps = static_cast<float>(c.rms_norm_eps);
   auto x = at::empty_like(h);
   // h += delta (when given); x = RMSNorm(h) * w.
@@ -688,7 +677,7 @@ at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at:
   auto w_down = d0.as_strided({E, H, I}, {expert_stride, I, 1}).transpose(1, 2);         // [E, I, H]
   auto gate_up = at::_grouped_mm(xs, w_gate_up, ends);
   auto act = at::empty({gate_up.size(0), I}, x.options());
-  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I, current_stream());
+  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I, current_cuda_stream());
   auto y = at::_grouped_mm(act, w_down, ends) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   auto by_slot = at::empty_like(y).index_copy_(0, order, y);  // back to (token, slot) order
   return by_slot.view({T, k, H}).sum(1);

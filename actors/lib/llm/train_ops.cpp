@@ -3,12 +3,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "actors/lib/llm/device.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
 #include "kernels/train/train_kernels.hpp"
-
-#ifdef MILESRT_TORCH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace milesrt::llm::train_ops {
 namespace {
@@ -16,21 +13,13 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void* stream() {
-#ifdef MILESRT_TORCH_CUDA
-  return at::cuda::getCurrentCUDAStream().stream();
-#else
-  return nullptr;
-#endif
-}
-
 struct rms_norm_fn : public torch::autograd::Function<rms_norm_fn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, double eps) {
     auto xc = x.contiguous();
     auto y = at::empty_like(xc);
     const int64_t cols = xc.size(-1);
     kernels::add_rmsnorm_cuda(const_cast<void*>(xc.data_ptr()), nullptr, w.contiguous().data_ptr(), y.data_ptr(),
-                              xc.numel() / cols, cols, static_cast<float>(eps), stream());
+                              xc.numel() / cols, cols, static_cast<float>(eps), current_cuda_stream());
     ctx->save_for_backward({xc, w});
     ctx->saved_data["eps"] = eps;
     return y;
@@ -45,7 +34,7 @@ struct rms_norm_fn : public torch::autograd::Function<rms_norm_fn> {
     auto ws = at::empty({kernels::rmsnorm_backward_workspace(rows, cols) / 4 + 1}, x.options().dtype(at::kFloat));
     kernels::rmsnorm_backward_cuda(dy.data_ptr(), x.data_ptr(), w.contiguous().data_ptr(), dx.data_ptr(),
                                    dw.data_ptr<float>(), rows, cols, static_cast<float>(ctx->saved_data["eps"].toDouble()),
-                                   ws.data_ptr<float>(), stream());
+                                   ws.data_ptr<float>(), current_cuda_stream());
     return {dx, dw.to(w.scalar_type()), at::Tensor()};
   }
 };
@@ -56,7 +45,7 @@ struct rope_fn : public torch::autograd::Function<rope_fn> {
     auto c = cos.contiguous(), s = sin.contiguous();
     auto out = at::empty_like(xc);
     kernels::rope_cuda(xc.data_ptr(), c.data_ptr(), s.data_ptr(), out.data_ptr(), xc.size(0), xc.size(1),
-                       xc.size(2), false, stream());
+                       xc.size(2), false, current_cuda_stream());
     ctx->save_for_backward({c, s});
     return out;
   }
@@ -65,7 +54,7 @@ struct rope_fn : public torch::autograd::Function<rope_fn> {
     auto g = grads[0].contiguous();
     auto dx = at::empty_like(g);
     kernels::rope_cuda(g.data_ptr(), saved[0].data_ptr(), saved[1].data_ptr(), dx.data_ptr(), g.size(0), g.size(1),
-                       g.size(2), true, stream());
+                       g.size(2), true, current_cuda_stream());
     return {dx, at::Tensor(), at::Tensor()};
   }
 };
@@ -74,7 +63,7 @@ struct silu_mul_fn : public torch::autograd::Function<silu_mul_fn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
     auto g = gate.contiguous(), u = up.contiguous();
     auto out = at::empty_like(g);
-    kernels::silu_mul_forward_cuda(g.data_ptr(), u.data_ptr(), out.data_ptr(), g.numel(), stream());
+    kernels::silu_mul_forward_cuda(g.data_ptr(), u.data_ptr(), out.data_ptr(), g.numel(), current_cuda_stream());
     ctx->save_for_backward({g, u});
     return out;
   }
@@ -84,7 +73,7 @@ struct silu_mul_fn : public torch::autograd::Function<silu_mul_fn> {
     auto d = grads[0].contiguous();
     auto dg = at::empty_like(g), du = at::empty_like(u);
     kernels::silu_mul_backward_cuda(d.data_ptr(), g.data_ptr(), u.data_ptr(), dg.data_ptr(), du.data_ptr(), g.numel(),
-                                    stream());
+                                    current_cuda_stream());
     return {dg, du};
   }
 };

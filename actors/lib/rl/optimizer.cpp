@@ -3,15 +3,12 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "kernels/optim/adamw.hpp"
-
-#ifdef MILESRT_TORCH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
-
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+
+#include "actors/lib/llm/device.hpp"
+#include "kernels/optim/adamw.hpp"
 
 namespace milesrt::rl {
 namespace {
@@ -30,13 +27,6 @@ void check_options(const adamw_options& o) {
                                 std::to_string(o.warmup_steps) + ")");
 }
 
-void* current_stream() {
-#ifdef MILESRT_TORCH_CUDA
-  return at::cuda::getCurrentCUDAStream().stream();
-#else
-  return nullptr;
-#endif
-}
 
 }  // namespace
 
@@ -143,7 +133,7 @@ adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, u
   a.weight_decay = static_cast<float>(o.weight_decay);
   a.step_size = static_cast<float>(info.lr / (1 - std::pow(o.beta1, static_cast<double>(t))));
   a.bc2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(o.beta2, static_cast<double>(t))));
-  kernels::adamw_step_cuda(a, current_stream());
+  kernels::adamw_step_cuda(a, llm::current_cuda_stream());
   steps_ = t;
   return info;
 }

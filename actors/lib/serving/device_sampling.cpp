@@ -5,11 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "actors/lib/llm/device.hpp"
 #include "kernels/sampling/sampler.hpp"
-
-#ifdef MILESRT_TORCH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace milesrt::serving {
 
@@ -46,11 +43,7 @@ void sample_logits(const at::Tensor& logits, const at::Tensor& temperature, cons
   a.token = token.data_ptr<int64_t>();
   a.logprob = result.data_ptr<float>();
   a.entropy = result.data_ptr<float>() + S;
-#ifdef MILESRT_TORCH_CUDA
-  kernels::sample_rows_cuda(a, at::cuda::getCurrentCUDAStream().stream());
-#else
-  kernels::sample_rows_cuda(a, nullptr);
-#endif
+  kernels::sample_rows_cuda(a, llm::current_cuda_stream());
 }
 
 }  // namespace
