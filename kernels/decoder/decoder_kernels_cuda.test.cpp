@@ -7,45 +7,15 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda_testing.hpp"
 #include "kernels/decoder/bf16.hpp"
 #include "kernels/device.hpp"
-#ifdef MILESRT_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace milesrt::kernels {
 namespace {
 
 #ifdef MILESRT_HAVE_CUDA
-std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float mean, float sd) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(mean, sd);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = float_to_bf16_bits(d(gen));
-  return v;
-}
-template <typename T>
-T* dev(const std::vector<T>& v) {
-  T* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, v.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return p;
-}
-template <typename T>
-std::vector<T> host(const T* p, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
-/// Largest difference in bf16 steps (units in the last place) between two bf16 arrays.
-int max_ulps(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  int worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto key = [](uint16_t x) { return (x & 0x8000) ? -int(x & 0x7fff) : int(x); };
-    worst = std::max(worst, std::abs(key(a[i]) - key(b[i])));
-  }
-  return worst;
-}
+using namespace milesrt::kernels::testing;
 #endif
 
 // Each kernel against its CPU reference: element-wise parts bit for bit (0 ulps); a value that
