@@ -99,10 +99,8 @@ TEST(grpo_graphs, async_three_steps_keep_the_staleness_bound) {
 // examples/custom_reward's graph: the plugin's length_reward kind scores the groups of a GRPO run.
 TEST(grpo_graphs, custom_reward_plugin_scores_a_grpo_run) {
   fs::path run = scratch("grpo-length");
-  const std::string s = setup_dir().string();
-  auto r = run_milesrt("run examples/custom_reward/grpo_length.capnp --set run.steps=2 --set run.batchSize=4"
-                       " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
-                       "/model --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl",
+  auto r = run_milesrt("run examples/custom_reward/grpo_length.capnp --set run.steps=2 --set run.batchSize=4" +
+                           paths(run, true),
                        "grpo-length-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
@@ -158,10 +156,8 @@ TEST(grpo_graphs, a_failed_checkpoint_write_keeps_the_last_complete_one) {
 // examples/custom_loss's graph: the trainer takes the plugin's vanilla_pg policy loss by name.
 TEST(grpo_graphs, custom_loss_plugin_trains_a_grpo_run) {
   fs::path run = scratch("grpo-vanilla-pg");
-  const std::string s = setup_dir().string();
-  auto r = run_milesrt("run examples/custom_loss/grpo_vanilla_pg.capnp --set run.steps=2 --set run.batchSize=4"
-                       " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
-                       "/model --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl",
+  auto r = run_milesrt("run examples/custom_loss/grpo_vanilla_pg.capnp --set run.steps=2 --set run.batchSize=4" +
+                           paths(run, true),
                        "grpo-vanilla-pg-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
