@@ -76,4 +76,16 @@ double peak_memory_gib(const c10::Device& device) {
 #endif
 }
 
+double allocated_memory_gib(const c10::Device& device) {
+#ifdef MILESRT_TORCH_CUDA
+  if (!device.is_cuda()) return 0;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(cuda_index(device));
+  const auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  return static_cast<double>(stats.allocated_bytes[aggregate].current) / double(1ull << 30);
+#else
+  (void)device;
+  return 0;
+#endif
+}
+
 }  // namespace milesrt::llm

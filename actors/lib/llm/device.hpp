@@ -29,5 +29,7 @@ void* current_cuda_stream();
 /// Both do nothing / return 0 off CUDA.
 void reset_peak_memory(const c10::Device& device);
 double peak_memory_gib(const c10::Device& device);
+/// The bytes libtorch's allocator holds for tensors on `device` now, in GiB (0 off CUDA).
+double allocated_memory_gib(const c10::Device& device);
 
 }  // namespace milesrt::llm

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/serving/engine.hpp"
 
 namespace milesrt::serving {
@@ -218,6 +219,19 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
     EXPECT_FALSE(aborted.empty());
     for (const auto& a : aborted) EXPECT_EQ(a.finish_reason, "abort");
     all.insert(all.end(), aborted.begin(), aborted.end());
+    // Colocated training takes the KV pool away and gives it back: the graphs go with the cache
+    // (they hold its addresses) and are captured again after retake; retracted sequences are
+    // recomputed and finish as if undisturbed (the eager scenario does the same).
+    add(6, 8);
+    steps(3);
+    const double kv_gib = double(cfg.num_blocks * model->kv_block_bytes(cfg.block_size)) / double(1ull << 30);
+    const double held = llm::allocated_memory_gib(cuda);
+    EXPECT_TRUE(e.release_kv(pause_mode::retract).empty());
+    const double released = llm::allocated_memory_gib(cuda);
+    EXPECT_LT(released, held - 0.9 * kv_gib) << "the KV pool's memory was not given back";
+    e.retake_kv();
+    EXPECT_GT(llm::allocated_memory_gib(cuda), released + 0.9 * kv_gib);
+    steps(2);
     add(3, 6);
     while (!e.idle()) steps(1);
     std::sort(all.begin(), all.end(), [](const sample& a, const sample& b) { return a.request_id < b.request_id; });
