@@ -41,6 +41,11 @@ struct RolloutParams {
   kvMemoryFraction @15 :Float64 = 0.5;
   # On the GPU: the KV pool is this share of the device memory free once the weights are loaded
   # (the trainer of a colocated graph needs the rest); 0 = kvBlocks blocks.
+  releaseKvWhenIdle @16 :Bool = false;
+  # Colocated with a trainer on one GPU: when the engine has nothing in flight (a sync step's
+  # rollout phase is over) its KV pool and decode graphs go back to the allocator, where the
+  # trainer's step finds them; the next prompt takes the pool again and captures the graphs again
+  # (rollout_kv_retake_seconds). Cached prefixes go with the pool (new weights flush them anyway).
 
   enum PauseMode {
     abort @0;

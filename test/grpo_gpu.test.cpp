@@ -20,28 +20,43 @@
 namespace {
 using namespace milesrt::testing;
 
-TEST(grpo_gpu, five_sync_steps_on_cuda_bf16_learn_something_and_agree_with_the_engine) {
-  if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  fs::path setup = scratch("grpo-gpu-setup");
-  std::string make = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + setup.string() +
-                     "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
-  ASSERT_EQ(std::system(make.c_str()), 0);
-  fs::path run = scratch("grpo-gpu");
+struct gpu_run {
+  fs::path dir;
+  std::vector<nlohmann::json> steps;
+};
+
+/// graphs/grpo_sync.capnp on CUDA bf16 over the tiny arithmetic setup in `setup`, `extra` set too.
+gpu_run run_sync(const fs::path& setup, const std::string& name, const std::string& extra) {
+  gpu_run out;
+  out.dir = scratch(name);
   const std::string s = setup.string();
   auto r = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=5 --set run.batchSize=8 --set trainer.evalInterval=0"
                        " --set trainer.device=cuda --set trainer.dtype=bf16 --set rollout.device=cuda"
-                       " --set rollout.dtype=bf16 --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
+                       " --set rollout.dtype=bf16 --run-dir '" + out.dir.string() + "' --quiet --set trainer.model=" + s +
                        "/model --set trainer.evalData=" + s + "/heldout.jsonl --set trainer.exportDir=" +
-                       (run / "export").string() + " --set rollout.model=" + s + "/model --set data.path=" + s +
-                       "/rl.jsonl", "grpo-gpu-run");
-  ASSERT_EQ(r.status, 0) << r.err;
-  std::vector<nlohmann::json> steps;
-  {
-    std::istringstream in(slurp(run / "metrics.jsonl"));
-    std::string line;
-    while (std::getline(in, line))
-      if (!line.empty()) steps.push_back(nlohmann::json::parse(line));
-  }
+                       (out.dir / "export").string() + " --set rollout.model=" + s + "/model --set data.path=" + s +
+                       "/rl.jsonl " + extra, name + "-run");
+  EXPECT_EQ(r.status, 0) << r.err;
+  std::istringstream in(slurp(out.dir / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.steps.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+fs::path tiny_setup() {
+  fs::path setup = scratch("grpo-gpu-setup");
+  std::string make = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + setup.string() +
+                     "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
+  EXPECT_EQ(std::system(make.c_str()), 0);
+  return setup;
+}
+
+TEST(grpo_gpu, five_sync_steps_on_cuda_bf16_learn_something_and_agree_with_the_engine) {
+  if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const fs::path setup = tiny_setup();
+  auto run = run_sync(setup, "grpo-gpu", "");
+  const auto& steps = run.steps;
   ASSERT_EQ(steps.size(), 5u);
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto& m = steps[i]["metrics"];
@@ -58,16 +73,46 @@ TEST(grpo_gpu, five_sync_steps_on_cuda_bf16_learn_something_and_agree_with_the_e
     EXPECT_LT(m["train_rollout_logprob_abs_diff"].get<double>(), 0.02) << m.dump();
     EXPECT_LT(m["train_rollout_logprob_abs_diff_max"].get<double>(), 0.25) << m.dump();
     std::cout << "step " << i + 1 << ": loss " << m["loss"] << ", |train - rollout| mean "
-              << m["train_rollout_logprob_abs_diff"] << " max " << m["train_rollout_logprob_abs_diff_max"] << "\n";
+              << m["train_rollout_logprob_abs_diff"] << " max " << m["train_rollout_logprob_abs_diff_max"]
+              << ", peak GiB train " << m["train_gpu_memory_peak_gib"] << " rollout "
+              << m["rollout_gpu_memory_peak_gib"] << "\n";
   }
   // The exported weights are not the ones the run started from (both read as fp32; the start
   // rounded to bf16 as the trainer held it).
   auto before = milesrt::llm::decoder::load(setup / "model", at::kFloat, at::kCPU);
-  auto after = milesrt::llm::decoder::load(run / "export", at::kFloat, at::kCPU);
+  auto after = milesrt::llm::decoder::load(run.dir / "export", at::kFloat, at::kCPU);
   const auto start = before->params().buffer().to(at::kBFloat16).to(at::kFloat);
   const double moved = (after->params().buffer() - start).abs().max().item<double>();
   std::cout << "largest weight change over 5 steps: " << moved << "\n";
   EXPECT_GT(moved, 0.0);
+}
+
+// Colocated memory (issue 14): with rollout.releaseKvWhenIdle the engine gives its KV pool (half
+// the free GPU memory by default) back between rollout phases, so the trainer's step peaks that
+// much lower; the next phase takes it back and captures its decode graphs again, and the run is
+// the same GRPO run (versions, finite losses, engine and trainer agreeing).
+TEST(grpo_gpu, releasing_the_kv_pool_between_phases_lowers_the_trainers_peak) {
+  if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const fs::path setup = tiny_setup();
+  auto held = run_sync(setup, "grpo-gpu-held", "");
+  auto released = run_sync(setup, "grpo-gpu-released", "--set rollout.releaseKvWhenIdle=true");
+  ASSERT_EQ(held.steps.size(), 5u);
+  ASSERT_EQ(released.steps.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const auto& h = held.steps[i]["metrics"];
+    const auto& r = released.steps[i]["metrics"];
+    EXPECT_EQ(released.steps[i]["version"].get<int>(), int(i) + 1);
+    EXPECT_TRUE(std::isfinite(r["loss"].get<double>())) << r.dump();
+    EXPECT_LT(r["train_rollout_logprob_abs_diff"].get<double>(), 0.02) << r.dump();
+    const double kept = h["train_gpu_memory_peak_gib"].get<double>();
+    const double freed = r["train_gpu_memory_peak_gib"].get<double>();
+    // The pool is tens of GiB on an H200; the tiny model's step needs well under 1 GiB.
+    EXPECT_LT(freed, kept - 1.0) << "held " << h.dump() << "\nreleased " << r.dump();
+    // Every phase after the first takes the pool back (the first finds it held).
+    if (i > 0) EXPECT_GE(r.value("rollout_kv_retake_seconds", -1.0), 0.0) << r.dump();
+    std::cout << "step " << i + 1 << ": trainer peak GiB " << kept << " with the pool held, " << freed
+              << " released; retake " << r.value("rollout_kv_retake_seconds", -1.0) << " s\n";
+  }
 }
 
 }  // namespace

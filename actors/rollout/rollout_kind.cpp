@@ -51,6 +51,8 @@ struct rollout_state {
   uint64_t next_request = 1;
   bool stepping = false;
   double busy_seconds = 0;  ///< time spent in engine steps since the start
+  bool release_kv_when_idle = false;  ///< colocated: the KV pool goes back between rollout phases
+  double retake_seconds = -1;         ///< the last retake of the KV pool (and its graphs), if any
 };
 
 sample_msg to_msg(const sample& s, const text_codec* codec) {
@@ -105,6 +107,7 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
       // The most allocated on the GPU since this rollout phase began, as of this group.
       reply.metrics["rollout_gpu_memory_peak_gib"] = llm::peak_memory_gib(st.model->device());
     }
+    if (st.retake_seconds >= 0) reply.metrics["rollout_kv_retake_seconds"] = st.retake_seconds;
     g.promise.deliver(std::move(reply));
     st.groups.erase(it);
   }
@@ -119,7 +122,7 @@ void schedule_step(rollout_actor::stateful_pointer<rollout_state> self) {
 rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
                                         std::shared_ptr<llm::decoder> model_holder,
                                         std::shared_ptr<text_codec> codec, engine_config cfg,
-                                        sampling_params base, pause_mode mode,
+                                        sampling_params base, pause_mode mode, bool release_kv_when_idle,
                                         std::shared_ptr<runtime::process_store> store, uint32_t replica) {
   auto& st = self->state;
   st.versions = store->get_or_make<weights::local_versions>();
@@ -129,6 +132,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
   st.eng = std::make_unique<engine>(*st.model, cfg);
   st.base = base;
   st.mode = mode;
+  st.release_kv_when_idle = release_kv_when_idle;
   return {
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         auto& s = self->state;
@@ -173,6 +177,11 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           if (r.prompt.empty()) throw std::invalid_argument("group " + std::to_string(p.group_id) + " has an empty prompt");
           // Work after an idle engine starts a rollout phase: its peak GPU memory counts from here.
           if (s.eng->idle() && s.groups.empty()) llm::reset_peak_memory(s.model->device());
+          if (s.eng->kv_released()) {
+            auto t0 = std::chrono::steady_clock::now();
+            s.eng->retake_kv();
+            s.retake_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          }
           s.eng->add(r);
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
@@ -190,6 +199,8 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           auto done = s.eng->step();
           s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           deliver_complete(self, done);
+          // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.
+          if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty()) s.eng->release_kv(s.mode);
         } catch (const std::exception& ex) {
           for (auto& [id, g] : s.groups) g.promise.deliver(caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what()));
           s.groups.clear();
@@ -284,7 +295,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     auto holder = std::shared_ptr<llm::decoder>(model.release());
     // Engine steps are heavy: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(
-        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, s.store, s.replica));
+        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, p.getReleaseKvWhenIdle(), s.store, s.replica));
   };
   registry.add(k);
   // The publisher's types (weights_update) are added by the publisher kind.

@@ -54,6 +54,8 @@ class decode_graphs {
   /// One decode step: samples the next token of each row.
   std::vector<device_sample_result> run(const std::vector<decode_row>& rows);
   const decode_graph_stats& stats() const { return stats_; }
+  /// Counts on from `earlier` (the engine's graphs made again over a retaken KV pool).
+  void continue_stats(const decode_graph_stats& earlier) { stats_ = earlier; }
 
  private:
   struct impl;

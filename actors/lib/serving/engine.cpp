@@ -69,6 +69,7 @@ std::vector<sample> engine::release_kv(pause_mode mode) {
   if (kv_released_) return {};
   // The sequences' KV goes with the pool: abort them, or requeue them to be recomputed.
   auto aborted = update_weights(version_, mode == pause_mode::abort ? pause_mode::abort : pause_mode::retract);
+  if (graphs_) released_graph_stats_ = graphs_->stats();
   graphs_.reset();  // the graphs hold the cache's addresses
   cache_ = llm::kv_cache{};
   kv_released_ = true;
@@ -79,6 +80,7 @@ void engine::retake_kv() {
   if (!kv_released_) return;
   cache_ = model_.make_cache(config_.num_blocks, config_.block_size);
   make_graphs();
+  if (graphs_) graphs_->continue_stats(released_graph_stats_);
   kv_released_ = false;
 }
 

@@ -160,6 +160,7 @@ class engine {
   std::unique_ptr<decode_graphs> graphs_;     ///< decode steps on the GPU (null: eager forward)
   int32_t graph_dummy_block_ = -1;            ///< the block the graphs' padding rows write into
   bool kv_released_ = false;
+  decode_graph_stats released_graph_stats_;  ///< the counts of graphs dropped with the KV pool
   /// Makes graphs_ over the current cache (when the configuration and the model allow graphs).
   void make_graphs();
 };

@@ -239,8 +239,8 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
   };
   auto graphs = scenario(engine_config::graphs::capture);
   auto eager = scenario(engine_config::graphs::padded_eager);
-  ASSERT_EQ(graphs.samples.size(), 40u);
-  ASSERT_EQ(eager.samples.size(), 40u);
+  ASSERT_EQ(graphs.samples.size(), 46u);
+  ASSERT_EQ(eager.samples.size(), 46u);
   for (size_t i = 0; i < graphs.samples.size(); ++i) {
     EXPECT_EQ(graphs.samples[i].output, eager.samples[i].output) << "request " << graphs.samples[i].request_id;
     EXPECT_EQ(graphs.samples[i].logprobs, eager.samples[i].logprobs) << "request " << graphs.samples[i].request_id;
