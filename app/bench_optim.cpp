@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include <iostream>
+#include <random>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::app {
@@ -20,7 +22,7 @@ namespace milesrt::app {
 cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
   struct options {
     int64_t params = 1720574976, steps = 5;
-    double zero_fraction = 0;
+    double zero_fraction = 0, fragment_gib = 0;
     std::string device = "cuda";
   };
   auto opt = std::make_shared<options>();
@@ -30,6 +32,9 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
                  "the leading fraction of the gradient that is exactly zero, as the rows of tokens a batch "
                  "never saw in an embedding (about 0.18 of Qwen3-1.7B)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fragment-gib", opt->fragment_gib,
+                 "before the buffers are made, fill this much device memory with tensors of random sizes "
+                 "(1 to 256 MiB) and free every other one, as a trainer's model loading leaves it");
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   return [opt, &ctx] {
     const auto target = bench_target_of(opt->device, "bf16", "bench optim", ctx);
@@ -37,6 +42,19 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
     const auto dev = target->device;
     const int64_t n = opt->params;
     auto f32 = at::TensorOptions().dtype(at::kFloat).device(dev);
+    std::vector<at::Tensor> kept;
+    {
+      std::vector<at::Tensor> churn;
+      std::mt19937_64 rng(7);
+      double filled = 0;
+      while (filled < opt->fragment_gib * double(1ull << 30)) {
+        const int64_t bytes = (int64_t(1) << 20) * int64_t(1 + rng() % 256);
+        churn.push_back(at::empty({bytes}, f32.dtype(at::kByte)));
+        filled += double(bytes);
+      }
+      for (size_t i = 0; i < churn.size(); i += 2) kept.push_back(churn[i]);
+    }
+    llm::release_cached_memory(dev);  // the freed half goes back to the driver: holes
     auto master = at::randn({n}, f32) * 0.02;
     auto weights = master.to(at::kBFloat16);
     auto grad = (at::randn({n}, f32) * 1e-4).to(at::kBFloat16);
@@ -56,6 +74,7 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
       ours.step(master, grad, weights, /*zero_grad=*/false);
     });
     nlohmann::json out = {{"bench", "optim"}, {"device", opt->device}, {"params", n}, {"zero_fraction", opt->zero_fraction},
+                          {"fragment_gib", opt->fragment_gib},
                           {"milesrt_adamw_ms", ours_ms}};
     if (dev.is_cuda()) {
       auto m = at::zeros_like(master), v = at::zeros_like(master);

@@ -88,4 +88,12 @@ double allocated_memory_gib(const c10::Device& device) {
 #endif
 }
 
+void release_cached_memory(const c10::Device& device) {
+#ifdef MILESRT_TORCH_CUDA
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
+#endif
+}
+
 }  // namespace milesrt::llm

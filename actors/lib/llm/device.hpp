@@ -31,5 +31,7 @@ void reset_peak_memory(const c10::Device& device);
 double peak_memory_gib(const c10::Device& device);
 /// The bytes libtorch's allocator holds for tensors on `device` now, in GiB (0 off CUDA).
 double allocated_memory_gib(const c10::Device& device);
+/// Gives the memory libtorch's allocator caches on `device` (freed blocks) back to the driver.
+void release_cached_memory(const c10::Device& device);
 
 }  // namespace milesrt::llm
