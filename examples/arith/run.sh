@@ -7,10 +7,19 @@
 #      by the true sums; each prints its held-out accuracy, and the gain over the SFT plateau.
 # Plots (plot.svg) and metrics (metrics.jsonl, summary.json) are in runs/arith/<stage>/.
 # Usage: examples/arith/run.sh [sync|async|both]   (default both)
+# On a GPU (.ci/gpu-learn): MILESRT_ARITH_DEVICE=cuda puts the trainer and the engine on CUDA in
+# bf16, MILESRT_ARITH_MODEL gives milesrt_arith_make a larger shape (e.g. "--hidden 256 --layers 4"),
+# MILESRT_BUILD names the build folder (default build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-both}
-milesrt=./build/milesrt
+build=${MILESRT_BUILD:-build}
+milesrt=./$build/milesrt
+trainer_on=() rollout_on=()
+if [ "${MILESRT_ARITH_DEVICE:-cpu}" = cuda ]; then
+  trainer_on=(--set trainer.device=cuda --set trainer.dtype=bf16)
+  rollout_on=(--set rollout.device=cuda --set rollout.dtype=bf16)
+fi
 start=$(date +%s)
 
 # The best held-out accuracy a finished run recorded (summary.json, written by milesrt).
@@ -22,17 +31,18 @@ pct() { awk -v a="$1" 'BEGIN { printf "%.1f%%", a * 100 }'; }
 
 echo "== 1. model, tokenizer and data (runs/arith/setup)"
 rm -rf runs/arith
-./build/milesrt_arith_make --out runs/arith/setup
+# shellcheck disable=SC2086
+./$build/milesrt_arith_make --out runs/arith/setup ${MILESRT_ARITH_MODEL:-}
 
 echo "== 2. SFT warm start until held-out accuracy plateaus (graphs/sft.capnp)"
-$milesrt run graphs/sft.capnp
+$milesrt run graphs/sft.capnp ${trainer_on[@]+"${trainer_on[@]}"}
 sft=$(best_accuracy runs/arith/sft)
 echo "SFT plateau: held-out accuracy $(pct "$sft")"
 
 run_grpo() {
   local graph=$1 dir=$2
   echo "== 3. GRPO from the SFT model ($graph)"
-  $milesrt run "$graph"
+  $milesrt run "$graph" ${trainer_on[@]+"${trainer_on[@]}"} ${rollout_on[@]+"${rollout_on[@]}"}
   local acc
   acc=$(sed -n 's/.*"eval_accuracy": \([0-9.e-]*\).*/\1/p' "$dir/summary.json" | head -n 1)
   echo "$(basename "$graph" .capnp): held-out accuracy $(pct "$sft") after SFT -> $(pct "$acc") after GRPO ($(points "$sft" "$acc") points)"
