@@ -23,6 +23,7 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
   struct options {
     int64_t params = 1720574976, steps = 5;
     double zero_fraction = 0, fragment_gib = 0;
+    std::string order = "bench";
     std::string device = "cuda";
   };
   auto opt = std::make_shared<options>();
@@ -35,6 +36,9 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
   app.add_option("--fragment-gib", opt->fragment_gib,
                  "before the buffers are made, fill this much device memory with tensors of random sizes "
                  "(1 to 256 MiB) and free every other one, as a trainer's model loading leaves it");
+  app.add_option("--order", opt->order,
+                 "bench: master, weights, gradient; trainer: the trainer's order (weights, gradient, master)")
+      ->check(CLI::IsMember({"bench", "trainer"}));
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   return [opt, &ctx] {
     const auto target = bench_target_of(opt->device, "bf16", "bench optim", ctx);
@@ -55,9 +59,18 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
       for (size_t i = 0; i < churn.size(); i += 2) kept.push_back(churn[i]);
     }
     llm::release_cached_memory(dev);  // the freed half goes back to the driver: holes
-    auto master = at::randn({n}, f32) * 0.02;
-    auto weights = master.to(at::kBFloat16);
-    auto grad = (at::randn({n}, f32) * 1e-4).to(at::kBFloat16);
+    at::Tensor master, weights, grad;
+    if (opt->order == "trainer") {
+      // As the trainer makes them: the bf16 weights, their gradient, then the fp32 master copy.
+      weights = (at::randn({n}, f32) * 0.02).to(at::kBFloat16);
+      grad = at::zeros_like(weights);
+      grad.copy_(at::randn({n}, f32) * 1e-4);
+      master = weights.to(at::kFloat).clone();
+    } else {
+      master = at::randn({n}, f32) * 0.02;
+      weights = master.to(at::kBFloat16);
+      grad = (at::randn({n}, f32) * 1e-4).to(at::kBFloat16);
+    }
     grad.narrow(0, 0, static_cast<int64_t>(opt->zero_fraction * double(n))).zero_();
     rl::adamw_options o;
     o.lr = 1e-6;
@@ -74,7 +87,7 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
       ours.step(master, grad, weights, /*zero_grad=*/false);
     });
     nlohmann::json out = {{"bench", "optim"}, {"device", opt->device}, {"params", n}, {"zero_fraction", opt->zero_fraction},
-                          {"fragment_gib", opt->fragment_gib},
+                          {"fragment_gib", opt->fragment_gib}, {"order", opt->order},
                           {"milesrt_adamw_ms", ours_ms}};
     if (dev.is_cuda()) {
       auto m = at::zeros_like(master), v = at::zeros_like(master);

@@ -9,7 +9,8 @@
 # Usage: examples/arith/run.sh [sync|async|both]   (default both)
 # On a GPU (.ci/gpu-learn): MILESRT_ARITH_DEVICE=cuda puts the trainer and the engine on CUDA in
 # bf16, MILESRT_ARITH_MODEL gives milesrt_arith_make a larger shape (e.g. "--hidden 256 --layers 4"),
-# MILESRT_BUILD names the build folder (default build).
+# MILESRT_BUILD names the build folder (default build); MILESRT_ARITH_SFT_ARGS and
+# MILESRT_ARITH_GRPO_ARGS add arguments to the SFT and GRPO runs (e.g. "--set trainer.lr=1e-3").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-both}
@@ -35,14 +36,16 @@ rm -rf runs/arith
 ./$build/milesrt_arith_make --out runs/arith/setup ${MILESRT_ARITH_MODEL:-}
 
 echo "== 2. SFT warm start until held-out accuracy plateaus (graphs/sft.capnp)"
-$milesrt run graphs/sft.capnp ${trainer_on[@]+"${trainer_on[@]}"}
+# shellcheck disable=SC2086
+$milesrt run graphs/sft.capnp ${trainer_on[@]+"${trainer_on[@]}"} ${MILESRT_ARITH_SFT_ARGS:-}
 sft=$(best_accuracy runs/arith/sft)
 echo "SFT plateau: held-out accuracy $(pct "$sft")"
 
 run_grpo() {
   local graph=$1 dir=$2
   echo "== 3. GRPO from the SFT model ($graph)"
-  $milesrt run "$graph" ${trainer_on[@]+"${trainer_on[@]}"} ${rollout_on[@]+"${rollout_on[@]}"}
+  # shellcheck disable=SC2086
+  $milesrt run "$graph" ${trainer_on[@]+"${trainer_on[@]}"} ${rollout_on[@]+"${rollout_on[@]}"} ${MILESRT_ARITH_GRPO_ARGS:-}
   local acc
   acc=$(sed -n 's/.*"eval_accuracy": \([0-9.e-]*\).*/\1/p' "$dir/summary.json" | head -n 1)
   echo "$(basename "$graph" .capnp): held-out accuracy $(pct "$sft") after SFT -> $(pct "$acc") after GRPO ($(points "$sft" "$acc") points)"
