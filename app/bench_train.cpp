@@ -5,6 +5,7 @@
 #include "app/bench.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,7 @@
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include "actors/lib/rl/optimizer.hpp"
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::app {
@@ -23,6 +25,7 @@ using namespace milesrt::trainer;
 cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   struct options {
     std::string model, device = "cpu", dtype = "fp32", profile;
+    bool optimizer_probe = false;
     int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
   };
   auto opt = std::make_shared<options>();
@@ -36,6 +39,10 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   app.add_option("--profile", opt->profile,
                  "after the timed steps, profile one more step with libtorch's profiler (Kineto) and "
                  "write its Chrome trace here (test/peers/trace_table.py sums its kernels)");
+  app.add_flag("--optimizer-probe", opt->optimizer_probe,
+               "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
+               "gradient and weights (the gradient refilled with random values), then on fresh copies of "
+               "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   return [opt, &ctx] {
@@ -83,11 +90,40 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
       sync();
       prof::disableProfiler()->save(opt->profile);
     }
+    nlohmann::json probe;
+    if (opt->optimizer_probe) {
+      // Where the one-pass AdamW kernel's time inside the step comes from: the tensors it runs on
+      // (their addresses and the device's history) or the values in them.
+      auto& params = t.model().mutable_params();
+      auto grad = params.grad();
+      at::Tensor weights = params.buffer().scalar_type() == at::kFloat ? at::Tensor() : params.buffer().detach();
+      auto& master = t.master_weights();
+      auto time_steps = [&](rl::adamw& a, at::Tensor& m, const at::Tensor& g, const at::Tensor& w) {
+        a.step(m, g, w, /*zero_grad=*/false);
+        sync();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int k = 0; k < 3; ++k) a.step(m, g, w, /*zero_grad=*/false);
+        sync();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3 * 1e3;
+      };
+      {
+        at::NoGradGuard no_grad;
+        grad.copy_(at::randn(grad.sizes(), grad.options().dtype(at::kFloat)) * 1e-4);
+      }
+      probe["optimizer_probe_own_tensors_ms"] = time_steps(t.optimizer(), master, grad, weights);
+      auto master2 = master.clone();
+      auto grad2 = grad.clone();
+      auto weights2 = weights.defined() ? weights.clone() : at::Tensor();
+      rl::adamw fresh(t.options().optimizer, master2);
+      probe["optimizer_probe_fresh_copies_ms"] = time_steps(fresh, master2, grad2, weights2);
+      probe["optimizer_probe_own_tensors_again_ms"] = time_steps(t.optimizer(), master, grad, weights);
+    }
     const int64_t tokens = opt->seqs * (opt->prompt + opt->response);
     nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt->device},
                           {"dtype", opt->dtype}, {"tokens_per_step", tokens},
                           {"seconds_per_step", secs / double(opt->steps)},
                           {"train_tokens_per_s", double(tokens) * double(opt->steps) / secs}};
+    out.update(probe);
     if (device.is_cuda()) out["mfu"] = train_step_flops(batch, t.model()) * double(opt->steps) / secs / 989e12;
     ctx.out << out.dump() << std::endl;
     return cli::exit_status::ok;

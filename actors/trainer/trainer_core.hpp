@@ -74,6 +74,10 @@ class policy_trainer {
   llm::decoder& model() { return *model_; }
   const trainer_options& options() const { return options_; }
   uint64_t optimizer_steps() const { return adam_->steps(); }
+  /// The fp32 master weights the optimizer steps (the model's own buffer for fp32 models) and the
+  /// optimizer, for benches that time the optimizer step on the trainer's own tensors.
+  at::Tensor& master_weights() { return master_; }
+  rl::adamw& optimizer() { return *adam_; }
 
   /// Writes the model (HF folder: config.json + safetensors) to dir/model, the optimizer state to
   /// dir/optimizer.bin and, for bf16 models, the fp32 master weights to dir/master.bin; load()
