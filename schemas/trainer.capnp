@@ -73,6 +73,9 @@ struct TrainerParams {
   updatesPerStep @38 :UInt32 = 1;
   # Optimizer steps per batch (mini-batches); > 1 makes the PPO ratio move.
   activationCheckpointing @39 :Bool = false;
+  checkpointLayers @48 :UInt32 = 0;
+  # With activationCheckpointing: how many layers, from the first, are computed again in the
+  # backward (selective checkpointing: the later layers keep their activations); 0 = all.
 
   # Held-out evaluation (greedy decoding, answers checked like the math reward).
   evalData @40 :Text;

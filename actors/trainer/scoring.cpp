@@ -99,6 +99,7 @@ llm::token_scores score_sequences(const llm::decoder& model, const std::vector<t
   };
   if (!head) return from_hidden(model.forward(packed.segments, fo).hidden);
   llm::token_scores kept;
+  fo.checkpoint_layers = o.checkpoint_layers;
   fo.checkpoint_head = [&](const at::Tensor& hidden) {
     kept = from_hidden(hidden);
     return head(kept);

@@ -32,6 +32,9 @@ struct trainer_options {
   uint32_t updates_per_step = 1;
   /// Keep only each layer's input in the forward and compute the layers again in the backward.
   bool activation_checkpointing = false;
+  /// With it: how many layers, from the first, are computed again (the rest keep their
+  /// activations); 0 = every layer.
+  int64_t checkpoint_layers = 0;
 };
 
 /// One sequence of a batch: the prompt, the trained tokens (a sampled output, or an SFT target),

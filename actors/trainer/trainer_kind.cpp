@@ -341,6 +341,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     o.micro_batch_tokens = p.getMicroBatchTokens();
     o.updates_per_step = std::max<uint32_t>(1, p.getUpdatesPerStep());
     o.activation_checkpointing = p.getActivationCheckpointing();
+    o.checkpoint_layers = p.getCheckpointLayers();
 
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;

@@ -895,28 +895,32 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     return result;
   }
 
-  // Activation checkpointing: a forward without autograd keeps only each layer's input; the head
-  // computes the loss from the final hidden states and its backward runs; then each layer is
+  // Activation checkpointing: a forward without autograd keeps only the input of each of the first
+  // `recomputed` layers; the later layers run with autograd, the head computes the loss from the
+  // final hidden states and the backward runs through them; then each recomputed layer is
   // computed again, last to first, with autograd on, and back-propagated on its own.
+  const int64_t recomputed = opt.checkpoint_layers > 0 ? std::min(opt.checkpoint_layers, c.num_layers) : c.num_layers;
   std::vector<at::Tensor> inputs;
-  at::Tensor last;
+  at::Tensor boundary;
   {
     at::NoGradGuard no_grad;
     at::Tensor h = embed.index_select(0, ids_t);
-    for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    for (int64_t layer = 0; layer < recomputed; ++layer) {
       inputs.push_back(h);
       h = run_layer(layer, h, true);
     }
-    last = h;
+    boundary = h;
   }
-  auto x = last.detach().requires_grad_(true);
-  auto hidden = norm(x, P.get("model.norm.weight")).narrow(0, 0, T);
+  auto x = boundary.detach().requires_grad_(true);
+  at::Tensor kept = x;
+  for (int64_t layer = recomputed; layer < c.num_layers; ++layer) kept = run_layer(layer, kept, true);
+  auto hidden = norm(kept, P.get("model.norm.weight")).narrow(0, 0, T);
   at::Tensor loss = opt.checkpoint_head(hidden);
   result.hidden = hidden.detach();
   if (!loss.defined() || !loss.requires_grad()) return result;
   loss.backward();
   at::Tensor g = x.grad();
-  for (int64_t layer = c.num_layers - 1; layer >= 0 && g.defined(); --layer) {
+  for (int64_t layer = recomputed - 1; layer >= 0 && g.defined(); --layer) {
     auto xin = inputs[layer].detach().requires_grad_(true);
     auto out = run_layer(layer, xin, false);
     out.backward(g);

@@ -109,6 +109,9 @@ struct forward_options {
   /// loss, and back-propagates it through every layer computed again; the parameters' gradients
   /// are then accumulated and the returned hidden states are detached.
   std::function<at::Tensor(const at::Tensor& hidden)> checkpoint_head;
+  /// With checkpoint_head: how many layers, from the first, are computed again in the backward
+  /// (the later ones keep their activations, as autograd does); 0 = all of them.
+  int64_t checkpoint_layers = 0;
   /// A prepared step (the cache must have paged kernels): `segments` are then ignored.
   const paged_step* step = nullptr;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <fstream>
 #include <iostream>
@@ -248,6 +249,46 @@ TEST(ModelBf16, CpuBf16IsCloseToFp32) {
   auto d = bf16_max_diff(fp32->score_sequences(bf16_sequences(), 1.0), bf16->score_sequences(bf16_sequences(), 1.0));
   EXPECT_LT(d, 0.1);
   std::cout << "cpu bf16 vs fp32: max |diff| = " << d << "\n";
+}
+
+}  // namespace
+}  // namespace milesrt::llm
+
+namespace milesrt::llm {
+namespace {
+
+// Selective activation checkpointing: with checkpoint_layers = 1 of 2, the hidden states the head
+// sees are still connected by autograd to the last layer's weights (its activations were kept);
+// with every layer recomputed (0) they are not (only the final norm is in their graph).
+TEST(ModelCheckpointing, OnlyTheFirstLayersAreRecomputed) {
+  auto model = decoder::random(config_json("qwen3"), at::kFloat, at::kCPU, 3);
+  model->mutable_params().enable_grad();
+  for (int64_t recomputed : {0, 1, 2}) {
+    forward_options fo;
+    fo.checkpoint_layers = recomputed;
+    bool reaches_last_layer = false;
+    fo.checkpoint_head = [&](const at::Tensor& hidden) {
+      const auto& w = model->params().get("model.layers.1.mlp.down_proj.weight");
+      auto g = torch::autograd::grad({hidden.sum()}, {w}, {}, /*retain_graph=*/true, /*create_graph=*/false,
+                                     /*allow_unused=*/true);
+      reaches_last_layer = g[0].defined();
+      return hidden.square().sum();
+    };
+    model->forward({segment{{5, 7, 11, 13}, 0, nullptr}}, fo);
+    EXPECT_EQ(reaches_last_layer, recomputed == 1) << "checkpoint_layers = " << recomputed;
+  }
+  // Whatever the split, the gradients are the ones of the plain backward.
+  auto grad_of = [&](int64_t recomputed) {
+    model->mutable_params().grad().zero_();
+    forward_options fo;
+    fo.checkpoint_layers = recomputed;
+    fo.checkpoint_head = [](const at::Tensor& hidden) { return hidden.square().sum(); };
+    model->forward({segment{{5, 7, 11, 13}, 0, nullptr}}, fo);
+    return model->params().grad().clone();
+  };
+  const auto all = grad_of(0), first = grad_of(1);
+  EXPECT_GT(all.abs().sum().item<double>(), 0.0);
+  EXPECT_LT((all - first).abs().max().item<double>(), 1e-6);
 }
 
 }  // namespace
