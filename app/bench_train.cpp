@@ -15,6 +15,7 @@
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 #include "actors/trainer/trainer_core.hpp"
 
@@ -26,6 +27,7 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   struct options {
     std::string model, device = "cpu", dtype = "fp32", profile;
     bool optimizer_probe = false;
+    int64_t checkpoint_layers = -1;
     int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
   };
   auto opt = std::make_shared<options>();
@@ -39,6 +41,9 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
   app.add_option("--profile", opt->profile,
                  "after the timed steps, profile one more step with libtorch's profiler (Kineto) and "
                  "write its Chrome trace here (test/peers/trace_table.py sums its kernels)");
+  app.add_option("--checkpoint-layers", opt->checkpoint_layers,
+                 "activation checkpointing: recompute the first N layers in the backward (0: all; "
+                 "default: none)");
   app.add_flag("--optimizer-probe", opt->optimizer_probe,
                "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
                "gradient and weights (the gradient refilled with random values), then on fresh copies of "
@@ -56,6 +61,10 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
     trainer_options o;
     o.optimizer.lr = 1e-6;
     o.micro_batch_tokens = opt->micro;
+    if (opt->checkpoint_layers >= 0) {
+      o.activation_checkpointing = true;
+      o.checkpoint_layers = opt->checkpoint_layers;
+    }
     policy_trainer t(std::move(model), o);
     std::mt19937_64 rng(1);
     std::vector<train_sequence> batch;
@@ -71,6 +80,7 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
     auto sync = [&] { bench_sync(device); };
     t.train(batch);  // warm-up
     sync();
+    llm::reset_peak_memory(device);
     double secs = 0;
     for (int64_t k = 0; k < opt->steps; ++k) {
       auto t0 = std::chrono::steady_clock::now();
@@ -90,7 +100,8 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
       sync();
       prof::disableProfiler()->save(opt->profile);
     }
-    nlohmann::json probe;
+    const double peak_gib = llm::peak_memory_gib(device);  // of the timed steps
+    nlohmann::json probe = nlohmann::json::object();
     if (opt->optimizer_probe) {
       // Where the one-pass AdamW kernel's time inside the step comes from: the tensors it runs on
       // (their addresses and the device's history) or the values in them.
@@ -121,9 +132,11 @@ cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
     const int64_t tokens = opt->seqs * (opt->prompt + opt->response);
     nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt->device},
                           {"dtype", opt->dtype}, {"tokens_per_step", tokens},
+                          {"checkpoint_layers", opt->checkpoint_layers},
                           {"seconds_per_step", secs / double(opt->steps)},
                           {"train_tokens_per_s", double(tokens) * double(opt->steps) / secs}};
     out.update(probe);
+    if (device.is_cuda()) out["peak_gib"] = peak_gib;
     if (device.is_cuda()) out["mfu"] = train_step_flops(batch, t.model()) * double(opt->steps) / secs / 989e12;
     ctx.out << out.dump() << std::endl;
     return cli::exit_status::ok;
