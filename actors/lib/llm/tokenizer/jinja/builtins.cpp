@@ -83,11 +83,36 @@ std::string jinja_title(const std::string& s) {
   return encode(out);
 }
 
+bool ascii(const std::string& s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
 std::string strip(const std::string& s, const value* chars, bool left, bool right) {
+  bool ws = !chars || chars->is_null();
+  // Bytes suffice while the ends are ASCII (UTF-8 never puts an ASCII byte inside a code point):
+  // whitespace stops at the first non-ASCII byte, which may start a Unicode space, and an ASCII
+  // `chars` never matches one. Otherwise code points, as Python sees them.
+  const std::string* set_bytes = ws ? nullptr : &str_arg(*chars, "strip");
+  if (ws || ascii(*set_bytes)) {
+    auto drop = [&](unsigned char c) { return ws ? is_space(c) : set_bytes->find(static_cast<char>(c)) != std::string::npos; };
+    size_t a = 0, b = s.size();
+    bool decided = true;
+    if (left) {
+      while (a < b && static_cast<unsigned char>(s[a]) < 0x80 && drop(static_cast<unsigned char>(s[a]))) ++a;
+      decided = decided && (a == b || static_cast<unsigned char>(s[a]) < 0x80 || !ws);
+    }
+    if (right) {
+      while (b > a && static_cast<unsigned char>(s[b - 1]) < 0x80 && drop(static_cast<unsigned char>(s[b - 1]))) --b;
+      decided = decided && (b == a || static_cast<unsigned char>(s[b - 1]) < 0x80 || !ws);
+    }
+    if (decided) return s.substr(a, b - a);
+  }
   std::u32string u = decode(s);
   std::u32string set;
-  bool ws = !chars || chars->is_null();
-  if (!ws) set = decode(str_arg(*chars, "strip"));
+  if (!ws) set = decode(*set_bytes);
   auto drop = [&](char32_t c) { return ws ? is_space(c) : set.find(c) != std::u32string::npos; };
   size_t a = 0, b = u.size();
   if (left) {
@@ -329,7 +354,10 @@ value apply_filter(const std::string& n, const value& v, const call_args& a) {
   if (n == "safe") return v;
   if (n == "e" || n == "escape") return html_escape(to_str(v));
   if (n == "tojson") return filter_tojson(v, a);
-  if (n == "trim") return strip(to_str(v), a.get(0, "chars"), true, true);
+  if (n == "trim") {
+    if (v.is_string()) return strip(v.get_ref<const std::string&>(), a.get(0, "chars"), true, true);
+    return strip(to_str(v), a.get(0, "chars"), true, true);
+  }
   if (n == "upper") return upper(to_str(v));
   if (n == "lower") return lower(to_str(v));
   if (n == "capitalize") return capitalize(to_str(v));
@@ -587,8 +615,15 @@ value call_method(const value& obj, const std::string& n, const call_args& a) {
     if (n == "startswith" || n == "endswith") {
       const value* p = a.get(0, "prefix");
       if (!p) throw error(n + "() needs an argument");
-      std::vector<value> options = p->is_array() ? iterate(*p) : std::vector<value>{*p};
-      for (const auto& o : options) {
+      std::vector<value> listed = p->is_array() ? iterate(*p) : std::vector<value>{};
+      std::vector<const value*> options;
+      if (p->is_array()) {
+        for (const auto& o : listed) options.push_back(&o);
+      } else {
+        options.push_back(p);
+      }
+      for (const value* op : options) {
+        const value& o = *op;
         const std::string& x = str_arg(o, n.c_str());
         bool hit = n[0] == 's' ? s.compare(0, x.size(), x) == 0
                                : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
