@@ -12,6 +12,8 @@
 namespace milesrt::llm::jinja {
 namespace {
 
+using namespace std::string_view_literals;
+
 // An evaluated expression: a pointer to a value that outlives the expression (a variable, a
 // literal, part of either) or an owned temporary, so that `messages[i].content` copies nothing.
 // A stable pointer is one that no assignment can invalidate while any frame that may hold it
@@ -21,10 +23,41 @@ class ref {
  public:
   explicit ref(const value* p, bool stable = false) : p_(p), stable_(stable) {}
   explicit ref(value v) : own_(std::move(v)) {}
-  const value& get() const { return p_ ? *p_ : own_; }
+  /// A list of stable items (a slice of a stable list) as pointers; `items` outlives the ref when
+  /// not owned.
+  static ref list(std::vector<const value*> items) {
+    ref r(value{});
+    r.list_own_ = std::move(items);
+    r.list_kind_ = list_kind::owned;
+    return r;
+  }
+  static ref list(const std::vector<const value*>* items) {
+    ref r(value{});
+    r.list_ = items;
+    r.list_kind_ = list_kind::borrowed;
+    return r;
+  }
+  /// The value; a list of pointers is made a list (copies) the first time.
+  const value& get() const {
+    if (p_) return *p_;
+    if (list_kind_ != list_kind::none && !made_) {
+      own_ = value::array();
+      for (const value* x : *items()) own_.push_back(*x);
+      made_ = true;
+    }
+    return own_;
+  }
   bool borrowed() const { return p_ != nullptr; }
   bool stable() const { return p_ != nullptr && stable_; }
-  value take() && { return p_ ? *p_ : std::move(own_); }
+  /// The items of a list of pointers, or nullptr for any other value.
+  const std::vector<const value*>* items() const {
+    return list_kind_ == list_kind::owned ? &list_own_ : list_kind_ == list_kind::borrowed ? list_ : nullptr;
+  }
+  value take() && {
+    if (p_) return *p_;
+    get();
+    return std::move(own_);
+  }
   /// Makes an unstable borrow an owned copy: before running code that may assign what it points to.
   void pin() {
     if (p_ && !stable_) {
@@ -34,30 +67,52 @@ class ref {
   }
 
  private:
-  value own_;
+  enum class list_kind { none, owned, borrowed };
+  mutable value own_;
   const value* p_ = nullptr;
   bool stable_ = false;
+  list_kind list_kind_ = list_kind::none;
+  mutable bool made_ = false;
+  std::vector<const value*> list_own_;
+  const std::vector<const value*>* list_ = nullptr;
 };
 
-// A variable: its own value, or a stable pointer (see ref) instead of a copy.
+// A variable: its own value, a stable pointer (see ref) or a list of stable pointers instead of a
+// copy.
 struct slot {
   value own;
   const value* ptr = nullptr;
-  const value& get() const { return ptr ? *ptr : own; }
-  ref read() const { return ptr ? ref(ptr, true) : ref(&own); }
-  void assign(ref r) {
+  std::vector<const value*> items;
+  bool is_list = false;
+  ref read() const {
+    if (is_list) return ref::list(&items);
+    return ptr ? ref(ptr, true) : ref(&own);
+  }
+  void assign(ref r) {  // `r` may read this very slot: take what it says before changing anything
     if (r.stable()) {
       ptr = &r.get();
+      own = value();
+      is_list = false;
+      items.clear();
+    } else if (const auto* xs = r.items()) {
+      std::vector<const value*> picked = *xs;
+      items = std::move(picked);
+      is_list = true;
+      ptr = nullptr;
       own = value();
     } else {
       own = std::move(r).take();
       ptr = nullptr;
+      is_list = false;
+      items.clear();
     }
   }
   value& mut() {
-    if (ptr) {
-      own = *ptr;
+    if (ptr || is_list) {
+      own = read().get();
       ptr = nullptr;
+      is_list = false;
+      items.clear();
     }
     return own;
   }
@@ -110,7 +165,7 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
     throw error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
   };
   if (is_undefined(a) || is_undefined(b)) throw error("an undefined value used with '" + op + "'");
-  if (op == "+") {
+  if (op == "+"sv) {
     if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get_ref<const std::string&>();
     if (a.is_array() && b.is_array()) {
       value r = a;
@@ -118,7 +173,7 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
       return r;
     }
   }
-  if (op == "*" && ((a.is_string() || a.is_array()) && is_int(b))) {
+  if (op == "*"sv && ((a.is_string() || a.is_array()) && is_int(b))) {
     value r = a.is_string() ? value("") : value::array();
     for (int64_t i = 0; i < as_int(b); ++i) {
       if (a.is_string()) {
@@ -129,27 +184,27 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
     }
     return r;
   }
-  if (op == "%" && a.is_string()) throw error("string formatting with '%' is not supported");
+  if (op == "%"sv && a.is_string()) throw error("string formatting with '%' is not supported");
   if (!is_number(a) || !is_number(b)) return bad();
   bool ints = is_int(a) && is_int(b);
-  if (op == "+") return ints ? value(as_int(a) + as_int(b)) : value(as_double(a) + as_double(b));
-  if (op == "-") return ints ? value(as_int(a) - as_int(b)) : value(as_double(a) - as_double(b));
-  if (op == "*") return ints ? value(as_int(a) * as_int(b)) : value(as_double(a) * as_double(b));
-  if (op == "/") {
+  if (op == "+"sv) return ints ? value(as_int(a) + as_int(b)) : value(as_double(a) + as_double(b));
+  if (op == "-"sv) return ints ? value(as_int(a) - as_int(b)) : value(as_double(a) - as_double(b));
+  if (op == "*"sv) return ints ? value(as_int(a) * as_int(b)) : value(as_double(a) * as_double(b));
+  if (op == "/"sv) {
     if (as_double(b) == 0) throw error("division by zero");
     return as_double(a) / as_double(b);
   }
-  if (op == "//" || op == "%") {
+  if (op == "//"sv || op == "%"sv) {
     if (as_double(b) == 0) throw error("integer division or modulo by zero");
     if (ints) {
       int64_t x = as_int(a), y = as_int(b), q = x / y;
       if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
-      return op == "//" ? value(q) : value(x - q * y);
+      return op == "//"sv ? value(q) : value(x - q * y);
     }
     double x = as_double(a), y = as_double(b), q = std::floor(x / y);
-    return op == "//" ? value(q) : value(x - q * y);
+    return op == "//"sv ? value(q) : value(x - q * y);
   }
-  if (op == "**") {
+  if (op == "**"sv) {
     if (ints && as_int(b) >= 0) {
       int64_t r = 1;
       for (int64_t i = 0; i < as_int(b); ++i) r *= as_int(a);
@@ -303,13 +358,18 @@ class interpreter {
   std::vector<const value*> loop_items(const expr& e, value& held, std::vector<value>& listed) {
     const expr* source = e.kind == expr_kind::slice ? e.object.get() : &e;
     ref r = eval(*source);
+    std::vector<const value*> items;
+    if (const auto* xs = r.items()) {
+      if (e.kind != expr_kind::slice) return *xs;
+      for (size_t i : slice_bounds(e, static_cast<int64_t>(xs->size()))) items.push_back((*xs)[i]);
+      return items;
+    }
     const bool in_place = r.stable() || (r.borrowed() && source->kind == expr_kind::name);
     const value* base = &r.get();
     if (!in_place) {
       held = std::move(r).take();
       base = &held;
     }
-    std::vector<const value*> items;
     if (e.kind == expr_kind::slice) {
       if (base->is_array()) {
         auto idx = slice_bounds(e, static_cast<int64_t>(base->size()));
@@ -363,17 +423,17 @@ class interpreter {
   // `loop.<name>` of `st`; nullopt for names that need the object.
   static std::optional<ref> loop_field(const loop_state& st, const std::string& name) {
     const size_t i = st.i, n = st.n;
-    if (name == "index0") return ref(value(i));
-    if (name == "index") return ref(value(i + 1));
-    if (name == "first") return ref(value(i == 0));
-    if (name == "last") return ref(value(i + 1 == n));
-    if (name == "length") return ref(value(n));
-    if (name == "revindex") return ref(value(n - i));
-    if (name == "revindex0") return ref(value(n - i - 1));
-    if (name == "depth") return ref(value(1));
-    if (name == "depth0") return ref(value(0));
-    if (name == "previtem") return i > 0 ? ref((*st.items)[i - 1], true) : ref(undefined());
-    if (name == "nextitem") return i + 1 < n ? ref((*st.items)[i + 1], true) : ref(undefined());
+    if (name == "index0"sv) return ref(value(i));
+    if (name == "index"sv) return ref(value(i + 1));
+    if (name == "first"sv) return ref(value(i == 0));
+    if (name == "last"sv) return ref(value(i + 1 == n));
+    if (name == "length"sv) return ref(value(n));
+    if (name == "revindex"sv) return ref(value(n - i));
+    if (name == "revindex0"sv) return ref(value(n - i - 1));
+    if (name == "depth"sv) return ref(value(1));
+    if (name == "depth0"sv) return ref(value(0));
+    if (name == "previtem"sv) return i > 0 ? ref((*st.items)[i - 1], true) : ref(undefined());
+    if (name == "nextitem"sv) return i + 1 < n ? ref((*st.items)[i + 1], true) : ref(undefined());
     return std::nullopt;
   }
 
@@ -431,7 +491,8 @@ class interpreter {
   value* lookup_mut(const std::string& n) {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       auto v = (*it)->vars.find(n);
-      if (v != (*it)->vars.end()) return &v->second.mut();
+      // A list is no namespace; leave it (and the pointers read from it) alone.
+      if (v != (*it)->vars.end()) return v->second.is_list ? nullptr : &v->second.mut();
       if (*it == chain_.front()) {
         if (const value* g = render_var(n)) return &((*it)->vars[n].own = *g);  // copied on first write
       }
@@ -470,7 +531,7 @@ class interpreter {
   ref eval_name(const std::string& n) {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       if (auto v = find_var(**it, n)) return std::move(*v);
-      if ((*it)->loop && n == "loop") return ref(&loop_object(*(*it)->loop));
+      if ((*it)->loop && n == "loop"sv) return ref(&loop_object(*(*it)->loop));
       if ((*it)->macros.count(n)) throw error("macro '" + n + "' used as a value is not supported");
     }
     return ref(undefined());
@@ -496,7 +557,7 @@ class interpreter {
         return ref(std::move(r));
       }
       case expr_kind::attr: {
-        if (e.object->kind == expr_kind::name && e.object->name == "loop") {
+        if (e.object->kind == expr_kind::name && e.object->name == "loop"sv) {
           if (loop_state* st = nearest_loop()) {
             if (auto v = loop_field(*st, e.name)) return std::move(*v);
           }
@@ -514,11 +575,23 @@ class interpreter {
       case expr_kind::slice: {
         ref b = eval(*e.object);
         if (args_run_code(e)) b.pin();
+        // A slice of a stable list (or of such a slice) is kept as pointers to its items.
+        const auto* xs = b.items();
+        if (xs || (b.stable() && b.get().is_array())) {
+          const value& arr = b.get();
+          const size_t n = xs ? xs->size() : arr.size();
+          std::vector<const value*> picked;
+          for (size_t i : slice_bounds(e, static_cast<int64_t>(n))) picked.push_back(xs ? (*xs)[i] : &arr[i]);
+          return ref::list(std::move(picked));
+        }
         return ref(eval_slice_of(e, b.get()));
       }
       case expr_kind::call: return eval_call(e, nullptr);
       case expr_kind::filter: {
         ref v = eval(*e.object);
+        if (v.items() && (e.name == "length"sv || e.name == "count"sv) && e.args.empty() && e.kwargs.empty()) {
+          return ref(value(v.items()->size()));
+        }
         if (args_run_code(e)) v.pin();
         return ref(apply_filter(e.name, v.get(), eval_args(e)));
       }
@@ -530,22 +603,22 @@ class interpreter {
       case expr_kind::unary: {
         ref r = eval(*e.object);
         const value& v = r.get();
-        if (e.name == "not") return ref(value(!truthy(v)));
+        if (e.name == "not"sv) return ref(value(!truthy(v)));
         if (!is_number(v)) throw error("bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
-        if (e.name == "+") return ref(is_int(v) ? value(as_int(v)) : v);
+        if (e.name == "+"sv) return ref(is_int(v) ? value(as_int(v)) : v);
         return ref(is_int(v) ? value(-as_int(v)) : value(-as_double(v)));
       }
       case expr_kind::binary: {
         ref a = eval(*e.args[0]);
         if (e.args[1]->may_run_code) a.pin();
         ref b = eval(*e.args[1]);
-        if (e.name == "~") {
+        if (e.name == "~"sv) {
           // The left operand, once ours, grows in place: a chain a ~ b ~ c copies each part once.
           value r = a.borrowed() || !a.get().is_string() ? value(to_str(a.get())) : std::move(a).take();
           write(r.get_ref<std::string&>(), b.get());
           return ref(std::move(r));
         }
-        if (e.name == "+" && !a.borrowed() && a.get().is_string() && b.get().is_string()) {
+        if (e.name == "+"sv && !a.borrowed() && a.get().is_string() && b.get().is_string()) {
           value r = std::move(a).take();
           r.get_ref<std::string&>() += b.get().get_ref<const std::string&>();
           return ref(std::move(r));
@@ -560,13 +633,13 @@ class interpreter {
           const value& l = left.get();
           const value& r = right.get();
           const std::string& op = e.ops[i];
-          bool ok = op == "==" ? equals(l, r)
-                    : op == "!=" ? !equals(l, r)
-                    : op == "in" ? contains(r, l)
-                    : op == "not in" ? !contains(r, l)
-                    : op == "<" ? compare(l, r) < 0
-                    : op == "<=" ? compare(l, r) <= 0
-                    : op == ">" ? compare(l, r) > 0
+          bool ok = op == "=="sv ? equals(l, r)
+                    : op == "!="sv ? !equals(l, r)
+                    : op == "in"sv ? contains(r, l)
+                    : op == "not in"sv ? !contains(r, l)
+                    : op == "<"sv ? compare(l, r) < 0
+                    : op == "<="sv ? compare(l, r) <= 0
+                    : op == ">"sv ? compare(l, r) > 0
                                 : compare(l, r) >= 0;
           if (!ok) return ref(value(false));
           left = std::move(right);
@@ -576,7 +649,7 @@ class interpreter {
       case expr_kind::logical: {
         ref a = eval(*e.args[0]);
         bool t = truthy(a.get());
-        if (e.name == "and" ? !t : t) return a;
+        if (e.name == "and"sv ? !t : t) return a;
         return eval(*e.args[1]);
       }
       case expr_kind::cond:
@@ -601,6 +674,11 @@ class interpreter {
     if (e.args[0]->may_run_code) base.pin();
     ref key_ref = eval(*e.args[0]);
     const value& key = key_ref.get();
+    if (const auto* xs = base.items(); xs && is_int(key)) {
+      int64_t i = as_int(key), n = static_cast<int64_t>(xs->size());
+      if (i < 0) i += n;
+      return i >= 0 && i < n ? ref((*xs)[static_cast<size_t>(i)], true) : ref(undefined());
+    }
     const value& b = base.get();
     if (is_undefined(b)) throw error("'" + describe(*e.object) + "' is undefined (subscripted)");
     const value* hit = nullptr;
@@ -669,10 +747,10 @@ class interpreter {
     throw error("calling " + describe(callee) + " is not supported");
   }
   value call_global(const std::string& n, const call_args& a) {
-    if (n == "raise_exception") {
+    if (n == "raise_exception"sv) {
       throw error(a.pos.empty() ? std::string("raise_exception") : to_str(a.pos[0]));
     }
-    if (n == "strftime_now") {
+    if (n == "strftime_now"sv) {
       if (a.pos.empty() || !a.pos[0].is_string()) throw error("strftime_now(format) needs a format string");
       std::tm tm{};
       if (env_.now) {
@@ -685,7 +763,7 @@ class interpreter {
       size_t len = std::strftime(buf, sizeof buf, a.pos[0].get_ref<const std::string&>().c_str(), &tm);
       return std::string(buf, len);
     }
-    if (n == "range") {
+    if (n == "range"sv) {
       if (a.pos.empty() || a.pos.size() > 3) throw error("range() takes 1 to 3 arguments");
       int64_t start = 0, stop, step = 1;
       if (a.pos.size() == 1) {
@@ -700,7 +778,7 @@ class interpreter {
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(i);
       return r;
     }
-    if (n == "namespace" || n == "dict") {
+    if (n == "namespace"sv || n == "dict"sv) {
       value r = value::object();
       for (const auto& p : a.pos) {
         if (!p.is_object()) throw error(n + "() takes keyword arguments or a dict");
@@ -709,7 +787,7 @@ class interpreter {
       for (const auto& [k, v] : a.kw) r[k] = v;
       return r;
     }
-    if (n == "caller" && caller_) return call_caller(a);
+    if (n == "caller"sv && caller_) return call_caller(a);
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       if (find_var(**it, n)) throw error("'" + n + "' is not callable");
     }
