@@ -39,7 +39,7 @@ TEST(Jinja, WhitespaceControlAsTransformers) {
 
 // Loops visit their items in place and answer loop.<field> without building the `loop` object;
 // the object (with previtem / nextitem) is built only where the template uses `loop` as a whole.
-TEST(Jinja, LoopNeighboursOnlyWhereTheTemplateReadsThem) {
+TEST(Jinja, LoopFieldsAndNeighbours) {
   value xs = {{"xs", {"a", "b", "c"}}};
   EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{{ loop.last }}{% endfor %}", xs), "1aFalse2bFalse3cTrue");
   EXPECT_EQ(render("{% for x in xs %}{{ x }}{% endfor %}{% for x in xs %}[{{ loop . previtem }}|{{ loop.nextitem }}]"
