@@ -69,16 +69,17 @@ chat_render_result chat_template::render(const ojson& messages, const chat_optio
   if (!options.extra.is_object()) return {{}, "extra template arguments must be an object"};
   // transformers: render_jinja_template(messages, tools, documents, add_generation_prompt,
   // **special_tokens_map, **kwargs); the keyword arguments win over the special tokens.
+  // The conversation, tools and documents are read in place (borrowed, winning over `vars`): a
+  // copy of a long conversation per render would cost as much as the render itself.
   ojson vars = specials_;
   for (auto it = options.extra.begin(); it != options.extra.end(); ++it) vars[it.key()] = it.value();
-  vars["messages"] = messages;
-  vars["tools"] = options.tools;
-  vars["documents"] = options.documents;
   vars["add_generation_prompt"] = options.add_generation_prompt;
   jinja::environment env;
   env.now = options.now;
   try {
-    return {program_->render(vars, env), {}};
+    return {program_->render(vars, {{"messages", &messages}, {"tools", &options.tools}, {"documents", &options.documents}},
+                             env),
+            {}};
   } catch (const std::exception& e) {
     return {{}, origin_ + ": " + e.what()};
   }

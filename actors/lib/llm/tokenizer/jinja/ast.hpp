@@ -42,6 +42,9 @@ struct expr {
   std::vector<std::pair<std::string, expr_ptr>> kwargs;
   std::vector<std::string> ops;
   bool negated = false;
+  /// Whether evaluating this expression may run template code (a call of a name: a macro or
+  /// `caller`), which can assign namespace attributes; set by program::parse.
+  bool may_run_code = false;
 };
 
 enum class stmt_kind {

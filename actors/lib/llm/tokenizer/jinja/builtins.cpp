@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 namespace milesrt::llm::jinja {
 
@@ -83,11 +84,36 @@ std::string jinja_title(const std::string& s) {
   return encode(out);
 }
 
+bool ascii(const std::string& s) {
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
 std::string strip(const std::string& s, const value* chars, bool left, bool right) {
+  bool ws = !chars || chars->is_null();
+  // Bytes suffice while the ends are ASCII (UTF-8 never puts an ASCII byte inside a code point):
+  // whitespace stops at the first non-ASCII byte, which may start a Unicode space, and an ASCII
+  // `chars` never matches one. Otherwise code points, as Python sees them.
+  const std::string* set_bytes = ws ? nullptr : &str_arg(*chars, "strip");
+  if (ws || ascii(*set_bytes)) {
+    auto drop = [&](unsigned char c) { return ws ? is_space(c) : set_bytes->find(static_cast<char>(c)) != std::string::npos; };
+    size_t a = 0, b = s.size();
+    bool decided = true;
+    if (left) {
+      while (a < b && static_cast<unsigned char>(s[a]) < 0x80 && drop(static_cast<unsigned char>(s[a]))) ++a;
+      decided = decided && (a == b || static_cast<unsigned char>(s[a]) < 0x80 || !ws);
+    }
+    if (right) {
+      while (b > a && static_cast<unsigned char>(s[b - 1]) < 0x80 && drop(static_cast<unsigned char>(s[b - 1]))) --b;
+      decided = decided && (b == a || static_cast<unsigned char>(s[b - 1]) < 0x80 || !ws);
+    }
+    if (decided) return s.substr(a, b - a);
+  }
   std::u32string u = decode(s);
   std::u32string set;
-  bool ws = !chars || chars->is_null();
-  if (!ws) set = decode(str_arg(*chars, "strip"));
+  if (!ws) set = decode(*set_bytes);
   auto drop = [&](char32_t c) { return ws ? is_space(c) : set.find(c) != std::u32string::npos; };
   size_t a = 0, b = u.size();
   if (left) {
@@ -323,13 +349,18 @@ value filter_indent(const value& v, const call_args& a) {
 
 }  // namespace
 
-value apply_filter(const std::string& n, const value& v, const call_args& a) {
+value apply_filter(const std::string& name, const value& v, const call_args& a) {
+  // Names compared as views: sizes first, no strlen per candidate.
+  const std::string_view n = name;
   if (n == "length" || n == "count") return length(v);
   if (n == "string") return to_str(v);
   if (n == "safe") return v;
   if (n == "e" || n == "escape") return html_escape(to_str(v));
   if (n == "tojson") return filter_tojson(v, a);
-  if (n == "trim") return strip(to_str(v), a.get(0, "chars"), true, true);
+  if (n == "trim") {
+    if (v.is_string()) return strip(v.get_ref<const std::string&>(), a.get(0, "chars"), true, true);
+    return strip(to_str(v), a.get(0, "chars"), true, true);
+  }
   if (n == "upper") return upper(to_str(v));
   if (n == "lower") return lower(to_str(v));
   if (n == "capitalize") return capitalize(to_str(v));
@@ -418,10 +449,10 @@ value apply_filter(const std::string& n, const value& v, const call_args& a) {
   if (n == "select" || n == "reject" || n == "selectattr" || n == "rejectattr") {
     bool attr = n.size() > 6;
     bool keep_if = n[0] == 's';
-    if (attr && a.pos.empty()) throw error(n + " needs an attribute name");
+    if (attr && a.pos.empty()) throw error(name + " needs an attribute name");
     value r = value::array();
     for (auto& x : iterate(v)) {
-      value probe = attr ? attribute(x, str_arg(a.pos[0], n.c_str())) : x;
+      value probe = attr ? attribute(x, str_arg(a.pos[0], name.c_str())) : x;
       if (select_test(probe, a, attr ? 1 : 0) == keep_if) r.push_back(std::move(x));
     }
     return make_generator(std::move(r));
@@ -494,12 +525,14 @@ value apply_filter(const std::string& n, const value& v, const call_args& a) {
   }
   if (n == "indent") return filter_indent(v, a);
   if (n == "wordcount") return split(to_str(v), nullptr, nullptr, false).size();
-  throw error("filter '" + n + "' is not supported");
+  throw error("filter '" + name + "' is not supported");
 }
 
-bool apply_test(const std::string& n, const value& v, const call_args& a) {
+bool apply_test(const std::string& name, const value& v, const call_args& a) {
+  // Names compared as views: sizes first, no strlen per candidate.
+  const std::string_view n = name;
   auto arg = [&]() -> const value& {
-    if (a.pos.empty()) throw error("test '" + n + "' needs an argument");
+    if (a.pos.empty()) throw error("test '" + name + "' needs an argument");
     return a.pos[0];
   };
   if (n == "defined") return !is_undefined(v);
@@ -537,7 +570,7 @@ bool apply_test(const std::string& n, const value& v, const call_args& a) {
     return false;
   }
   if (n == "odd" || n == "even") {
-    if (!is_int(v)) throw error("test '" + n + "' needs an integer");
+    if (!is_int(v)) throw error("test '" + name + "' needs an integer");
     int64_t r = as_int(v) % 2;
     return n == "odd" ? r != 0 : r == 0;
   }
@@ -551,10 +584,12 @@ bool apply_test(const std::string& n, const value& v, const call_args& a) {
     std::string s = v.get<std::string>();
     return n == "lower" ? lower(s) == s : upper(s) == s;
   }
-  throw error("test '" + n + "' is not supported");
+  throw error("test '" + name + "' is not supported");
 }
 
-value call_method(const value& obj, const std::string& n, const call_args& a) {
+value call_method(const value& obj, const std::string& name, const call_args& a) {
+  // Names compared as views: sizes first, no strlen per candidate.
+  const std::string_view n = name;
   if (obj.is_object() && !is_generator(obj)) {
     if (n == "items") {
       value r = value::array();
@@ -586,15 +621,22 @@ value call_method(const value& obj, const std::string& n, const call_args& a) {
     const std::string& s = obj.get_ref<const std::string&>();
     if (n == "startswith" || n == "endswith") {
       const value* p = a.get(0, "prefix");
-      if (!p) throw error(n + "() needs an argument");
-      std::vector<value> options = p->is_array() ? iterate(*p) : std::vector<value>{*p};
-      for (const auto& o : options) {
-        const std::string& x = str_arg(o, n.c_str());
+      if (!p) throw error(name + "() needs an argument");
+      std::vector<value> listed = p->is_array() ? iterate(*p) : std::vector<value>{};
+      std::vector<const value*> options;
+      if (p->is_array()) {
+        for (const auto& o : listed) options.push_back(&o);
+      } else {
+        options.push_back(p);
+      }
+      for (const value* op : options) {
+        const value& o = *op;
+        const std::string& x = str_arg(o, name.c_str());
         bool hit = n[0] == 's' ? s.compare(0, x.size(), x) == 0
                                : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
         if (hit) return true;
       }
-      if (a.pos.size() > 1) throw error(n + "() with start/end positions is not supported");
+      if (a.pos.size() > 1) throw error(name + "() with start/end positions is not supported");
       return false;
     }
     if (n == "strip") return strip(s, a.get(0, "chars"), true, true);
@@ -613,8 +655,8 @@ value call_method(const value& obj, const std::string& n, const call_args& a) {
       return replace(s, str_arg(a.pos[0], "replace"), str_arg(a.pos[1], "replace"), c ? as_int(*c) : -1);
     }
     if (n == "find" || n == "rfind" || n == "count" || n == "index") {
-      if (a.pos.size() != 1) throw error(n + "() with positions is not supported");
-      const std::string& x = str_arg(a.pos[0], n.c_str());
+      if (a.pos.size() != 1) throw error(name + "() with positions is not supported");
+      const std::string& x = str_arg(a.pos[0], name.c_str());
       if (n == "count") {
         if (x.empty()) return decode(s).size() + 1;
         int64_t c = 0;
@@ -642,7 +684,7 @@ value call_method(const value& obj, const std::string& n, const call_args& a) {
       std::u32string u = decode(s);
       if (u.empty()) return false;
       for (char32_t c : u) {
-        if (c >= 0x80 && n != "isspace") throw error(n + "() of non-ASCII text is not supported");
+        if (c >= 0x80 && n != "isspace") throw error(name + "() of non-ASCII text is not supported");
         bool ok = n == "isdigit" ? (c >= '0' && c <= '9')
                   : n == "isalpha" ? alpha(c)
                   : n == "isspace" ? is_space(c)
@@ -652,7 +694,7 @@ value call_method(const value& obj, const std::string& n, const call_args& a) {
       return true;
     }
   }
-  throw error("method '" + n + "' of " + type_name(obj) + " is not supported");
+  throw error("method '" + name + "' of " + type_name(obj) + " is not supported");
 }
 
 }  // namespace milesrt::llm::jinja

@@ -2,33 +2,32 @@
 
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
 #include "actors/lib/llm/tokenizer/jinja/builtins.hpp"
 #include "actors/lib/llm/tokenizer/jinja/parser.hpp"
+#include "actors/lib/llm/tokenizer/jinja/ref.hpp"
 
 namespace milesrt::llm::jinja {
 namespace {
 
-// An evaluated expression: a pointer to a value that outlives the expression (a variable, a
-// literal, part of either) or an owned temporary, so that `messages[i].content` copies nothing.
-class ref {
- public:
-  explicit ref(const value* p) : p_(p) {}
-  explicit ref(value v) : own_(std::move(v)) {}
-  const value& get() const { return p_ ? *p_ : own_; }
-  bool borrowed() const { return p_ != nullptr; }
-  value take() && { return p_ ? *p_ : std::move(own_); }
+using namespace std::string_view_literals;
 
- private:
-  value own_;
-  const value* p_ = nullptr;
+// A for loop's `loop`, answered field by field; the object is built only when the template uses
+// `loop` as a whole.
+struct loop_state {
+  size_t i = 0, n = 0;
+  const std::vector<const value*>* items = nullptr;
+  value object;
+  bool made = false;
 };
 
 struct frame {
-  std::unordered_map<std::string, value> vars;
+  std::unordered_map<std::string, slot> vars;
   std::unordered_map<std::string, const stmt*> macros;
+  loop_state* loop = nullptr;
 };
 
 struct caller_ctx {
@@ -63,7 +62,7 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
     throw error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
   };
   if (is_undefined(a) || is_undefined(b)) throw error("an undefined value used with '" + op + "'");
-  if (op == "+") {
+  if (op == "+"sv) {
     if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get_ref<const std::string&>();
     if (a.is_array() && b.is_array()) {
       value r = a;
@@ -71,7 +70,7 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
       return r;
     }
   }
-  if (op == "*" && ((a.is_string() || a.is_array()) && is_int(b))) {
+  if (op == "*"sv && ((a.is_string() || a.is_array()) && is_int(b))) {
     value r = a.is_string() ? value("") : value::array();
     for (int64_t i = 0; i < as_int(b); ++i) {
       if (a.is_string()) {
@@ -82,27 +81,27 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
     }
     return r;
   }
-  if (op == "%" && a.is_string()) throw error("string formatting with '%' is not supported");
+  if (op == "%"sv && a.is_string()) throw error("string formatting with '%' is not supported");
   if (!is_number(a) || !is_number(b)) return bad();
   bool ints = is_int(a) && is_int(b);
-  if (op == "+") return ints ? value(as_int(a) + as_int(b)) : value(as_double(a) + as_double(b));
-  if (op == "-") return ints ? value(as_int(a) - as_int(b)) : value(as_double(a) - as_double(b));
-  if (op == "*") return ints ? value(as_int(a) * as_int(b)) : value(as_double(a) * as_double(b));
-  if (op == "/") {
+  if (op == "+"sv) return ints ? value(as_int(a) + as_int(b)) : value(as_double(a) + as_double(b));
+  if (op == "-"sv) return ints ? value(as_int(a) - as_int(b)) : value(as_double(a) - as_double(b));
+  if (op == "*"sv) return ints ? value(as_int(a) * as_int(b)) : value(as_double(a) * as_double(b));
+  if (op == "/"sv) {
     if (as_double(b) == 0) throw error("division by zero");
     return as_double(a) / as_double(b);
   }
-  if (op == "//" || op == "%") {
+  if (op == "//"sv || op == "%"sv) {
     if (as_double(b) == 0) throw error("integer division or modulo by zero");
     if (ints) {
       int64_t x = as_int(a), y = as_int(b), q = x / y;
       if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
-      return op == "//" ? value(q) : value(x - q * y);
+      return op == "//"sv ? value(q) : value(x - q * y);
     }
     double x = as_double(a), y = as_double(b), q = std::floor(x / y);
-    return op == "//" ? value(q) : value(x - q * y);
+    return op == "//"sv ? value(q) : value(x - q * y);
   }
-  if (op == "**") {
+  if (op == "**"sv) {
     if (ints && as_int(b) >= 0) {
       int64_t r = 1;
       for (int64_t i = 0; i < as_int(b); ++i) r *= as_int(a);
@@ -138,12 +137,24 @@ std::string describe(const expr& e) {
   return "value";
 }
 
+// Appends what `{{ v }}` writes.
+void write(std::string& out, const value& v) {
+  if (v.is_string()) {
+    out += v.get_ref<const std::string&>();
+  } else {
+    out += to_str(v);
+  }
+}
+
+// A name and the value it stands for in place of the render's `variables` (see program::render).
+using borrowed_vars = std::vector<std::pair<std::string_view, const value*>>;
+
 class interpreter {
  public:
-  // `variables` are read in place (no copy per render); the globals frame shadows them once the
-  // template sets or mutates one of those names.
-  interpreter(frame& globals, const value& variables, const environment& env, bool loop_neighbours)
-      : variables_(variables), env_(env), loop_neighbours_(loop_neighbours) {
+  // `variables` (and `borrowed`, which win) are read in place (no copy per render); the globals
+  // frame shadows them once the template sets or mutates one of those names.
+  interpreter(frame& globals, const value& variables, const borrowed_vars& borrowed, const environment& env)
+      : variables_(variables), borrowed_(borrowed), env_(env) {
     chain_.push_back(&globals);
   }
 
@@ -172,7 +183,7 @@ class interpreter {
   flow exec(const stmt& s) {
     switch (s.kind) {
       case stmt_kind::text: out += s.text; return flow::normal;
-      case stmt_kind::output: out += to_str(eval(*s.value).get()); return flow::normal;
+      case stmt_kind::output: write(out, eval(*s.value).get()); return flow::normal;
       case stmt_kind::if_:
         for (const auto& [c, b] : s.branches) {
           if (!c || truthy(eval(*c).get())) return exec(b);
@@ -183,20 +194,20 @@ class interpreter {
       case stmt_kind::set_block: {
         value v = capture(s.main);
         if (s.value) v = with_block(*s.value, v);
-        chain_.back()->vars[s.targets[0]] = std::move(v);
+        chain_.back()->vars[s.targets[0]].assign(ref(std::move(v)));
         return flow::normal;
       }
       case stmt_kind::macro: chain_.back()->macros[s.text] = &s; return flow::normal;
       case stmt_kind::call_block: {
         caller_ctx ctx{&s, chain_, caller_};
-        out += to_str(eval_call(*s.value, &ctx).get());
+        write(out, eval_call(*s.value, &ctx).get());
         return flow::normal;
       }
-      case stmt_kind::filter_block: out += to_str(with_block(*s.value, capture(s.main))); return flow::normal;
+      case stmt_kind::filter_block: write(out, with_block(*s.value, capture(s.main))); return flow::normal;
       case stmt_kind::generation: return exec(s.main);
       case stmt_kind::with_: {
         frame f;
-        for (const auto& [n, e] : s.params) f.vars[n] = eval(*e).take();
+        for (const auto& [n, e] : s.params) f.vars[n].assign(eval(*e));
         chain_.push_back(&f);
         flow r = exec(s.main);
         chain_.pop_back();
@@ -225,36 +236,107 @@ class interpreter {
     return r;
   }
 
-  void bind(frame& f, const std::vector<std::string>& targets, value v) {
+  void bind(frame& f, const std::vector<std::string>& targets, ref v) {
     if (targets.size() == 1) {
-      f.vars[targets[0]] = std::move(v);
+      f.vars[targets[0]].assign(std::move(v));
       return;
     }
-    std::vector<value> items = iterate(v);
+    std::vector<value> items = iterate(v.get());
     if (items.size() != targets.size()) {
       throw error("cannot unpack " + std::to_string(items.size()) + " values into " +
                   std::to_string(targets.size()) + " names");
     }
-    for (size_t i = 0; i < items.size(); ++i) f.vars[targets[i]] = std::move(items[i]);
+    for (size_t i = 0; i < items.size(); ++i) f.vars[targets[i]].assign(ref(std::move(items[i])));
+  }
+
+  // What a for loop visits, as pointers that stay valid (and unassigned) for the loop's body: into
+  // stable values or a whole variable (which nothing in the body can reassign: `set` there binds
+  // in the loop's frame), else into `held`, the loop's own copy.
+  std::vector<const value*> loop_items(const expr& e, value& held, std::vector<value>& listed) {
+    const expr* source = e.kind == expr_kind::slice ? e.object.get() : &e;
+    ref r = eval(*source);
+    std::vector<const value*> items;
+    if (const auto* xs = r.items()) {
+      if (e.kind != expr_kind::slice) return *xs;
+      for (size_t i : slice_bounds(e, static_cast<int64_t>(xs->size()))) items.push_back((*xs)[i]);
+      return items;
+    }
+    const bool in_place = r.stable() || (r.borrowed() && source->kind == expr_kind::name);
+    const value* base = &r.get();
+    if (!in_place) {
+      held = std::move(r).take();
+      base = &held;
+    }
+    if (e.kind == expr_kind::slice) {
+      if (base->is_array()) {
+        auto idx = slice_bounds(e, static_cast<int64_t>(base->size()));
+        for (size_t i : idx) items.push_back(&(*base)[i]);
+        return items;
+      }
+      // Strings and the rest: slice as an expression does.
+      held = eval_slice_of(e, *base);
+      base = &held;
+    }
+    if (base->is_array() || is_generator(*base)) {
+      const value& arr = base->is_array() ? *base : base->begin().value();
+      items.reserve(arr.size());
+      for (const auto& x : arr) items.push_back(&x);
+      return items;
+    }
+    listed = iterate(*base);
+    for (const auto& x : listed) items.push_back(&x);
+    return items;
   }
 
   void exec_for(const stmt& s) {
-    std::vector<value> items = iterate(eval(*s.value).get());
+    value held;
+    std::vector<value> listed;
+    std::vector<const value*> items = loop_items(*s.value, held, listed);
     frame f;
     chain_.push_back(&f);
     if (s.cond) {
-      std::vector<value> kept;
-      for (auto& x : items) {
-        bind(f, s.targets, x);
-        if (truthy(eval(*s.cond).get())) kept.push_back(std::move(x));
+      std::vector<const value*> kept;
+      for (const value* x : items) {
+        bind(f, s.targets, ref(x, true));
+        if (truthy(eval(*s.cond).get())) kept.push_back(x);
       }
       items = std::move(kept);
       f.vars.clear();
     }
-    const size_t n = items.size();
-    for (size_t i = 0; i < n; ++i) {
-      // Without previtem / nextitem nothing reads items[i] again: hand it over instead of a copy.
-      bind(f, s.targets, loop_neighbours_ ? items[i] : std::move(items[i]));
+    loop_state state;
+    state.n = items.size();
+    state.items = &items;
+    f.loop = &state;
+    for (size_t i = 0; i < state.n; ++i) {
+      state.i = i;
+      state.made = false;
+      bind(f, s.targets, ref(items[i], true));
+      if (exec(s.main) == flow::break_) break;
+    }
+    chain_.pop_back();
+    if (state.n == 0) exec(s.else_body);
+  }
+
+  // `loop.<name>` of `st`; nullopt for names that need the object.
+  static std::optional<ref> loop_field(const loop_state& st, const std::string& name) {
+    const size_t i = st.i, n = st.n;
+    if (name == "index0"sv) return ref(value(i));
+    if (name == "index"sv) return ref(value(i + 1));
+    if (name == "first"sv) return ref(value(i == 0));
+    if (name == "last"sv) return ref(value(i + 1 == n));
+    if (name == "length"sv) return ref(value(n));
+    if (name == "revindex"sv) return ref(value(n - i));
+    if (name == "revindex0"sv) return ref(value(n - i - 1));
+    if (name == "depth"sv) return ref(value(1));
+    if (name == "depth0"sv) return ref(value(0));
+    if (name == "previtem"sv) return i > 0 ? ref((*st.items)[i - 1], true) : ref(undefined());
+    if (name == "nextitem"sv) return i + 1 < n ? ref((*st.items)[i + 1], true) : ref(undefined());
+    return std::nullopt;
+  }
+
+  static const value& loop_object(loop_state& st) {
+    if (!st.made) {
+      const size_t i = st.i, n = st.n;
       value loop = value::object();
       loop["index"] = i + 1;
       loop["index0"] = i;
@@ -265,44 +347,51 @@ class interpreter {
       loop["length"] = n;
       loop["depth"] = 1;
       loop["depth0"] = 0;
-      if (loop_neighbours_ && i > 0) loop["previtem"] = items[i - 1];
-      if (loop_neighbours_ && i + 1 < n) loop["nextitem"] = items[i + 1];
-      f.vars["loop"] = std::move(loop);
-      if (exec(s.main) == flow::break_) break;
+      if (i > 0) loop["previtem"] = *(*st.items)[i - 1];
+      if (i + 1 < n) loop["nextitem"] = *(*st.items)[i + 1];
+      st.object = std::move(loop);
+      st.made = true;
     }
-    chain_.pop_back();
-    if (n == 0) exec(s.else_body);
+    return st.object;
   }
 
   void exec_set(const stmt& s) {
-    value v = eval(*s.value).take();
     if (!s.attr.empty()) {
+      value v = eval(*s.value).take();
       value* ns = lookup_mut(s.targets[0]);
       if (!ns || !ns->is_object()) throw error("cannot assign attribute '" + s.attr + "' on '" + s.targets[0] + "'");
       (*ns)[s.attr] = std::move(v);
       return;
     }
-    bind(*chain_.back(), s.targets, std::move(v));
+    bind(*chain_.back(), s.targets, eval(*s.value));
+  }
+
+  // The render's own variable `n` (borrowed first), or nullptr.
+  const value* render_var(const std::string& n) const {
+    for (const auto& [k, v] : borrowed_) {
+      if (k == n) return v;
+    }
+    auto g = variables_.find(n);
+    return g != variables_.end() ? &*g : nullptr;
   }
 
   // A variable of frame `f`; in the globals frame, also the render's variables.
-  const value* find_var(const frame& f, const std::string& n) const {
+  std::optional<ref> find_var(const frame& f, const std::string& n) const {
     auto v = f.vars.find(n);
-    if (v != f.vars.end()) return &v->second;
+    if (v != f.vars.end()) return v->second.read();
     if (&f == chain_.front()) {
-      auto g = variables_.find(n);
-      if (g != variables_.end()) return &*g;
+      if (const value* g = render_var(n)) return ref(g, true);
     }
-    return nullptr;
+    return std::nullopt;
   }
 
   value* lookup_mut(const std::string& n) {
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       auto v = (*it)->vars.find(n);
-      if (v != (*it)->vars.end()) return &v->second;
+      // A list is no namespace; leave it (and the pointers read from it) alone.
+      if (v != (*it)->vars.end()) return v->second.is_list ? nullptr : &v->second.mut();
       if (*it == chain_.front()) {
-        auto g = variables_.find(n);
-        if (g != variables_.end()) return &((*it)->vars[n] = *g);  // copied on first write
+        if (const value* g = render_var(n)) return &((*it)->vars[n].own = *g);  // copied on first write
       }
     }
     return nullptr;
@@ -319,21 +408,36 @@ class interpreter {
 
   call_args eval_args(const expr& e) {
     call_args a;
+    a.pos.reserve(e.args.size());
     for (const auto& x : e.args) a.pos.push_back(eval(*x).take());
     for (const auto& [k, x] : e.kwargs) a.kw.emplace_back(k, eval(*x).take());
     return a;
   }
 
+  // Whether evaluating the arguments of `e` may run template code.
+  static bool args_run_code(const expr& e) {
+    for (const auto& x : e.args) {
+      if (x && x->may_run_code) return true;
+    }
+    for (const auto& kv : e.kwargs) {
+      if (kv.second->may_run_code) return true;
+    }
+    return false;
+  }
+
+  ref eval_name(const std::string& n) {
+    for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
+      if (auto v = find_var(**it, n)) return std::move(*v);
+      if ((*it)->loop && n == "loop"sv) return ref(&loop_object(*(*it)->loop));
+      if ((*it)->macros.count(n)) throw error("macro '" + n + "' used as a value is not supported");
+    }
+    return ref(undefined());
+  }
+
   ref eval(const expr& e) {
     switch (e.kind) {
-      case expr_kind::literal: return ref(&e.lit);
-      case expr_kind::name: {
-        for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
-          if (const value* v = find_var(**it, e.name)) return ref(v);
-          if ((*it)->macros.count(e.name)) throw error("macro '" + e.name + "' used as a value is not supported");
-        }
-        return ref(undefined());
-      }
+      case expr_kind::literal: return ref(&e.lit, true);
+      case expr_kind::name: return eval_name(e.name);
       case expr_kind::block: return ref(block_value_);
       case expr_kind::list: {
         value r = value::array();
@@ -350,51 +454,90 @@ class interpreter {
         return ref(std::move(r));
       }
       case expr_kind::attr: {
+        if (e.object->kind == expr_kind::name && e.object->name == "loop"sv) {
+          if (loop_state* st = nearest_loop()) {
+            if (auto v = loop_field(*st, e.name)) return std::move(*v);
+          }
+        }
         ref base = eval(*e.object);
         const value& b = base.get();
         if (is_undefined(b)) throw error("'" + describe(*e.object) + "' is undefined (reading ." + e.name + ")");
         if (!b.is_object()) return ref(undefined());
         auto it = b.find(e.name);
         if (it == b.end()) return ref(undefined());
-        return base.borrowed() ? ref(&*it) : ref(value(*it));
+        if (base.borrowed()) return ref(&*it, base.stable());
+        return ref(value(std::move(const_cast<value&>(*it))));  // `base` is ours and dies here
       }
       case expr_kind::index: return eval_index(e);
-      case expr_kind::slice: return eval_slice(e);
+      case expr_kind::slice: {
+        ref b = eval(*e.object);
+        if (args_run_code(e)) b.pin();
+        // A slice of a stable list (or of such a slice) is kept as pointers to its items.
+        const auto* xs = b.items();
+        if (xs || (b.stable() && b.get().is_array())) {
+          const value& arr = b.get();
+          const size_t n = xs ? xs->size() : arr.size();
+          std::vector<const value*> picked;
+          for (size_t i : slice_bounds(e, static_cast<int64_t>(n))) picked.push_back(xs ? (*xs)[i] : &arr[i]);
+          return ref::list(std::move(picked));
+        }
+        return ref(eval_slice_of(e, b.get()));
+      }
       case expr_kind::call: return eval_call(e, nullptr);
       case expr_kind::filter: {
         ref v = eval(*e.object);
+        if (v.items() && (e.name == "length"sv || e.name == "count"sv) && e.args.empty() && e.kwargs.empty()) {
+          return ref(value(v.items()->size()));
+        }
+        if (args_run_code(e)) v.pin();
         return ref(apply_filter(e.name, v.get(), eval_args(e)));
       }
       case expr_kind::test: {
         ref v = eval(*e.object);
+        if (args_run_code(e)) v.pin();
         return ref(value(apply_test(e.name, v.get(), eval_args(e)) != e.negated));
       }
       case expr_kind::unary: {
-        value v = eval(*e.object).take();
-        if (e.name == "not") return ref(value(!truthy(v)));
+        ref r = eval(*e.object);
+        const value& v = r.get();
+        if (e.name == "not"sv) return ref(value(!truthy(v)));
         if (!is_number(v)) throw error("bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
-        if (e.name == "+") return ref(is_int(v) ? value(as_int(v)) : v);
+        if (e.name == "+"sv) return ref(is_int(v) ? value(as_int(v)) : v);
         return ref(is_int(v) ? value(-as_int(v)) : value(-as_double(v)));
       }
       case expr_kind::binary: {
         ref a = eval(*e.args[0]);
+        if (e.args[1]->may_run_code) a.pin();
         ref b = eval(*e.args[1]);
-        if (e.name == "~") return ref(value(to_str(a.get()) + to_str(b.get())));
+        if (e.name == "~"sv) {
+          // The left operand, once ours, grows in place: a chain a ~ b ~ c copies each part once.
+          value r = a.borrowed() || !a.get().is_string() ? value(to_str(a.get())) : std::move(a).take();
+          write(r.get_ref<std::string&>(), b.get());
+          return ref(std::move(r));
+        }
+        if (e.name == "+"sv && !a.borrowed() && a.get().is_string() && b.get().is_string()) {
+          value r = std::move(a).take();
+          r.get_ref<std::string&>() += b.get().get_ref<const std::string&>();
+          return ref(std::move(r));
+        }
         return ref(arithmetic(e.name, a.get(), b.get()));
       }
       case expr_kind::compare: {
-        value left = eval(*e.args[0]).take();
+        ref left = eval(*e.args[0]);
         for (size_t i = 0; i < e.ops.size(); ++i) {
-          value right = eval(*e.args[i + 1]).take();
+          if (e.args[i + 1]->may_run_code) left.pin();
+          ref right = eval(*e.args[i + 1]);
+          const value& l = left.get();
+          const value& r = right.get();
           const std::string& op = e.ops[i];
-          bool ok = op == "==" ? equals(left, right)
-                    : op == "!=" ? !equals(left, right)
-                    : op == "in" ? contains(right, left)
-                    : op == "not in" ? !contains(right, left)
-                    : op == "<" ? compare(left, right) < 0
-                    : op == "<=" ? compare(left, right) <= 0
-                    : op == ">" ? compare(left, right) > 0
-                                : compare(left, right) >= 0;
+          bool ok = op == "=="sv ? equals(l, r)
+                    : op == "!="sv ? !equals(l, r)
+                    : op == "in"sv ? contains(r, l)
+                    : op == "not in"sv ? !contains(r, l)
+                    : op == "<"sv ? compare(l, r) < 0
+                    : op == "<="sv ? compare(l, r) <= 0
+                    : op == ">"sv ? compare(l, r) > 0
+                                : compare(l, r) >= 0;
           if (!ok) return ref(value(false));
           left = std::move(right);
         }
@@ -403,7 +546,7 @@ class interpreter {
       case expr_kind::logical: {
         ref a = eval(*e.args[0]);
         bool t = truthy(a.get());
-        if (e.name == "and" ? !t : t) return a;
+        if (e.name == "and"sv ? !t : t) return a;
         return eval(*e.args[1]);
       }
       case expr_kind::cond:
@@ -413,9 +556,26 @@ class interpreter {
     throw error("unknown expression");
   }
 
+  // The innermost for loop's state when `loop` names it (no variable of that name nearer).
+  loop_state* nearest_loop() const {
+    for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
+      if ((*it)->vars.count("loop") || (*it)->macros.count("loop")) return nullptr;
+      if (*it == chain_.front() && render_var("loop")) return nullptr;
+      if ((*it)->loop) return (*it)->loop;
+    }
+    return nullptr;
+  }
+
   ref eval_index(const expr& e) {
     ref base = eval(*e.object);
-    value key = eval(*e.args[0]).take();
+    if (e.args[0]->may_run_code) base.pin();
+    ref key_ref = eval(*e.args[0]);
+    const value& key = key_ref.get();
+    if (const auto* xs = base.items(); xs && is_int(key)) {
+      int64_t i = as_int(key), n = static_cast<int64_t>(xs->size());
+      if (i < 0) i += n;
+      return i >= 0 && i < n ? ref((*xs)[static_cast<size_t>(i)], true) : ref(undefined());
+    }
     const value& b = base.get();
     if (is_undefined(b)) throw error("'" + describe(*e.object) + "' is undefined (subscripted)");
     const value* hit = nullptr;
@@ -435,11 +595,12 @@ class interpreter {
       if (i >= 0 && i < n) hit = &b[static_cast<size_t>(i)];
     }
     if (!hit) return ref(undefined());
-    return base.borrowed() ? ref(hit) : ref(value(*hit));
+    if (base.borrowed()) return ref(hit, base.stable());
+    return ref(value(std::move(const_cast<value&>(*hit))));  // `base` is ours and dies here
   }
 
-  ref eval_slice(const expr& e) {
-    value b = eval(*e.object).take();
+  // The indices `e` (a slice) selects of a sequence of `n` items.
+  std::vector<size_t> slice_bounds(const expr& e, int64_t n) {
     value parts[3];
     const value* p[3] = {nullptr, nullptr, nullptr};
     for (int i = 0; i < 3; ++i) {
@@ -447,15 +608,19 @@ class interpreter {
       parts[i] = eval(*e.args[static_cast<size_t>(i)]).take();
       if (!parts[i].is_null()) p[i] = &parts[i];
     }
+    return slice_indices(n, p[0], p[1], p[2]);
+  }
+
+  value eval_slice_of(const expr& e, const value& b) {
     if (b.is_string()) {
       std::u32string s = decode(b.get_ref<const std::string&>()), r;
-      for (size_t i : slice_indices(static_cast<int64_t>(s.size()), p[0], p[1], p[2])) r += s[i];
-      return ref(value(encode(r)));
+      for (size_t i : slice_bounds(e, static_cast<int64_t>(s.size()))) r += s[i];
+      return value(encode(r));
     }
     if (b.is_array()) {
       value r = value::array();
-      for (size_t i : slice_indices(static_cast<int64_t>(b.size()), p[0], p[1], p[2])) r.push_back(b[i]);
-      return ref(std::move(r));
+      for (size_t i : slice_bounds(e, static_cast<int64_t>(b.size()))) r.push_back(b[i]);
+      return r;
     }
     throw error("'" + type_name(b) + "' object is not subscriptable");
   }
@@ -473,16 +638,16 @@ class interpreter {
       if (is_undefined(obj.get())) {
         throw error("'" + describe(*callee.object) + "' is undefined (calling ." + callee.name + "())");
       }
+      if (args_run_code(e)) obj.pin();
       return ref(call_method(obj.get(), callee.name, eval_args(e)));
     }
     throw error("calling " + describe(callee) + " is not supported");
   }
-
   value call_global(const std::string& n, const call_args& a) {
-    if (n == "raise_exception") {
+    if (n == "raise_exception"sv) {
       throw error(a.pos.empty() ? std::string("raise_exception") : to_str(a.pos[0]));
     }
-    if (n == "strftime_now") {
+    if (n == "strftime_now"sv) {
       if (a.pos.empty() || !a.pos[0].is_string()) throw error("strftime_now(format) needs a format string");
       std::tm tm{};
       if (env_.now) {
@@ -495,7 +660,7 @@ class interpreter {
       size_t len = std::strftime(buf, sizeof buf, a.pos[0].get_ref<const std::string&>().c_str(), &tm);
       return std::string(buf, len);
     }
-    if (n == "range") {
+    if (n == "range"sv) {
       if (a.pos.empty() || a.pos.size() > 3) throw error("range() takes 1 to 3 arguments");
       int64_t start = 0, stop, step = 1;
       if (a.pos.size() == 1) {
@@ -510,7 +675,7 @@ class interpreter {
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(i);
       return r;
     }
-    if (n == "namespace" || n == "dict") {
+    if (n == "namespace"sv || n == "dict"sv) {
       value r = value::object();
       for (const auto& p : a.pos) {
         if (!p.is_object()) throw error(n + "() takes keyword arguments or a dict");
@@ -519,7 +684,7 @@ class interpreter {
       for (const auto& [k, v] : a.kw) r[k] = v;
       return r;
     }
-    if (n == "caller" && caller_) return call_caller(a);
+    if (n == "caller"sv && caller_) return call_caller(a);
     for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
       if (find_var(**it, n)) throw error("'" + n + "' is not callable");
     }
@@ -537,7 +702,7 @@ class interpreter {
     for (size_t i = 0; i < m.params.size(); ++i) {
       const auto& [name, def] = m.params[i];
       const value* given = a.get(i, name.c_str());
-      f.vars[name] = given ? *given : def ? eval(*def).take() : undefined();
+      f.vars[name].assign(ref(given ? *given : def ? eval(*def).take() : undefined()));
     }
     for (const auto& [k, v] : a.kw) {
       bool known = false;
@@ -565,7 +730,7 @@ class interpreter {
     for (size_t i = 0; i < ctx->block->params.size(); ++i) {
       const auto& [name, def] = ctx->block->params[i];
       const value* given = a.get(i, name.c_str());
-      f.vars[name] = given ? *given : def ? eval(*def).take() : undefined();
+      f.vars[name].assign(ref(given ? *given : def ? eval(*def).take() : undefined()));
     }
     std::vector<frame*> saved = chain_;
     chain_ = ctx->chain;
@@ -585,35 +750,36 @@ class interpreter {
   }
 
   const value& variables_;
+  const borrowed_vars& borrowed_;
   const environment& env_;
-  const bool loop_neighbours_;
   std::vector<frame*> chain_;
   const caller_ctx* caller_ = nullptr;
   const value* block_value_ = nullptr;
 };
 
-// Whether the template may read loop.previtem / loop.nextitem: true unless every word `loop` in the
-// source is followed by `.` and one of the other attributes (so `{{ loop }}`, `loop|...` or
-// `loop['prev' ~ 'item']` keep them).
-bool mentions_loop_neighbours(std::string_view src) {
-  static const char* const plain[] = {"index0", "index", "revindex0", "revindex", "first", "last",
-                                      "length", "depth0", "depth", "cycle", "changed"};
-  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (size_t at = src.find("loop"); at != std::string_view::npos; at = src.find("loop", at + 4)) {
-    if ((at > 0 && word(src[at - 1])) || (at + 4 < src.size() && word(src[at + 4]))) continue;
-    size_t k = at + 4;
-    while (k < src.size() && (src[k] == ' ' || src[k] == '\t')) ++k;
-    if (k >= src.size() || src[k] != '.') return true;
-    ++k;
-    while (k < src.size() && (src[k] == ' ' || src[k] == '\t')) ++k;
-    size_t e = k;
-    while (e < src.size() && word(src[e])) ++e;
-    const std::string_view attr = src.substr(k, e - k);
-    bool known = false;
-    for (const char* a : plain) known = known || attr == a;
-    if (!known) return true;
+// Marks the expressions that may run template code (expr::may_run_code).
+bool mark(expr* e) {
+  if (!e) return false;
+  bool r = e->kind == expr_kind::call && e->object && e->object->kind == expr_kind::name;
+  r = mark(e->object.get()) || r;
+  for (auto& x : e->args) r = mark(x.get()) || r;
+  for (auto& kv : e->kwargs) r = mark(kv.second.get()) || r;
+  e->may_run_code = r;
+  return r;
+}
+
+void mark(body& b) {
+  for (auto& s : b) {
+    mark(s->value.get());
+    mark(s->cond.get());
+    for (auto& [c, sub] : s->branches) {
+      mark(c.get());
+      mark(sub);
+    }
+    for (auto& kv : s->params) mark(kv.second.get());
+    mark(s->main);
+    mark(s->else_body);
   }
-  return false;
 }
 
 }  // namespace
@@ -621,14 +787,20 @@ bool mentions_loop_neighbours(std::string_view src) {
 std::shared_ptr<const program> program::parse(std::string_view source) {
   auto p = std::shared_ptr<program>(new program());
   p->body_ = jinja::parse(source);
-  p->loop_neighbours_ = mentions_loop_neighbours(source);
+  mark(p->body_);
   return p;
 }
 
 std::string program::render(const value& variables, const environment& env) const {
+  return render(variables, {}, env);
+}
+
+std::string program::render(const value& variables,
+                            const std::vector<std::pair<std::string_view, const value*>>& borrowed,
+                            const environment& env) const {
   if (!variables.is_object()) throw error("template variables must be an object");
   frame globals;
-  interpreter in(globals, variables, env, loop_neighbours_);
+  interpreter in(globals, variables, borrowed, env);
   in.exec(body_);
   return std::move(in.out);
 }

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "actors/lib/llm/tokenizer/jinja/ast.hpp"
 #include "actors/lib/llm/tokenizer/jinja/value.hpp"
@@ -29,12 +31,13 @@ class program {
   /// Renders with `variables` (an object: messages, tools, add_generation_prompt, ...); throws
   /// jinja::error, whose message is raise_exception's for templates that raise.
   std::string render(const value& variables, const environment& env = {}) const;
+  /// As render(variables), with `borrowed` (name, value) pairs read in place and before
+  /// `variables`: a caller's conversation is not copied per render. The values outlive the call.
+  std::string render(const value& variables, const std::vector<std::pair<std::string_view, const value*>>& borrowed,
+                     const environment& env = {}) const;
 
  private:
   body body_;
-  /// Whether a loop's `loop` needs previtem / nextitem (copies of the neighbouring items): false
-  /// only when every `loop` in the source is followed by `.` and another attribute.
-  bool loop_neighbours_ = true;
 };
 
 }  // namespace milesrt::llm::jinja

@@ -37,9 +37,9 @@ TEST(Jinja, WhitespaceControlAsTransformers) {
   EXPECT_EQ(render("  {%+ if true %}x{% endif %}"), "  x");
 }
 
-// A template that never reads loop.previtem / loop.nextitem gets loops that hand items over
-// instead of copying their neighbours; one that does, or that uses `loop` otherwise, keeps them.
-TEST(Jinja, LoopNeighboursOnlyWhereTheTemplateReadsThem) {
+// Loops visit their items in place and answer loop.<field> without building the `loop` object;
+// the object (with previtem / nextitem) is built only where the template uses `loop` as a whole.
+TEST(Jinja, LoopFieldsAndNeighbours) {
   value xs = {{"xs", {"a", "b", "c"}}};
   EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{{ loop.last }}{% endfor %}", xs), "1aFalse2bFalse3cTrue");
   EXPECT_EQ(render("{% for x in xs %}{{ x }}{% endfor %}{% for x in xs %}[{{ loop . previtem }}|{{ loop.nextitem }}]"
@@ -60,6 +60,64 @@ TEST(Jinja, VariablesAreReadInPlaceAndShadowedBySet) {
   EXPECT_EQ(render("{{ d.a }}{% set d.a = 2 %}{{ d.a }}", vars), "12");
   EXPECT_EQ(vars, (value{{"xs", {1, 2}}, {"d", {{"a", 1}}}}));
   EXPECT_EQ(error_of("{{ xs() }}", vars), "template line 1: 'xs' is not callable");
+}
+
+// Expected texts from jinja2's ImmutableSandboxedEnvironment. Variables may point at the render's
+// values, literals or the items a loop visits instead of copying them; these pin what that must not
+// change: a later `set` of the source, a macro assigning a namespace attribute mid-expression, a
+// loop over a namespace attribute that its body reassigns.
+TEST(Jinja, ValuesSharedInsteadOfCopiedKeepPythonSemantics) {
+  value xs = {{"xs", {1, 2}}};
+  EXPECT_EQ(render("{% set a = xs %}{% set xs = [9] %}{{ a }}{{ xs }}", xs), "[1, 2][9]");
+  EXPECT_EQ(render("{% set a = [1] %}{% set b = a %}{% set a = [2] %}{{ b }}{{ a }}"), "[1][2]");
+  EXPECT_EQ(render("{% for x in xs %}{% set x = 0 %}{{ x }}{% endfor %}{{ xs }}", xs), "00[1, 2]");
+  EXPECT_EQ(render("{% set ns = namespace(items=[1,2,3]) %}{% for x in ns.items %}{% set ns.items = [] %}{{ x }}"
+                   "{% endfor %}{{ ns.items }}"),
+            "123[]");
+  const std::string macro = "{% set ns = namespace(s='a') %}{% macro m() %}{% set ns.s = 'b' * 20 %}{% endmacro %}";
+  EXPECT_EQ(render(macro + "{{ ns.s ~ m() ~ ns.s }}"), "a" + std::string(20, 'b'));
+  EXPECT_EQ(render(macro + "{{ ns.s + m() + ns.s }}"), "a" + std::string(20, 'b'));
+  EXPECT_EQ(render(macro + "{{ ns.s == m() }}{{ ns.s[0] }}"), "Falseb");
+  value ys = {{"xs", {1, 2, 3}}};
+  EXPECT_EQ(render("{% for x in xs[::-1] %}{{ x }}{{ loop.previtem }}{{ loop.nextitem }}|{% endfor %}", ys),
+            "32|231|12|");
+  EXPECT_EQ(render("{% for x in xs if x != 2 %}{{ x }}{{ loop.previtem }}{{ loop.nextitem }}{{ loop.length }}|"
+                   "{% endfor %}",
+                   ys),
+            "132|312|");
+  EXPECT_EQ(render("{% for x in 'abc'[1:] %}{{ x }}{% endfor %}{% for x in (xs|select('odd')) %}{{ x }}{% endfor %}", ys),
+            "bc13");
+  value nested = {{"xs", {{{"k", {5, 6}}}, {{"k", {7}}}}}};
+  EXPECT_EQ(render("{% for x in xs %}{% for y in x.k %}{{ y }}{{ loop.index }}{% endfor %}{{ loop.index }}{% endfor %}",
+                   nested),
+            "51621712");
+}
+
+// A slice of the render's list (or of such a slice) is kept as pointers to its items; reading it
+// in any way gives what the copied list gives.
+TEST(Jinja, SlicesOfSharedListsReadAsLists) {
+  value xs = {{"xs", {1, 2, 3}}};
+  EXPECT_EQ(render("{% set ys = xs[1:] %}{{ ys }}{{ ys|length }}{{ ys[0] }}{{ ys[-1] }}{{ ys[7] is defined }}"
+                   "{% for y in ys %}{{ y }}{{ loop.previtem }}{% endfor %}{% set zs = ys[::-1] %}{{ zs }}{{ zs|count }}"
+                   "{% set ys = ys[1:] %}{{ ys }}{{ ys + [9] }}{{ ys == [3] }}{{ xs }}",
+                   xs),
+            "[2, 3]223False232[3, 2]2[3][3, 9]True[1, 2, 3]");
+  value ks = {{"xs", {{{"k", 1}}, {{"k", 2}}, {{"k", 3}}}}};
+  EXPECT_EQ(render("{% set ys = xs[1:] %}{% for y in ys[::-1] %}{{ y.k }}{% endfor %}{% set ys = ys %}"
+                   "{{ ys|map(attribute='k')|join }}",
+                   ks),
+            "3223");
+  EXPECT_EQ(render("{% set ys = xs[1:] %}{% if ys %}t{% endif %}{% set e = xs[5:] %}{% if not e %}f{% endif %}{{ e|length }}",
+                   xs),
+            "tf0");
+  EXPECT_EQ(error_of("{% set ys = xs[1:] %}{% set ys.a = 1 %}", xs), "template line 1: cannot assign attribute 'a' on 'ys'");
+}
+
+// strip/trim decide on bytes while the ends are ASCII, and by code point (Unicode spaces) otherwise.
+TEST(Jinja, StripAsPython) {
+  EXPECT_EQ(render("[{{ '  a  '|trim }}][{{ '\\u3000a\\u3000'|trim }}][{{ 'xxaxx'.strip('x') }}][{{ 'éaé'.strip('é') }}]"
+                   "[{{ ' é '.strip() }}][{{ '\\x1ca\\x1f'.strip() }}][{{ 'é a'.lstrip('é') }}][{{ ' a\\u2003'.rstrip() }}]"),
+            "[a][a][a][a][é][a][ a][ a]");
 }
 
 TEST(Jinja, LoopsAndScopes) {
