@@ -174,6 +174,9 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
   if (n.tickets[replica].count(ticket) == 0) return;  // abandoned: sent again after a restart
   if (err == caf::sec::request_receiver_down && n.plan.kind->restartable && n.plan.respawn) return;
   if (unavailable(self, node)) return;  // sent again to the lost worker's replacement
+  // An actor on a worker: its down message says whether its process went away (then it is
+  // awaited) or the actor alone died; that handler decides.
+  if (err == caf::sec::request_receiver_down && !n.plan.placement.empty()) return;
   close_ticket(self, node, replica, ticket);
   const std::string who = "actor '" + n.plan.name + "' (replica " + std::to_string(replica) +
                           ", kind " + n.plan.kind->name +
