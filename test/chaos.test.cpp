@@ -130,7 +130,12 @@ TEST(chaos, async_engine_worker_killed_at_random_points_trains_every_sample_once
   }
   auto summary = nlohmann::json::parse(slurp(wild / "summary.json"));
   EXPECT_GE(summary["counters"]["restarts"].get<int>(), kills);
-  EXPECT_EQ(summary["counters"]["in_flight"].get<int>(), 0);
+  // Every admitted group accounted for once: kept, dropped as stale or filtered out.
+  const auto& c = summary["counters"];
+  EXPECT_EQ(c["in_flight"].get<int>(), 0);
+  EXPECT_EQ(c["admitted"].get<int>(),
+            c["accepted"].get<int>() + c["dropped_stale"].get<int>() + c["filtered"].get<int>()) << c.dump();
+  EXPECT_GT(c["requeued"].get<int>(), 0) << "no kill caught the engine with groups in flight";
 }
 
 TEST(chaos, sync_engine_worker_killed_at_fixed_steps_ends_with_the_same_weights) {
@@ -148,6 +153,10 @@ TEST(chaos, sync_engine_worker_killed_at_fixed_steps_ends_with_the_same_weights)
   EXPECT_EQ(kills_seen(err), 3) << err;
   ASSERT_EQ(steps_of(wild).size(), size_t(kSteps));
   EXPECT_EQ(trained_once(wild), trained_once(calm));
+  // The kills caught the engine generating: its groups were generated again, under the same version.
+  auto summary = nlohmann::json::parse(slurp(wild / "summary.json"));
+  EXPECT_GT(summary["counters"]["requeued"].get<int>(), 0) << summary.dump();
+  EXPECT_EQ(summary["counters"]["restarts"].get<int>(), 3);
   ASSERT_TRUE(fs::exists(calm / "export" / "model.safetensors"));
   EXPECT_TRUE(slurp(calm / "export" / "model.safetensors") == slurp(wild / "export" / "model.safetensors"))
       << "the final weights of the run with killed engines differ from the undisturbed run's";

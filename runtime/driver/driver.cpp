@@ -104,8 +104,8 @@ struct driver_state {
   std::map<std::string, std::pair<double, uint64_t>> metric_sums;
   metric_lists lists;
   steady::time_point last_live{};
-  /// Workers whose process went away, awaiting a replacement: name -> when it went away.
-  std::map<std::string, steady::time_point> lost_workers;
+  /// Workers whose process went away, awaiting a replacement.
+  std::set<std::string> lost_workers;
   std::shared_ptr<void> resume_ask;  ///< resume(): the request of one replica's restore
 };
 
@@ -869,7 +869,7 @@ void lose_worker(driver self, const std::string& worker, const caf::node_id& los
                             in_flight_on(self, worker));
     return;
   }
-  st.lost_workers[worker] = steady::now();
+  st.lost_workers.insert(worker);
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", st.plan.worker_grace.count() / 1000.0);
   if (st.opts.progress) {
