@@ -843,7 +843,7 @@ std::string in_flight_on(driver self, const std::string& worker) {
   return "in flight: " + text;
 }
 
-/// The actors placed on `worker`: "rollout (kind k, replicas 0-1)".
+/// The actors placed on `worker`: "stage (kind k, replicas 0-1)".
 std::string actors_on(driver self, const std::string& worker) {
   std::string text;
   for (const auto& n : self->state.nodes) {
