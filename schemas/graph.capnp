@@ -93,6 +93,10 @@ struct Run {
   # Metrics the live page charts (one chart each); empty: those of `plot` and `progressMetric`.
   metricsPort @11 :UInt16 = 0;
   # Loopback port of the HTTP server of the `prometheus` and `page` sinks; 0 = a free one.
+  workerGraceSeconds @12 :Float64 = 30;
+  # How long the run waits for a worker process that went away (killed, crashed, its host lost)
+  # to be replaced: a worker that joins under the same name gets the same actors (their kinds must
+  # be restartable); past it, the run fails naming the worker, its actors and what was in flight.
 
   enum Sink {
     tensorboard @0;

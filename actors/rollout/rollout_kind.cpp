@@ -297,6 +297,10 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     return caf::actor_cast<caf::actor>(
         sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, p.getReleaseKvWhenIdle(), s.store, s.replica));
   };
+  // A fresh engine loads the model, then the driver sends it the newest publication before any
+  // prompt, and the groups its predecessor held again (they are regenerated under that version):
+  // nothing of a dead engine needs keeping (see its snapshot above).
+  k.restartable = true;
   registry.add(k);
   // The publisher's types (weights_update) are added by the publisher kind.
   registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });

@@ -7,6 +7,8 @@
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
+#include "runtime/cli/supervisor.hpp"
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/worker/workers.hpp"
@@ -44,6 +46,8 @@ command make_run_command() {
               std::string listen;
               bool quiet = false;
               int metrics_port = -1;
+              bool supervise = false;
+              int max_restarts = 3;
             };
             auto opt = std::make_shared<options>();
             app.add_option("graph", opt->file, "Graph file (.capnp) declaring `const graph :Graph`")
@@ -59,7 +63,17 @@ command make_run_command() {
                            "Loopback port of the live page and GET /metrics (0: a free one); turns on "
                            "the prometheus and page sinks when the graph names neither")
                 ->check(CLI::Range(0, 65535));
-            return [opt, &ctx] {
+            app.add_flag("--supervise", opt->supervise,
+                         "Run the graph in a child process and start it again from the newest "
+                         "complete checkpoint each time it dies");
+            app.add_option("--max-restarts", opt->max_restarts,
+                           "With --supervise: how many times a dead run process is replaced (default 3)")
+                ->check(CLI::Range(0, 1000000));
+            return [opt, &ctx, &app] {
+              if (app.count("--max-restarts") > 0 && !opt->supervise) {
+                print_error(ctx.err, "run", "--max-restarts needs --supervise");
+                return exit_status::bad_input;
+              }
               caf::actor_system_config config;
               config.add_message_types<caf::id_block::milesrt_runtime>();
               auto prepared = prepare_graph(opt->file, opt->sets, ctx, "run", true, config);
@@ -81,6 +95,31 @@ command make_run_command() {
                                 (workers.size() > 1 ? ", ..." : "") +
                                 ") but no --listen HOST:PORT was given for them to join");
                 return exit_status::bad_input;
+              }
+              if (opt->supervise) {
+                // Checked here, before any child starts: the graph, the options, the run directory.
+                runtime::run_request probe;
+                probe.run_dir = !opt->resume.empty() ? opt->resume : opt->run_dir;
+                const auto dir = runtime::resolve_run_dir(g, probe);
+                if (auto problem = runtime::unwritable_dir(dir); !problem.empty()) {
+                  print_error(ctx.err, "run", problem);
+                  return exit_status::bad_input;
+                }
+                if (!opt->resume.empty() && !runtime::latest_checkpoint(dir)) {
+                  print_error(ctx.err, "run", "cannot resume: no complete checkpoint under " + (dir / "checkpoints").string());
+                  return exit_status::bad_input;
+                }
+                supervise_request sup;
+                sup.args = {"run", opt->file};
+                for (const auto& s : opt->sets) sup.args.insert(sup.args.end(), {"--set", s});
+                if (!opt->listen.empty()) sup.args.insert(sup.args.end(), {"--listen", opt->listen});
+                if (opt->quiet) sup.args.push_back("--quiet");
+                if (opt->metrics_port >= 0)
+                  sup.args.insert(sup.args.end(), {"--metrics-port", std::to_string(opt->metrics_port)});
+                sup.run_dir = dir;
+                sup.resume_first = !opt->resume.empty();
+                sup.max_restarts = opt->max_restarts;
+                return supervise(sup, ctx.err);
               }
               prepared->kinds.register_types(config);
               if (!opt->listen.empty()) config.load<caf::io::middleman>();
@@ -129,6 +168,7 @@ command make_run_command() {
                 auto deadline = std::chrono::milliseconds(
                     static_cast<int64_t>(g.reader().getRun().getDeadlineSeconds() * 1000));
                 auto* r = rendezvous.get();
+                req.worker_directory = r->directory();
                 req.remote = [r, deadline](const std::string& w, const runtime::spawn_request& s) {
                   return r->spawn(w, s, deadline);
                 };

@@ -124,6 +124,9 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // (dir) -> ac
 using restore_atom = caf::atom_constant<caf::atom("restore")>;    // (dir, actor_state) -> bool
 using join_atom = caf::atom_constant<caf::atom("join")>;          // worker -> driver: (name, actor)
 using spawn_atom = caf::atom_constant<caf::atom("spawn")>;        // driver -> worker: (spawn_request)
+// driver -> the run's worker directory: (name, node of the lost process) -> the host actor of a
+// worker that joined under `name` from another process (answered once one has).
+using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
 
 }  // namespace milesrt::runtime
 

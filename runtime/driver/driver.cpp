@@ -6,6 +6,7 @@
 #include <optional>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include <caf/all.hpp>
 
@@ -35,11 +36,21 @@ struct edge_rt {
   std::optional<envelope> last_publish;
 };
 
+/// An outstanding request: how to send it again after its replica was replaced, and what it was.
+struct ticket_rt {
+  std::function<void()> resend;
+  std::string what;  ///< e.g. "process items (item 12)", named when a lost worker ends the run
+  /// A work item along an edge (counted as requeued when sent again), or a publication (dropped
+  /// on a restart: the replacement gets the newest publication first instead).
+  enum { other, work, publication } sort = other;
+  std::function<void()> drop;  ///< for publications: release their account
+};
+
 struct node_rt {
   node_plan plan;
   std::vector<uint32_t> inflight;
   /// Per replica: outstanding requests (ticket -> how to send it again after a restart).
-  std::vector<std::map<uint64_t, std::function<void()>>> tickets;
+  std::vector<std::map<uint64_t, ticket_rt>> tickets;
   /// out port -> indices of the edges leaving it
   std::map<std::string, std::vector<size_t>> routes;
 };
@@ -93,6 +104,9 @@ struct driver_state {
   std::map<std::string, std::pair<double, uint64_t>> metric_sums;
   metric_lists lists;
   steady::time_point last_live{};
+  /// Workers whose process went away, awaiting a replacement.
+  std::set<std::string> lost_workers;
+  std::shared_ptr<void> resume_ask;  ///< resume(): the request of one replica's restore
 };
 
 using driver = caf::stateful_actor<driver_state>*;
@@ -128,10 +142,18 @@ bool quiescent(driver self) {
   return st.live_work.empty() && st.live_publish == 0 && st.producing == 0 && !st.training;
 }
 
-uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<void()> resend) {
+uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<void()> resend,
+                     std::string what = "", decltype(ticket_rt::sort) sort = ticket_rt::other,
+                     std::function<void()> drop = nullptr) {
   uint64_t t = ++self->state.next_ticket;
-  self->state.nodes[node].tickets[replica][t] = std::move(resend);
+  self->state.nodes[node].tickets[replica][t] = {std::move(resend), std::move(what), sort, std::move(drop)};
   return t;
+}
+
+/// The actor's replicas are unreachable until their lost worker is replaced.
+bool unavailable(driver self, size_t node) {
+  const auto& placement = self->state.nodes[node].plan.placement;
+  return !placement.empty() && self->state.lost_workers.count(placement) > 0;
 }
 
 /// Closes a ticket when its answer arrives; false when the request was abandoned because its
@@ -151,6 +173,10 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
   auto& n = st.nodes[node];
   if (n.tickets[replica].count(ticket) == 0) return;  // abandoned: sent again after a restart
   if (err == caf::sec::request_receiver_down && n.plan.kind->restartable && n.plan.respawn) return;
+  if (unavailable(self, node)) return;  // sent again to the lost worker's replacement
+  // An actor on a worker: its down message says whether its process went away (then it is
+  // awaited) or the actor alone died; that handler decides.
+  if (err == caf::sec::request_receiver_down && !n.plan.placement.empty()) return;
   close_ticket(self, node, replica, ticket);
   const std::string who = "actor '" + n.plan.name + "' (replica " + std::to_string(replica) +
                           ", kind " + n.plan.kind->name +
@@ -296,6 +322,7 @@ void after_progress(driver self) {
 void dispatch(driver self, size_t edge_index) {
   auto& st = self->state;
   auto& edge = st.edges[edge_index];
+  if (unavailable(self, edge.plan.to)) return;  // queued until the lost worker is replaced
   while (!edge.queue.empty() && (edge.plan.capacity == 0 || edge.inflight < edge.plan.capacity)) {
     pending p = std::move(edge.queue.front());
     edge.queue.pop_front();
@@ -311,12 +338,21 @@ void dispatch(driver self, size_t edge_index) {
                           (p.publish ? " (publication of version " + std::to_string(st.version) + ")"
                                      : " (item " + std::to_string(p.item.origin) + ")") + ",";
     std::string message = "process " + edge.plan.to_port;
-    uint64_t ticket = open_ticket(self, to, replica, [=] {
-      auto& s = self->state;
-      s.edges[edge_index].inflight--;
-      s.edges[edge_index].queue.push_front(p);
-      dispatch(self, edge_index);
-    });
+    uint64_t ticket = open_ticket(
+        self, to, replica,
+        [=] {
+          auto& s = self->state;
+          s.edges[edge_index].inflight--;
+          s.edges[edge_index].queue.push_front(p);
+          dispatch(self, edge_index);
+        },
+        message + (p.publish ? " (publication of version " + std::to_string(st.version) + ")"
+                             : " (item " + std::to_string(p.item.origin) + ")"),
+        p.publish ? ticket_rt::publication : ticket_rt::work,
+        [=] {
+          self->state.edges[edge_index].inflight--;
+          release(self, p);
+        });
     self->request(target, st.nodes[to].plan.deadline, process_atom::value, edge.plan.to_port, p.item)
         .then(
             [=](node_reply& reply) {
@@ -366,7 +402,7 @@ driver_counters counters_now(driver self) {
 void admit(driver self) {
   auto& st = self->state;
   if (st.done || st.checkpoint_due || st.exhausted || st.producing > 0) return;
-  if (st.step >= st.plan.steps) return;
+  if (st.step >= st.plan.steps || unavailable(self, st.plan.source)) return;
   uint64_t n = st.policy->admissible(view_of(self));
   if (n == 0) return;
   size_t src = st.plan.source;
@@ -376,7 +412,7 @@ void admit(driver self) {
   uint64_t ticket = open_ticket(self, src, 0, [=] {
     self->state.producing = 0;
     admit(self);
-  });
+  }, "produce " + std::to_string(n));
   self->request(target, st.nodes[src].plan.deadline, produce_atom::value, n)
       .then(
           [=](node_reply& reply) {
@@ -465,6 +501,7 @@ std::vector<envelope> take_batch(driver self) {
 void try_train(driver self) {
   auto& st = self->state;
   if (st.done || st.training || st.checkpoint_due || st.step >= st.plan.steps) return;
+  if (unavailable(self, st.plan.learner)) return;
   if (!st.policy->batch_ready(view_of(self))) return;
   std::vector<envelope> batch = take_batch(self);
   if (batch.empty()) return;
@@ -482,7 +519,7 @@ void try_train(driver self) {
     s.training = false;
     for (auto it = batch.rbegin(); it != batch.rend(); ++it) s.buffer.push_front(*it);
     try_train(self);
-  });
+  }, "train step " + std::to_string(next_step) + " (" + std::to_string(batch.size()) + " items)");
   self->request(target, st.nodes[learner].plan.deadline, train_atom::value, next_step, batch)
       .then(
           [=](train_reply& reply) {
@@ -595,6 +632,7 @@ void checkpoint(driver self) {
     size_t waiting = 0;
     bool failed = false;
     std::unique_ptr<progress_meter> meter;  // actors' snapshots written
+    std::shared_ptr<void> ask;              // the request of one replica's snapshot
   };
   auto prog = std::make_shared<progress>();
   for (size_t i = 0; i < st.nodes.size(); ++i) prog->waiting += st.nodes[i].plan.replicas.size();
@@ -614,42 +652,53 @@ void checkpoint(driver self) {
     }
     s.checkpointing = false;
     s.checkpoint_due = 0;
+    prog->ask.reset();
     after_progress(self);
   };
-  for (size_t i = 0; i < st.nodes.size(); ++i) {
-    for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) {
-      auto target = st.nodes[i].plan.replicas[r];
-      std::string key = st.nodes[i].plan.name + "-" + std::to_string(r);
-      std::string dir = writer->actor_dir(key).string();
-      uint64_t ticket = open_ticket(self, i, r, [=] {
-        finish(self, false, "actor '" + key + "' died while writing checkpoint step " +
-                                std::to_string(self->state.step));
-      });
-      self->request(target, st.nodes[i].plan.deadline, snapshot_atom::value, dir)
-          .then(
-              [=](actor_state& state) {
-                if (self->state.done || prog->failed || !close_ticket(self, i, r, ticket)) return;
-                try {
-                  writer->put_bytes(key + ".state", state.bytes);
-                } catch (const std::exception& e) {
-                  prog->failed = true;
-                  finish(self, false, std::string("checkpoint: ") + e.what());
-                  return;
-                }
-                prog->meter->update(total - --prog->waiting);
-                if (prog->waiting == 0) {
-                  prog->meter->finish();
-                  all_done();
-                }
-              },
-              [=](caf::error& err) {
+  // Asks replica r of node i for its snapshot; a restartable replica that dies meanwhile is
+  // replaced, and its replacement is asked instead.
+  auto ask = std::make_shared<std::function<void(size_t, uint32_t)>>();
+  *ask = [=, weak = std::weak_ptr<std::function<void(size_t, uint32_t)>>(ask)](size_t i, uint32_t r) {
+    auto& s = self->state;
+    auto target = s.nodes[i].plan.replicas[r];
+    std::string key = s.nodes[i].plan.name + "-" + std::to_string(r);
+    std::string dir = writer->actor_dir(key).string();
+    uint64_t ticket = open_ticket(self, i, r, [=] {
+      auto& n = self->state.nodes[i];
+      auto again = weak.lock();
+      if (n.plan.kind->restartable && again) {
+        (*again)(i, r);
+        return;
+      }
+      finish(self, false, "actor '" + key + "' died while writing checkpoint step " +
+                              std::to_string(self->state.step));
+    }, "snapshot");
+    self->request(target, s.nodes[i].plan.deadline, snapshot_atom::value, dir)
+        .then(
+            [=](actor_state& state) {
+              if (self->state.done || prog->failed || !close_ticket(self, i, r, ticket)) return;
+              try {
+                writer->put_bytes(key + ".state", state.bytes);
+              } catch (const std::exception& e) {
                 prog->failed = true;
-                request_failed(self, i, r, ticket,
-                               "the driver, checkpointing step " + std::to_string(self->state.step) + ",",
-                               "snapshot", err);
-              });
-    }
-  }
+                finish(self, false, std::string("checkpoint: ") + e.what());
+                return;
+              }
+              prog->meter->update(total - --prog->waiting);
+              if (prog->waiting == 0) {
+                prog->meter->finish();
+                all_done();
+              }
+            },
+            [=](caf::error& err) {
+              request_failed(self, i, r, ticket,
+                             "the driver, checkpointing step " + std::to_string(self->state.step) + ",",
+                             "snapshot", err);
+            });
+  };
+  prog->ask = ask;  // kept alive until the checkpoint ends
+  for (size_t i = 0; i < st.nodes.size(); ++i)
+    for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) (*ask)(i, r);
 }
 
 void maybe_checkpoint_or_finish(driver self) {
@@ -682,45 +731,198 @@ void resume(driver self) {
   }
   auto waiting = std::make_shared<size_t>(0);
   for (const auto& n : st.nodes) *waiting += n.plan.replicas.size();
+  // Restores replica r of node i; a restartable replica that dies meanwhile is replaced, and its
+  // replacement gets the state instead.
+  auto ask = std::make_shared<std::function<void(size_t, uint32_t, actor_state)>>();
+  *ask = [=, weak = std::weak_ptr<std::function<void(size_t, uint32_t, actor_state)>>(ask)](
+             size_t i, uint32_t r, actor_state state) {
+    auto& s = self->state;
+    auto target = s.nodes[i].plan.replicas[r];
+    std::string key = s.nodes[i].plan.name + "-" + std::to_string(r);
+    uint64_t ticket = open_ticket(self, i, r, [=] {
+      auto again = weak.lock();
+      if (self->state.nodes[i].plan.kind->restartable && again) {
+        (*again)(i, r, state);
+        return;
+      }
+      finish(self, false, "actor '" + key + "' died while restoring its state");
+    }, "restore");
+    self->request(target, s.nodes[i].plan.deadline, restore_atom::value,
+                  reader->actor_dir(key).string(), state)
+        .then(
+            [=](bool ok) {
+              if (self->state.done || !close_ticket(self, i, r, ticket)) return;
+              if (!ok) {
+                finish(self, false, "cannot resume: actor '" + key + "' refused its state from " +
+                                        reader->dir().string());
+                return;
+              }
+              if (--*waiting != 0) return;
+              auto& s = self->state;
+              if (!s.last_publication.empty()) {
+                // The stages start from the model's files: bring them to the restored version.
+                auto outs = s.last_publication;
+                route(self, s.plan.learner, outs, true);
+                if (s.live_publish == 0) s.published = s.version;
+              }
+              after_progress(self);
+            },
+            [=](caf::error& err) {
+              request_failed(self, i, r, ticket, "the driver, resuming,", "restore", err);
+            });
+  };
+  std::vector<std::tuple<size_t, uint32_t, actor_state>> states;
   for (size_t i = 0; i < st.nodes.size(); ++i) {
     for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) {
-      auto target = st.nodes[i].plan.replicas[r];
-      std::string key = st.nodes[i].plan.name + "-" + std::to_string(r);
       actor_state state;
       try {
-        state.bytes = reader->get_bytes(key + ".state");
+        state.bytes = reader->get_bytes(st.nodes[i].plan.name + "-" + std::to_string(r) + ".state");
       } catch (const std::exception& e) {
         finish(self, false, std::string("cannot resume: ") + e.what());
         return;
       }
-      uint64_t ticket = open_ticket(self, i, r, [=] {
-        finish(self, false, "actor '" + key + "' died while restoring its state");
-      });
-      self->request(target, st.nodes[i].plan.deadline, restore_atom::value,
-                    reader->actor_dir(key).string(), state)
-          .then(
-              [=](bool ok) {
-                if (self->state.done || !close_ticket(self, i, r, ticket)) return;
-                if (!ok) {
-                  finish(self, false, "cannot resume: actor '" + key + "' refused its state from " +
-                                          reader->dir().string());
-                  return;
-                }
-                if (--*waiting != 0) return;
-                auto& s = self->state;
-                if (!s.last_publication.empty()) {
-                  // The stages start from the model's files: bring them to the restored version.
-                  auto outs = s.last_publication;
-                  route(self, s.plan.learner, outs, true);
-                  if (s.live_publish == 0) s.published = s.version;
-                }
-                after_progress(self);
-              },
-              [=](caf::error& err) {
-                request_failed(self, i, r, ticket, "the driver, resuming,", "restore", err);
-              });
+      states.emplace_back(i, r, std::move(state));
     }
   }
+  st.resume_ask = ask;  // kept alive while the run lasts: a replica may die while restoring
+  for (auto& [i, r, state] : states) (*ask)(i, r, state);
+}
+
+/// Puts `fresh` in the place of replica r of node i, whose actor died: the new replica first gets
+/// the newest publication sent to its predecessor (older ones still queued or in flight are
+/// superseded and dropped), then the work its predecessor had not answered (counted as requeued).
+void replace_replica(driver self, size_t i, uint32_t r, caf::actor fresh) {
+  auto& s = self->state;
+  auto& n = s.nodes[i];
+  n.plan.replicas[r] = std::move(fresh);
+  self->monitor(n.plan.replicas[r]);
+  s.counters.restarts++;
+  auto open = std::move(n.tickets[r]);
+  n.tickets[r].clear();
+  n.inflight[r] = 0;
+  for (auto& [t, ticket] : open)
+    if (ticket.sort == ticket_rt::publication) ticket.drop();
+  for (size_t e = 0; e < s.edges.size(); ++e) {
+    auto& edge = s.edges[e];
+    if (edge.plan.to != i || !edge.last_publish) continue;
+    for (auto it = edge.queue.begin(); it != edge.queue.end();) {
+      if (it->publish && it->replica == static_cast<int>(r)) {
+        pending superseded = *it;
+        it = edge.queue.erase(it);
+        release(self, superseded);
+      } else {
+        ++it;
+      }
+    }
+    s.live_publish++;
+    edge.queue.push_front({*edge.last_publish, true, static_cast<int>(r)});
+    dispatch(self, e);
+  }
+  for (auto& [t, ticket] : open) {
+    if (ticket.sort == ticket_rt::publication) continue;
+    if (ticket.sort == ticket_rt::work) s.counters.requeued++;
+    ticket.resend();
+  }
+}
+
+/// What the actors on `worker` were asked and had not answered, for the error that ends the run.
+std::string in_flight_on(driver self, const std::string& worker) {
+  std::string text;
+  size_t count = 0;
+  for (const auto& n : self->state.nodes) {
+    if (n.plan.placement != worker) continue;
+    for (uint32_t r = 0; r < n.tickets.size(); ++r) {
+      for (const auto& [t, ticket] : n.tickets[r]) {
+        if (++count > 8) continue;
+        text += (text.empty() ? "" : ", ") + n.plan.name + "[" + std::to_string(r) + "] '" + ticket.what + "'";
+      }
+    }
+  }
+  if (count == 0) return "nothing in flight";
+  if (count > 8) text += " and " + std::to_string(count - 8) + " more";
+  return "in flight: " + text;
+}
+
+/// The actors placed on `worker`: "stage (kind k, replicas 0-1)".
+std::string actors_on(driver self, const std::string& worker) {
+  std::string text;
+  for (const auto& n : self->state.nodes) {
+    if (n.plan.placement != worker) continue;
+    text += (text.empty() ? "" : ", ") + n.plan.name + " (kind " + n.plan.kind->name +
+            (n.plan.replicas.size() == 1 ? ", replica 0)" : ", replicas 0-" + std::to_string(n.plan.replicas.size() - 1) + ")");
+  }
+  return text;
+}
+
+/// The process of `worker` went away (its connection closed): its actors are replaced once a worker
+/// of that name joins again within the grace period, or the run fails naming what was lost.
+void lose_worker(driver self, const std::string& worker, const caf::node_id& lost) {
+  auto& st = self->state;
+  std::string cannot;
+  for (const auto& n : st.nodes)
+    if (n.plan.placement == worker && (!n.plan.kind->restartable || !n.plan.remote_request))
+      cannot += (cannot.empty() ? "" : ", ") + n.plan.name + " (kind " + n.plan.kind->name + ")";
+  const std::string what = "worker '" + worker + "' went away (its process ended or its connection was lost)";
+  if (!cannot.empty()) {
+    finish(self, false, what + "; it hosted " + actors_on(self, worker) + "; " + cannot +
+                            " cannot be restarted (its kind keeps state that died with it); " +
+                            in_flight_on(self, worker));
+    return;
+  }
+  st.lost_workers.insert(worker);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", st.plan.worker_grace.count() / 1000.0);
+  if (st.opts.progress) {
+    std::fprintf(st.opts.progress, "milesrt run: %s; waiting up to %s s for a worker to join as '%s'\n",
+                 what.c_str(), secs, worker.c_str());
+    std::fflush(st.opts.progress);
+  }
+  const std::string grace = secs;
+  self->request(st.plan.worker_directory, st.plan.worker_grace, rejoin_atom::value, worker, lost)
+      .then(
+          [=](caf::actor& host) {
+            auto& s = self->state;
+            if (s.done) return;
+            // Spawn every replica of every actor it hosted on the new worker, then put them in place.
+            auto spawned = std::make_shared<std::map<std::pair<size_t, uint32_t>, caf::actor>>();
+            auto expected = std::make_shared<size_t>(0);
+            for (const auto& n : s.nodes)
+              if (n.plan.placement == worker) *expected += n.plan.replicas.size();
+            for (size_t i = 0; i < s.nodes.size(); ++i) {
+              auto& n = s.nodes[i];
+              if (n.plan.placement != worker) continue;
+              for (uint32_t r = 0; r < n.plan.replicas.size(); ++r) {
+                self->request(host, n.plan.deadline, spawn_atom::value, n.plan.remote_request(r))
+                    .then(
+                        [=](caf::actor& a) {
+                          auto& s2 = self->state;
+                          if (s2.done) return;
+                          (*spawned)[{i, r}] = a;
+                          if (spawned->size() < *expected) return;
+                          s2.lost_workers.erase(worker);
+                          if (s2.opts.progress) {
+                            std::fprintf(s2.opts.progress, "milesrt run: worker '%s' joined again; its actors are back\n",
+                                         worker.c_str());
+                            std::fflush(s2.opts.progress);
+                          }
+                          for (auto& [where, actor] : *spawned) replace_replica(self, where.first, where.second, actor);
+                          for (size_t e = 0; e < s2.edges.size(); ++e) dispatch(self, e);
+                          after_progress(self);
+                        },
+                        [=](caf::error& err) {
+                          finish(self, false, "worker '" + worker + "' joined again but could not start actor '" +
+                                                  self->state.nodes[i].plan.name + "' (replica " + std::to_string(r) +
+                                                  "): " + describe_error(self, err));
+                        });
+              }
+            }
+          },
+          [=](caf::error& err) {
+            finish(self, false, what + " and no worker joined as '" + worker + "' within " + grace +
+                                    " s (run.workerGraceSeconds); it hosted " + actors_on(self, worker) + "; " +
+                                    in_flight_on(self, worker) +
+                                    (err == caf::sec::request_timeout ? "" : " (" + describe_error(self, err) + ")"));
+          });
 }
 
 using start_atom = caf::atom_constant<caf::atom("start")>;
@@ -750,22 +952,23 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
       auto& n = s.nodes[i];
       for (uint32_t r = 0; r < n.plan.replicas.size(); ++r) {
         if (n.plan.replicas[r].address() != dm.source) continue;
+        if (!n.plan.placement.empty() && s.lost_workers.count(n.plan.placement)) return;
+        if (dm.reason == caf::exit_reason::remote_link_unreachable && s.plan.worker_directory &&
+            s.plan.worker_grace.count() > 0) {
+          lose_worker(self, n.plan.placement, dm.source.node());
+          return;
+        }
         if (n.plan.kind->restartable && n.plan.respawn) {
-          n.plan.replicas[r] = n.plan.respawn(r);
-          self->monitor(n.plan.replicas[r]);
-          s.counters.restarts++;
-          // The new replica first gets the newest version published to it, then its old work.
-          for (size_t e = 0; e < s.edges.size(); ++e) {
-            if (s.edges[e].plan.to != i || !s.edges[e].last_publish) continue;
-            s.live_publish++;
-            s.edges[e].queue.push_front({*s.edges[e].last_publish, true, static_cast<int>(r)});
-            dispatch(self, e);
+          caf::actor fresh;
+          try {
+            fresh = n.plan.respawn(r);
+          } catch (const std::exception& e) {
+            finish(self, false, "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
+                                    n.plan.kind->name + ") died (" + describe_error(self, dm.reason) +
+                                    ") and could not be restarted: " + e.what());
+            return;
           }
-          // Whatever the dead replica had not answered goes to the new one.
-          auto open = std::move(n.tickets[r]);
-          n.tickets[r].clear();
-          n.inflight[r] = 0;
-          for (auto& [t, resend] : open) resend();
+          replace_replica(self, i, r, fresh);
           return;
         }
         finish(self, false,

@@ -377,5 +377,52 @@ TEST_F(Schedules, RandomOrdersAcrossACheckpointAndResume) {
   }
 }
 
+// A restartable stage killed at random messages (work items, publications, snapshots, restores),
+// under random delivery orders, across a checkpoint and a resume: every dead replica is replaced,
+// its replacement holds the newest version before its first item (sync runs stay at staleness 0,
+// async ones within the bound), the work it held is sent again and counted, and every admitted
+// item is trained at most once and accounted for.
+TEST_F(Schedules, RandomKillsOfARestartableStageLoseAndRepeatNothing) {
+  std::mt19937 rng(19);
+  uint64_t restarts = 0, requeued = 0;
+  for (int i = 0; i < 300 && !HasFailure(); ++i) {
+    auto c = random_case(rng);
+    const int per_mille = std::uniform_int_distribution<int>(20, 150)(rng);
+    auto mortal = [&](std::string f) {
+      f.replace(f.find("\"toy_stage\""), 11, "\"toy_mortal_stage\"");
+      const std::string drop = "value = (int = " + std::to_string(c.drop_every) + "))";
+      f.replace(f.find(drop), drop.size(),
+                drop + ", (name = \"die_per_mille\", value = (int = " + std::to_string(per_mille) + "))");
+      return f;
+    };
+    const int total = c.steps + 3, interval = 2;
+    auto run_dir = dir_ / ("mortal" + std::to_string(i));
+    SCOPED_TRACE("case " + std::to_string(i) + (c.async ? " async" : " sync") + (c.drop ? " drop" : "") +
+                 " s=" + std::to_string(c.staleness) + " batch=" + std::to_string(c.batch) +
+                 " replicas=" + std::to_string(c.replicas) + " die=" + std::to_string(per_mille) + "/1000");
+    auto g1 = load("m" + std::to_string(i) + "a.capnp", mortal(fields(c, interval + 1, interval)));
+    ASSERT_TRUE(g1);
+    records first, second;
+    auto o1 = run_random(*g1, rng, first, run_dir, false);
+    ASSERT_TRUE(o1.ok) << o1.error;
+    auto g2 = load("m" + std::to_string(i) + "b.capnp", mortal(fields(c, total, interval)));
+    auto o2 = run_random(*g2, rng, second, run_dir, true);
+    ASSERT_TRUE(o2.ok) << o2.error;
+    ASSERT_EQ(o2.steps, uint64_t(total));
+    check_run(o1, first, c.async, c.staleness, c.batch);
+    // The resumed run trains what the checkpoint had not, each item once.
+    std::set<uint64_t> trained;
+    check_run(o2, second, c.async, c.staleness, c.batch, &trained);
+    for (size_t k = 0; k < size_t(interval); ++k)
+      for (auto origin : first[k].batch_origins) EXPECT_TRUE(trained.insert(origin).second) << "item " << origin;
+    EXPECT_EQ(trained.size(), size_t(total * c.batch));
+    restarts += o1.counters.restarts + o2.counters.restarts;
+    requeued += o2.counters.requeued;
+  }
+  // The kills really happened, and some of them held work.
+  EXPECT_GT(restarts, 200u);
+  EXPECT_GT(requeued, 50u);
+}
+
 }  // namespace
 }  // namespace milesrt::runtime

@@ -13,6 +13,7 @@ constexpr std::array<std::pair<std::string_view, field>, driver_counters::count>
     {"surplus", &driver_counters::surplus},
     {"stale_violations", &driver_counters::stale_violations},
     {"restarts", &driver_counters::restarts},
+    {"requeued", &driver_counters::requeued},
     {"in_flight", &driver_counters::in_flight},
     {"buffered", &driver_counters::buffered},
 }};

@@ -24,10 +24,11 @@ struct driver_counters {
   uint64_t surplus = 0;           ///< buffered items discarded after a lockstep batch was taken
   uint64_t stale_violations = 0;  ///< items trained beyond the staleness bound
   uint64_t restarts = 0;          ///< replicas restarted after they died
+  uint64_t requeued = 0;          ///< items sent again because the replica holding them died
   uint64_t in_flight = 0;         ///< admitted items still on their way (at the moment of a record)
   uint64_t buffered = 0;          ///< items waiting in the buffer (at the moment of a record)
 
-  static constexpr size_t count = 9;
+  static constexpr size_t count = 10;
   /// Every counter with its name, in declaration order.
   std::array<std::pair<std::string_view, uint64_t>, count> named() const;
   /// Sets the counter called `name`; false (and nothing set) for a name that is not a counter.

@@ -17,8 +17,9 @@ driver_counters numbered() {
   c.surplus = 5;
   c.stale_violations = 6;
   c.restarts = 7;
-  c.in_flight = 8;
-  c.buffered = 9;
+  c.requeued = 8;
+  c.in_flight = 9;
+  c.buffered = 10;
   return c;
 }
 
@@ -31,7 +32,7 @@ TEST(DriverCounters, NamesAreTheWordsOfTheMetrics) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"admitted", "accepted", "dropped_stale", "filtered",
                                              "surplus", "stale_violations", "restarts",
-                                             "in_flight", "buffered"}));
+                                             "requeued", "in_flight", "buffered"}));
   driver_counters c;
   for (const auto& [name, value] : named) EXPECT_TRUE(c.set(name, value));
   EXPECT_EQ(c, numbered());

@@ -12,6 +12,7 @@
 #include <caf/actor.hpp>
 
 #include "runtime/core/kind.hpp"
+#include "runtime/core/messages.hpp"
 
 namespace milesrt::runtime {
 
@@ -24,6 +25,8 @@ struct node_plan {
   std::function<caf::actor(uint32_t replica)> respawn;
   /// "" for the driver's process, else the worker hosting it.
   std::string placement;
+  /// For a placed actor: what its worker is asked to spawn it again (after the worker was lost).
+  std::function<spawn_request(uint32_t replica)> remote_request;
 };
 
 struct edge_plan {
@@ -52,6 +55,10 @@ struct graph_plan {
   uint32_t checkpoint_interval = 0;
   std::string progress_metric;
   std::filesystem::path run_dir;
+  /// Where a lost worker's replacement is awaited (`rejoin`); null: a lost worker ends the run.
+  caf::actor worker_directory;
+  /// How long a lost worker's replacement is awaited.
+  std::chrono::milliseconds worker_grace{0};
 };
 
 }  // namespace milesrt::runtime

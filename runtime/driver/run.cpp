@@ -51,6 +51,7 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   plan.steps = run.getSteps();
   plan.checkpoint_interval = run.getCheckpointInterval();
   plan.progress_metric = run.getProgressMetric();
+  plan.worker_grace = std::chrono::milliseconds(static_cast<int64_t>(run.getWorkerGraceSeconds() * 1000.0));
   if (r.getSchedule().isAsync()) {
     plan.schedule.async = true;
     plan.schedule.max_staleness = r.getSchedule().getAsync().getMaxStaleness();
@@ -69,14 +70,7 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     double secs = actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds()
                                                  : run.getDeadlineSeconds();
     n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
-    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store, progress,
-                      placement = n.placement](uint32_t replica) -> caf::actor {
-      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
-      if (!remote) {
-        throw std::runtime_error("actor '" + std::string(actor.getName()) +
-                                 "' is placed on worker '" + placement +
-                                 "' but this run accepts no workers (use --listen)");
-      }
+    auto request_of = [&g, actor](uint32_t replica) {
       spawn_request req;
       kj::Array<capnp::word> words = capnp::messageToFlatArray(
           const_cast<graph::loaded_graph&>(g).message());
@@ -84,8 +78,19 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
       req.graph.assign(bytes.begin(), bytes.end());
       req.actor = actor.getName();
       req.replica = replica;
-      return remote(placement, req);
+      return req;
     };
+    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store, progress, request_of,
+                      placement = n.placement](uint32_t replica) -> caf::actor {
+      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
+      if (!remote) {
+        throw std::runtime_error("actor '" + std::string(actor.getName()) +
+                                 "' is placed on worker '" + placement +
+                                 "' but this run accepts no workers (use --listen)");
+      }
+      return remote(placement, request_of(replica));
+    };
+    if (!n.placement.empty()) n.remote_request = request_of;
     for (uint32_t i = 0; i < actor.getReplicas(); ++i) {
       caf::actor a;
       try {
@@ -163,6 +168,15 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     }
     opts.resume = true;
     opts.resume_dir = *latest;
+    // Steps a crashed run logged after this checkpoint are trained again: log them once.
+    try {
+      checkpoint_reader reader(*latest);
+      auto it = reader.fields().find("step");
+      if (it != reader.fields().end()) keep_steps_through(run_dir / "metrics.jsonl", std::stoull(it->second));
+    } catch (const std::exception& e) {
+      failed.error = "cannot resume from " + latest->string() + ": " + e.what();
+      return failed;
+    }
   }
 
   // The sinks before any actor starts: one that cannot open (a port in use) ends the run here.
@@ -178,6 +192,7 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   graph_plan plan;
   try {
     plan = build_plan(sys, g, kinds, run_dir, req.remote, req.progress);
+    plan.worker_directory = req.worker_directory;
   } catch (const std::exception& e) {
     failed.error = e.what();
     return failed;

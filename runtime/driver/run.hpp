@@ -38,6 +38,8 @@ struct run_request {
   bool resume = false;            ///< continue from the newest complete checkpoint in run_dir
   std::FILE* progress = stderr;   ///< progress line; null for none
   remote_spawner remote;
+  /// The rendezvous' directory (worker_rendezvous::directory), where lost workers are replaced.
+  caf::actor worker_directory;
   /// The metric sinks besides metrics.jsonl (made by the caller, so that a port in use is an
   /// error before anything starts); null: the graph's own (sinks_for).
   std::shared_ptr<metric_sinks> sinks;

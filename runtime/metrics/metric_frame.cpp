@@ -20,7 +20,8 @@ namespace {
 /// at the batch, in_flight and buffered are levels) are gauges.
 bool monotone(std::string_view counter) {
   return counter == "admitted" || counter == "dropped_stale" || counter == "filtered" ||
-         counter == "surplus" || counter == "stale_violations" || counter == "restarts";
+         counter == "surplus" || counter == "stale_violations" || counter == "restarts" ||
+         counter == "requeued";
 }
 
 metric_distribution distribution_of(std::string group, std::string name, const std::vector<double>& xs) {

@@ -28,6 +28,8 @@ nlohmann::json to_json(const step_record& r) {
   j["counters"] = to_json(r.counters);
   j["metrics"] = r.metrics;
   if (!r.lists.empty()) j["lists"] = r.lists;
+  // Which admitted items the step trained on: each exactly once over a run, resumes included.
+  if (!r.batch_origins.empty()) j["origins"] = r.batch_origins;
   return j;
 }
 
@@ -43,7 +45,33 @@ step_record step_record_from_json(const nlohmann::json& j) {
     for (const auto& [name, v] : j["counters"].items()) r.counters.set(name, v.get<uint64_t>());
   if (j.contains("metrics")) r.metrics = j["metrics"].get<metric_map>();
   if (j.contains("lists")) r.lists = j["lists"].get<metric_lists>();
+  if (j.contains("origins")) r.batch_origins = j["origins"].get<std::vector<uint64_t>>();
   return r;
+}
+
+void keep_steps_through(const fs::path& jsonl, uint64_t step) {
+  std::ifstream in(jsonl);
+  if (!in) return;  // nothing written yet
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // A line cut short by a crash does not parse; it belonged to a step after the checkpoint.
+    if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_unsigned()) continue;
+    if (j["step"].get<uint64_t>() > step) continue;
+    kept += line;
+    kept += '\n';
+  }
+  in.close();
+  fs::path tmp = jsonl;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    out.flush();
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, jsonl);
 }
 
 metrics_writer::metrics_writer(const fs::path& run_dir, std::string graph_name,
@@ -113,7 +141,8 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
                                     {"accepted", c.accepted},
                                     {"dropped_stale", c.dropped_stale},
                                     {"filtered", c.filtered},
-                                    {"restarts", c.restarts}}) {
+                                    {"restarts", c.restarts},
+                                    {"requeued", c.requeued}}) {
     if (value > 0) line += ", " + std::string(name) + " " + std::to_string(value);
   }
   if (c.buffered > 0) line += ", " + std::to_string(c.buffered) + " left unused in the buffer";

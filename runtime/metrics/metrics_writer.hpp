@@ -19,6 +19,11 @@ nlohmann::json to_json(const step_record& r);
 /// A line of metrics.jsonl read back (the inverse of to_json); throws on a malformed line.
 step_record step_record_from_json(const nlohmann::json& j);
 
+/// Cuts RUN_DIR/metrics.jsonl back to the steps up to `step` (a resume from checkpoint `step`): the
+/// lines a crashed run wrote after its newest checkpoint are redone by the resumed run, and a line
+/// cut short by the crash is dropped. Rewritten through a temporary file; throws naming the file.
+void keep_steps_through(const std::filesystem::path& jsonl, uint64_t step);
+
 class metrics_writer {
  public:
   /// `progress` is where the progress line goes (stderr), or null for none. On a terminal the line

@@ -1,7 +1,10 @@
 #include "runtime/testing/toy_kinds.hpp"
 
 #include <cstring>
+#include <chrono>
 #include <fstream>
+#include <random>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -72,13 +75,28 @@ struct stage_knobs {
   int64_t stall_after = -1;  // stop answering after this many items
   int64_t die_after = -1;    // terminate with an error after this many items
   int64_t drop_every = 0;    // emit nothing for every k-th item (a filter)
+  int64_t delay_ms = 0;      // time each item takes (the actor is then detached: it blocks)
+  int64_t die_per_mille = 0; // chance (in 1000) of dying at each message, publications and
+                             // snapshots included: kill points at random, from `seed`
+  uint64_t seed = 0;         // this incarnation's stream of kill points
 };
+
+/// True (and the actor quits) when this message is one of the stage's random kill points.
+bool dies_now(stage_actor::stateful_pointer<stage_state> self, const stage_knobs& knobs,
+              std::mt19937_64& rng, const char* at) {
+  if (knobs.die_per_mille <= 0) return false;
+  if (std::uniform_int_distribution<int64_t>(0, 999)(rng) >= knobs.die_per_mille) return false;
+  self->quit(caf::make_error(caf::sec::runtime_error, std::string("toy stage killed at random, at ") + at));
+  return true;
+}
 
 stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> self,
                                     stage_knobs knobs) {
+  auto rng = std::make_shared<std::mt19937_64>(knobs.seed);
   return {
       [=](process_atom, const std::string& port, envelope& e) -> caf::result<node_reply> {
         auto& st = self->state;
+        if (dies_now(self, knobs, *rng, port.c_str())) return caf::delegated<node_reply>();
         node_reply reply;
         if (port == "weights") {
           st.version = value_of(e);
@@ -94,16 +112,19 @@ stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> s
         if (knobs.stall_after >= 0 && st.processed > uint64_t(knobs.stall_after)) {
           return caf::delegated<node_reply>();  // never answered: the requester's deadline passes
         }
+        if (knobs.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(knobs.delay_ms));
         if (knobs.drop_every > 0 && st.processed % uint64_t(knobs.drop_every) == 0) return reply;
         e.min_version = e.max_version = st.version;
         reply.metrics["version_seen"] = double(st.version);
         reply.outputs.push_back({"items", std::move(e)});
         return reply;
       },
-      [=](snapshot_atom, const std::string&) {
+      [=](snapshot_atom, const std::string&) -> caf::result<actor_state> {
+        if (dies_now(self, knobs, *rng, "snapshot")) return caf::delegated<actor_state>();
         return actor_state{pack({self->state.version, self->state.processed})};
       },
-      [=](restore_atom, const std::string&, const actor_state& s) {
+      [=](restore_atom, const std::string&, const actor_state& s) -> caf::result<bool> {
+        if (dies_now(self, knobs, *rng, "restore")) return caf::delegated<bool>();
         return unpack(s.bytes, {&self->state.version, &self->state.processed});
       },
   };
@@ -159,6 +180,12 @@ learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_
   };
 }
 
+/// A stage spawned with its knobs: detached when it sleeps, so that it holds no shared thread.
+caf::actor spawn_stage(caf::actor_system& sys, const stage_knobs& k) {
+  if (k.delay_ms > 0) return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(stage_fn, k));
+  return caf::actor_cast<caf::actor>(sys.spawn(stage_fn, k));
+}
+
 }  // namespace
 
 void register_kinds(runtime::kind_registry& registry) {
@@ -194,11 +221,13 @@ void register_kinds(runtime::kind_registry& registry) {
        int64_t{-1}, -1.0, std::nullopt},
       {"drop_every", param_type::integer, "filter out every k-th item (0: none)", false,
        int64_t{0}, 0.0, std::nullopt},
+      {"delay_ms", param_type::integer, "milliseconds each item takes (0: none)", false,
+       int64_t{0}, 0.0, std::nullopt},
   };
   stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
     stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
-                  int_param(s, "drop_every")};
-    return caf::actor_cast<caf::actor>(sys.spawn(stage_fn, k));
+                  int_param(s, "drop_every"), int_param(s, "delay_ms")};
+    return spawn_stage(sys, k);
   };
   registry.add(stage);
 
@@ -210,11 +239,30 @@ void register_kinds(runtime::kind_registry& registry) {
   flaky.spawn = [incarnations = std::make_shared<std::map<std::string, int>>()](
                     caf::actor_system& sys, const actor_setup& s) {
     auto key = s.name + "/" + std::to_string(s.replica);
-    stage_knobs k{-1, -1, int_param(s, "drop_every")};
+    stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms")};
     if ((*incarnations)[key]++ == 0) k.die_after = int_param(s, "die_after");
-    return caf::actor_cast<caf::actor>(sys.spawn(stage_fn, k));
+    return spawn_stage(sys, k);
   };
   registry.add(flaky);
+
+  kind_descriptor mortal = stage;
+  mortal.name = "toy_mortal_stage";
+  mortal.summary = "toy_stage that dies at random messages; the runtime restarts it";
+  mortal.restartable = true;
+  mortal.params.push_back({"die_per_mille", param_type::integer,
+                           "chance in 1000 of dying at each message (publications, snapshots too)",
+                           false, int64_t{0}, 0.0, 1000.0});
+  // Each incarnation draws its kill points from its own stream: the run's seed, the replica and
+  // how many incarnations came before.
+  mortal.spawn = [incarnations = std::make_shared<std::map<std::string, uint64_t>>()](
+                     caf::actor_system& sys, const actor_setup& s) {
+    auto key = s.name + "/" + std::to_string(s.replica);
+    stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms"),
+                  int_param(s, "die_per_mille")};
+    k.seed = s.seed * 1000003 + s.replica * 7919 + (*incarnations)[key]++;
+    return spawn_stage(sys, k);
+  };
+  registry.add(mortal);
 
   kind_descriptor learner;
   learner.name = "toy_learner";

@@ -10,53 +10,99 @@
 
 namespace milesrt::runtime {
 
+namespace {
+
+struct directory_state {
+  std::map<std::string, caf::actor> workers;  ///< joined and alive
+  /// Requests for a worker not (or no longer) joined: answered when one joins.
+  std::multimap<std::string, std::pair<caf::node_id, caf::response_promise>> waiting;
+};
+
+/// Answers `rejoin` for `name` with a joined host outside `lost`, now or once one joins.
+caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& w = self->state.workers;
+    for (auto it = w.begin(); it != w.end(); ++it) {
+      if (it->second.address() == dm.source) {
+        w.erase(it);
+        return;
+      }
+    }
+  });
+  return {
+      [=](join_atom, const std::string& name, const caf::actor& host) {
+        auto& st = self->state;
+        st.workers[name] = host;
+        self->monitor(host);
+        auto range = st.waiting.equal_range(name);
+        for (auto it = range.first; it != range.second;) {
+          if (host.node() == it->second.first) {
+            ++it;
+            continue;
+          }
+          it->second.second.deliver(host);
+          it = st.waiting.erase(it);
+        }
+      },
+      [=](rejoin_atom, const std::string& name, const caf::node_id& lost) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        auto it = st.workers.find(name);
+        if (it != st.workers.end() && it->second.node() != lost) return it->second;
+        auto promise = self->make_response_promise();
+        st.waiting.emplace(name, std::make_pair(lost, promise));
+        return caf::delegated<caf::actor>();
+      },
+  };
+}
+
+}  // namespace
+
 worker_rendezvous::worker_rendezvous(caf::actor_system& sys, const std::string& host,
                                      uint16_t port)
     : sys_(sys), self_(sys) {
-  auto published = sys.middleman().publish(caf::actor_cast<caf::actor>(self_), port,
+  directory_ = sys.spawn(worker_directory);
+  auto published = sys.middleman().publish(directory_, port,
                                            host.empty() ? nullptr : host.c_str(), true);
   if (!published) {
+    self_->send_exit(directory_, caf::exit_reason::user_shutdown);
     throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
                              sys.render(published.error()));
   }
   port_ = *published;
 }
 
+worker_rendezvous::~worker_rendezvous() { self_->send_exit(directory_, caf::exit_reason::user_shutdown); }
+
 void worker_rendezvous::wait_for(const std::set<std::string>& names,
                                  std::chrono::milliseconds deadline) {
-  auto until = std::chrono::steady_clock::now() + deadline;
-  auto missing = [&] {
+  std::set<std::string> missing = names;
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  for (const auto& n : names) {
+    auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                           until - std::chrono::steady_clock::now()));
+    self_->request(directory_, left, rejoin_atom::value, n, caf::node_id{})
+        .receive([&](const caf::actor&) { missing.erase(n); }, [](caf::error&) {});
+    if (!missing.count(n)) continue;
+    // Past the deadline: name every worker still missing.
     std::string m;
-    for (const auto& n : names)
-      if (workers_.count(n) == 0) m += (m.empty() ? "" : ", ") + n;
-    return m;
-  };
-  while (!missing().empty()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", deadline.count() / 1000.0);
-      throw std::runtime_error("worker(s) " + missing() + " did not join within " + secs +
-                               " s (start them with: milesrt worker --connect HOST:" +
-                               std::to_string(port_) + " --name NAME)");
-    }
-    self_->receive(
-        [&](join_atom, const std::string& name, const caf::actor& host) {
-          workers_[name] = host;
-          return true;
-        },
-        caf::after(left) >> [] {});
+    for (const auto& k : missing) m += (m.empty() ? "" : ", ") + k;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", deadline.count() / 1000.0);
+    throw std::runtime_error("worker(s) " + m + " did not join within " + secs +
+                             " s (start them with: milesrt worker --connect HOST:" +
+                             std::to_string(port_) + " --name NAME)");
   }
 }
 
 caf::actor worker_rendezvous::spawn(const std::string& worker, const spawn_request& req,
                                     std::chrono::milliseconds deadline) {
-  auto it = workers_.find(worker);
-  if (it == workers_.end()) throw std::runtime_error("no worker named '" + worker + "' joined");
+  caf::actor host;
+  self_->request(directory_, std::chrono::milliseconds(100), rejoin_atom::value, worker, caf::node_id{})
+      .receive([&](caf::actor& a) { host = a; }, [](caf::error&) {});
+  if (!host) throw std::runtime_error("no worker named '" + worker + "' joined");
   caf::actor result;
   std::string error;
-  self_->request(it->second, deadline, spawn_atom::value, req)
+  self_->request(host, deadline, spawn_atom::value, req)
       .receive([&](caf::actor& a) { result = a; },
                [&](caf::error& e) {
                  error = "worker '" + worker + "' could not spawn '" + req.actor + "': " +

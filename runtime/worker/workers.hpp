@@ -16,12 +16,17 @@
 
 namespace milesrt::runtime {
 
-/// The driver process's side: listens on HOST:PORT and waits for named workers.
+/// The driver process's side: listens on HOST:PORT and waits for named workers. Its directory (an
+/// actor) knows the workers that joined, forgets one whose process goes away, and answers
+/// `rejoin` (messages.hpp) once a replacement joins under the same name.
 class worker_rendezvous {
  public:
   /// Publishes the rendezvous on `host:port` (port 0: any); throws naming the address on failure.
   worker_rendezvous(caf::actor_system& sys, const std::string& host, uint16_t port);
+  ~worker_rendezvous();
   uint16_t port() const { return port_; }
+  /// The directory the driver asks for replacements of lost workers.
+  caf::actor directory() const { return directory_; }
   /// Waits until every named worker has joined; throws naming the missing ones after `deadline`.
   void wait_for(const std::set<std::string>& names, std::chrono::milliseconds deadline);
   /// Spawns an actor on a joined worker (the remote_spawner of a run).
@@ -31,8 +36,8 @@ class worker_rendezvous {
  private:
   caf::actor_system& sys_;
   caf::scoped_actor self_;
+  caf::actor directory_;
   uint16_t port_ = 0;
-  std::map<std::string, caf::actor> workers_;
 };
 
 /// The worker process's side: connects to `host:port` (retrying until `deadline`), joins as
