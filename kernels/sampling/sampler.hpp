@@ -1,5 +1,6 @@
 #pragma once
-/// Sampling for a batch of rows on the GPU, one thread block per row, with a CPU reference.
+/// Sampling for a batch of rows on the GPU (each row's vocabulary in fixed slices, one thread block
+/// per slice, merged in slice order), with a CPU reference.
 ///
 /// Each row: z = logits / temperature (fp32); the token is argmax over the kept vocabulary of
 /// z + g, g = -log(-log(u)) Gumbel noise with u = philox_uniform(seed, position, vocab id) — an
@@ -12,6 +13,7 @@
 /// z[token] - logsumexp(z) and, when asked, the entropy logsumexp(z) - sum softmax(z) * z.
 /// No ATen here: raw pointers and a stream.
 
+#include <cstddef>
 #include <cstdint>
 
 namespace milesrt::kernels {
@@ -27,7 +29,12 @@ struct sample_rows_args {
   int64_t* token = nullptr;            ///< out [rows]
   float* logprob = nullptr;            ///< out [rows]
   float* entropy = nullptr;            ///< out [rows] or null
+  void* workspace =
+      nullptr;  ///< device scratch of sample_rows_workspace_bytes(rows, vocab) (GPU only)
 };
+
+/// Bytes of device scratch sample_rows_cuda needs for `rows` rows of `vocab` logits.
+size_t sample_rows_workspace_bytes(int64_t rows, int64_t vocab);
 
 /// On the device (every pointer a device pointer); `stream` is a cudaStream_t.
 void sample_rows_cuda(const sample_rows_args& a, void* stream);

@@ -1,43 +1,23 @@
-#include "kernels/sampling/sampler.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cuda_testing.hpp"
 #include "kernels/device.hpp"
-#ifdef MILESRT_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "kernels/sampling/sampler.hpp"
 
 namespace milesrt::kernels {
 namespace {
 
 #ifdef MILESRT_HAVE_CUDA
-uint16_t to_bf16(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  b += 0x7fff + ((b >> 16) & 1);  // round to nearest even
-  return uint16_t(b >> 16);
-}
-
-template <typename T>
-T* to_device(const std::vector<T>& v) {
-  T* d = nullptr;
-  EXPECT_EQ(cudaMalloc(&d, v.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-template <typename T>
-std::vector<T> to_host(const T* d, size_t n) {
-  std::vector<T> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return v;
-}
+using testing::dev;
+using testing::host;
 
 struct result {
   std::vector<int64_t> token;
@@ -69,16 +49,19 @@ result run(bool gpu, const std::vector<uint16_t>& logits, int64_t rows, int64_t 
     sample_rows_cpu(a);
     return r;
   }
-  auto* dl = to_device(logits);
-  auto* dt = to_device(temp);
-  auto* ds = to_device(seed);
-  auto* dp = to_device(pos);
-  float* df = floor ? to_device(*floor) : nullptr;
+  auto* dl = dev(logits);
+  auto* dt = dev(temp);
+  auto* ds = dev(seed);
+  auto* dp = dev(pos);
+  float* df = floor ? dev(*floor) : nullptr;
   int64_t* tok;
   float *lp, *ent;
+  void* ws;
   cudaMalloc(&tok, rows * 8);
   cudaMalloc(&lp, rows * 4);
   cudaMalloc(&ent, rows * 4);
+  cudaMalloc(&ws, sample_rows_workspace_bytes(rows, vocab));
+  a.workspace = ws;
   a.logits = dl;
   a.temperature = dt;
   a.min_kept = df;
@@ -89,60 +72,62 @@ result run(bool gpu, const std::vector<uint16_t>& logits, int64_t rows, int64_t 
   a.entropy = ent;
   sample_rows_cuda(a, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  r.token = to_host(tok, rows);
-  r.logprob = to_host(lp, rows);
-  r.entropy = to_host(ent, rows);
-  for (void* p : {(void*)dl, (void*)dt, (void*)ds, (void*)dp, (void*)df, (void*)tok, (void*)lp, (void*)ent})
+  r.token = host(tok, rows);
+  r.logprob = host(lp, rows);
+  r.entropy = host(ent, rows);
+  for (void* p : {(void*)dl, (void*)dt, (void*)ds, (void*)dp, (void*)df, (void*)tok, (void*)lp,
+                  (void*)ent, ws})
     if (p) cudaFree(p);
   return r;
 }
 
 std::vector<uint16_t> random_logits(int64_t rows, int64_t vocab, uint32_t seed, float scale) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<uint16_t> out(rows * vocab);
-  for (auto& x : out) x = to_bf16(d(gen));
-  return out;
+  return testing::random_bf16(size_t(rows * vocab), seed, 0.f, scale);
 }
 #endif
 
 // The device sampler picks exactly the reference's tokens (same Philox numbers, same z), with
 // log-probs and entropies within float rounding of the reference's double sums; also with a
-// top-k style threshold.
+// top-k style threshold. Vocabularies of one slice, of a tail slice (Qwen3's 151,936) and of
+// exactly two.
 TEST(SamplerCuda, MatchesTheCpuReference) {
 #ifndef MILESRT_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA kernels";
 #else
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const int64_t rows = 37, vocab = 151936;
-  auto logits = random_logits(rows, vocab, 5, 3.0f);
-  std::vector<float> temp(rows), floor(rows);
-  std::vector<uint64_t> seed(rows);
-  std::vector<int64_t> pos(rows);
-  for (int64_t r = 0; r < rows; ++r) {
-    temp[r] = 0.6f + 0.05f * r;
-    seed[r] = 1000003ull * r + 17;
-    pos[r] = 5 * r + 1;
-  }
-  // Thresholds as top-k 20 sets them: the 20th largest z of each row (a kept token's z).
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<float> z(vocab);
-    for (int64_t i = 0; i < vocab; ++i) {
-      uint32_t b = uint32_t(logits[r * vocab + i]) << 16;
-      float f;
-      std::memcpy(&f, &b, 4);
-      z[i] = f / temp[r];
-    }
-    std::nth_element(z.begin(), z.begin() + 19, z.end(), std::greater<float>());
-    floor[r] = z[19];
-  }
-  for (const std::vector<float>* f : {(const std::vector<float>*)nullptr, (const std::vector<float>*)&floor}) {
-    auto want = run(false, logits, rows, vocab, temp, seed, pos, f);
-    auto got = run(true, logits, rows, vocab, temp, seed, pos, f);
+  for (const int64_t vocab : {int64_t(1000), int64_t(151936), int64_t(16384)}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const int64_t rows = 37;
+    auto logits = random_logits(rows, vocab, 5, 3.0f);
+    std::vector<float> temp(rows), floor(rows);
+    std::vector<uint64_t> seed(rows);
+    std::vector<int64_t> pos(rows);
     for (int64_t r = 0; r < rows; ++r) {
-      EXPECT_EQ(got.token[r], want.token[r]) << "row " << r;
-      EXPECT_NEAR(got.logprob[r], want.logprob[r], 2e-4) << "row " << r;
-      EXPECT_NEAR(got.entropy[r], want.entropy[r], 2e-4) << "row " << r;
+      temp[r] = 0.6f + 0.05f * r;
+      seed[r] = 1000003ull * r + 17;
+      pos[r] = 5 * r + 1;
+    }
+    // Thresholds as top-k 20 sets them: the 20th largest z of each row (a kept token's z).
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> z(vocab);
+      for (int64_t i = 0; i < vocab; ++i) {
+        uint32_t b = uint32_t(logits[r * vocab + i]) << 16;
+        float f;
+        std::memcpy(&f, &b, 4);
+        z[i] = f / temp[r];
+      }
+      std::nth_element(z.begin(), z.begin() + 19, z.end(), std::greater<float>());
+      floor[r] = z[19];
+    }
+    for (const std::vector<float>* f :
+         {(const std::vector<float>*)nullptr, (const std::vector<float>*)&floor}) {
+      auto want = run(false, logits, rows, vocab, temp, seed, pos, f);
+      auto got = run(true, logits, rows, vocab, temp, seed, pos, f);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(got.token[r], want.token[r]) << "row " << r;
+        EXPECT_NEAR(got.logprob[r], want.logprob[r], 2e-4) << "row " << r;
+        EXPECT_NEAR(got.entropy[r], want.entropy[r], 2e-4) << "row " << r;
+      }
     }
   }
 #endif

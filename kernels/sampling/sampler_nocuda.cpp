@@ -4,6 +4,7 @@
 #include "kernels/sampling/sampler.hpp"
 
 namespace milesrt::kernels {
+size_t sample_rows_workspace_bytes(int64_t, int64_t) { return 0; }
 void sample_rows_cuda(const sample_rows_args&, void*) {
   throw std::runtime_error("sampler: built without CUDA kernels");
 }

@@ -43,6 +43,11 @@ void sample_logits(const at::Tensor& logits, const at::Tensor& temperature, cons
   a.token = token.data_ptr<int64_t>();
   a.logprob = result.data_ptr<float>();
   a.entropy = result.data_ptr<float>() + S;
+  // Scratch of the slices' states: from the caching allocator (in a captured step, from the
+  // graph's pool), freed when the step is done.
+  auto workspace = at::empty({static_cast<int64_t>(kernels::sample_rows_workspace_bytes(S, a.vocab))},
+                             logits.options().dtype(at::kByte));
+  a.workspace = workspace.data_ptr();
   kernels::sample_rows_cuda(a, llm::current_cuda_stream());
 }
 
