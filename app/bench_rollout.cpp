@@ -26,6 +26,7 @@ cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx) {
     int64_t kv_blocks = 0, step_tokens = 8192;
     double kv_fraction = 0.9, temperature = 1.0;
     uint64_t seed = 1;
+    bool overlap = true;
   };
   auto opt = std::make_shared<options>();
   app.add_option("--model", opt->model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
@@ -43,6 +44,8 @@ cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx) {
   app.add_option("--step-tokens", opt->step_tokens, "token budget of one engine step")->check(CLI::PositiveNumber);
   app.add_option("--temperature", opt->temperature, "sampling temperature")->check(CLI::PositiveNumber);
   app.add_option("--seed", opt->seed, "seed of the prompts and the sampling");
+  app.add_flag("!--no-overlap", opt->overlap,
+               "stage each decode step after the last one's samples are back (default: while it runs)");
   app.add_option("--save-prompts", opt->save_prompts, "write the prompts as JSON lines {\"prompt_ids\": [...]}");
   return [opt, &ctx] {
     const auto target = bench_target_of(opt->device, opt->dtype, "bench rollout", ctx);
@@ -67,6 +70,7 @@ cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx) {
     serving::engine_config cfg;
     cfg.block_size = opt->block_size;
     cfg.max_tokens_per_step = opt->step_tokens;
+    cfg.overlap_host = opt->overlap;
     const int64_t per_seq = (opt->prompt_len + opt->new_tokens + opt->block_size - 1) / opt->block_size;
     if (opt->kv_blocks > 0) {
       cfg.num_blocks = opt->kv_blocks;
@@ -129,6 +133,8 @@ cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx) {
         r["graph_captures"] = g->captures;
         r["graph_host_ms_per_step"] = timed > 0 ? g->host_ms / timed : 0.0;
         r["graph_gpu_ms_per_step"] = timed > 0 ? g->gpu_ms / timed : 0.0;
+        r["graph_steps_staged_ahead"] = g->staged_ahead;
+        r["graph_steps_staged_ahead_used"] = g->staged_ahead_used;
       }
     };
     nlohmann::json out = {{"bench", "rollout"}, {"model", name}, {"device", opt->device}, {"dtype", opt->dtype},

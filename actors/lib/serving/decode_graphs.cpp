@@ -62,7 +62,23 @@ struct decode_graphs::impl {
   // MoE layer, each row's top-k experts), read back in one copy.
   at::Tensor packed;
   int64_t moe_layers = 0, top_k = 0;
-  at::Tensor meta_h, seeds_h, temps_h;  // page-locked staging
+  // Page-locked staging, two sets: one may still be copying (or hold the step staged ahead) while
+  // the other is written. `copied` is recorded after a set's copies were queued.
+  struct staging {
+    at::Tensor meta_h, seeds_h, temps_h;
+    at::cuda::CUDAEvent copied;
+  };
+  staging sets[2];
+  int next_set = 0;
+  at::cuda::CUDAEvent planned;  // after the last plan's copy out of FlashInfer's pinned workspace
+  at::Tensor out_h;             // page-locked: a step's packed results
+  // The step staged ahead (run's `next`): what it was staged for, to compare with the rows asked.
+  struct ahead_t {
+    bool valid = false;
+    std::vector<decode_row> rows;
+    std::vector<std::vector<int32_t>> pages;  // each row's pages as staged
+  } ahead;
+  std::vector<int64_t> last_tokens;  // the last step's samples, by row
   std::shared_ptr<kernels::paged_attention> attention;
   std::map<int64_t, std::unique_ptr<at::cuda::CUDAGraph>> graphs;
   c10::MempoolId_t pool{0, 0};
@@ -80,8 +96,11 @@ struct decode_graphs::impl {
     for (int64_t l = 0; l < m.config().num_layers; ++l) moe_layers += m.config().is_moe_layer(l) ? 1 : 0;
     top_k = moe_layers > 0 ? m.config().num_experts_per_tok : 0;
     packed = at::zeros({3 * bmax + moe_layers * bmax * top_k}, at::TensorOptions().dtype(at::kDouble).device(dev));
-    seeds_h = at::empty({bmax}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
-    temps_h = at::empty({bmax}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    for (auto& set : sets) {
+      set.seeds_h = at::empty({bmax}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+      set.temps_h = at::empty({bmax}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    }
+    out_h = at::empty({packed.numel()}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
     attention = std::make_shared<kernels::paged_attention>(cache.attention_float_ws.data_ptr(),
                                                            cache.attention_int_ws.data_ptr(),
                                                            cache.attention_pinned_ws.data_ptr());
@@ -96,12 +115,102 @@ struct decode_graphs::impl {
 
   /// (Re)allocates the metadata buffers for `entries` page indices; graphs baked the old address.
   void grow(int64_t entries) {
+    for (auto& set : sets) set.copied.synchronize();
     capacity = entries;
     const int64_t n = off_indices() + capacity;
     meta = at::zeros({n}, at::TensorOptions().dtype(at::kInt).device(model.device()));
-    meta_h = at::zeros({n}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+    for (auto& set : sets) set.meta_h = at::zeros({n}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
     graphs.clear();
     pool = {0, 0};
+    ahead.valid = false;  // staged into the old buffer
+  }
+
+  /// Page indices a step of `rows` in bucket B needs (padding rows take one each).
+  int64_t pages_of(const std::vector<decode_row>& rows, int64_t B) const {
+    int64_t pages = B - static_cast<int64_t>(rows.size());
+    for (const auto& r : rows) pages += r.position / cache.block_size + 1;
+    return pages;
+  }
+
+  /// Writes the step's inputs into a staging set and queues their copies to the device, then
+  /// FlashInfer's plan, on `stream` (behind whatever runs there). Rows with `from` >= 0 take their
+  /// input token from the previous step's samples (gathered on the device). Returns the set.
+  staging& stage(const std::vector<decode_row>& rows, int64_t B, const at::cuda::CUDAStream& stream) {
+    const auto& c = model.config();
+    const int64_t n = static_cast<int64_t>(rows.size());
+    const int64_t bs = cache.block_size;
+    auto& set = sets[next_set];
+    next_set ^= 1;
+    set.copied.synchronize();  // its previous copies have left the host buffers
+    int32_t* h = set.meta_h.data_ptr<int32_t>();
+    int32_t* indptr = h + off_indptr();
+    int32_t* indices = h + off_indices();
+    int64_t* seeds_p = set.seeds_h.data_ptr<int64_t>();
+    float* temps_p = set.temps_h.data_ptr<float>();
+    bool gather = false;
+    indptr[0] = 0;
+    int64_t used = 0;
+    for (int64_t i = 0; i < B; ++i) {
+      if (i < n) {
+        const auto& r = rows[i];
+        const int64_t np = r.position / bs + 1;
+        if (r.table == nullptr || static_cast<int64_t>(r.table->size()) < np)
+          throw std::invalid_argument("decode graphs: row " + std::to_string(i) + "'s block table is too short");
+        gather = gather || r.from >= 0;
+        h[i] = static_cast<int32_t>(r.from >= 0 ? r.from : r.token);
+        h[off_pos() + i] = static_cast<int32_t>(r.position);
+        h[off_slot() + i] = static_cast<int32_t>(int64_t((*r.table)[r.position / bs]) * bs + r.position % bs);
+        std::memcpy(indices + used, r.table->data(), np * sizeof(int32_t));
+        used += np;
+        h[off_last() + i] = static_cast<int32_t>(r.position - (np - 1) * bs + 1);
+        seeds_p[i] = static_cast<int64_t>(r.seed);
+        temps_p[i] = static_cast<float>(r.temperature);
+      } else {
+        h[i] = 0;
+        h[off_pos() + i] = 0;
+        h[off_slot() + i] = static_cast<int32_t>(int64_t(dummy) * bs);
+        indices[used++] = dummy;
+        h[off_last() + i] = 1;
+        seeds_p[i] = 0;
+        temps_p[i] = 1.0f;
+      }
+      indptr[i + 1] = static_cast<int32_t>(used);
+    }
+    if (gather) {  // every row of a step staged ahead continues one: padding rows read row 0's sample
+      for (int64_t i = n; i < B; ++i) h[i] = 0;
+    }
+    meta.narrow(0, 0, off_indices() + used).copy_(set.meta_h.narrow(0, 0, off_indices() + used), /*non_blocking=*/true);
+    seeds.copy_(set.seeds_h, /*non_blocking=*/true);
+    temps.copy_(set.temps_h, /*non_blocking=*/true);
+    set.copied.record(stream);
+    if (gather) {
+      // The input tokens are the samples of the step before, by row (the ids section holds rows).
+      auto ids = meta.narrow(0, 0, B);
+      ids.copy_(token.index_select(0, ids.to(at::kLong)));
+    }
+    // Planned in CUDA-graph mode in both runs, so that the eager and the replayed step launch the
+    // same kernels (the split over the KV depends on B only).
+    planned.synchronize();  // the last plan's copy has left FlashInfer's pinned workspace
+    attention->plan_decode(indptr, static_cast<int>(B), static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
+                           static_cast<int>(c.head_dim), static_cast<int>(bs), /*cuda_graph=*/true, stream.stream());
+    planned.record(stream);
+    return set;
+  }
+
+  /// Whether `rows` are exactly the rows staged ahead, fed the tokens the last step sampled.
+  bool ahead_matches(const std::vector<decode_row>& rows) const {
+    if (!ahead.valid || rows.size() != ahead.rows.size()) return false;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const auto& a = ahead.rows[j];
+      const auto& r = rows[j];
+      if (r.position != a.position || r.seed != a.seed || r.temperature != a.temperature || r.table != a.table)
+        return false;
+      if (a.from < 0 || a.from >= static_cast<int64_t>(last_tokens.size()) || r.token != last_tokens[a.from])
+        return false;
+      const auto& pages = ahead.pages[j];
+      if (r.table->size() < pages.size() || !std::equal(pages.begin(), pages.end(), r.table->begin())) return false;
+    }
+    return true;
   }
 
   /// The step on the current stream: forward over the paged cache for B rows, then sampling into
@@ -142,50 +251,13 @@ decode_graphs::decode_graphs(const llm::decoder& model, llm::kv_cache& cache, in
 
 decode_graphs::~decode_graphs() = default;
 
-std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>& rows) {
+std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>& rows,
+                                                     const std::vector<decode_row>* next) {
   auto& m = *impl_;
   const auto started = std::chrono::steady_clock::now();
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t B = bucket(n);
   if (n == 0 || B == 0) throw std::invalid_argument("decode graphs: " + std::to_string(n) + " rows");
-  const auto& c = m.model.config();
-  const int64_t bs = m.cache.block_size;
-  // Page indices first, to know whether the static buffer holds them.
-  int64_t pages = B - n;  // one dummy page per padding row
-  for (const auto& r : rows) pages += r.position / bs + 1;
-  if (pages > m.capacity) m.grow(2 * pages);
-  int32_t* h = m.meta_h.data_ptr<int32_t>();
-  int32_t* indptr = h + m.off_indptr();
-  int32_t* indices = h + m.off_indices();
-  int64_t* seeds = m.seeds_h.data_ptr<int64_t>();
-  float* temps = m.temps_h.data_ptr<float>();
-  indptr[0] = 0;
-  int64_t used = 0;
-  for (int64_t i = 0; i < B; ++i) {
-    if (i < n) {
-      const auto& r = rows[i];
-      const int64_t np = r.position / bs + 1;
-      if (r.table == nullptr || static_cast<int64_t>(r.table->size()) < np)
-        throw std::invalid_argument("decode graphs: row " + std::to_string(i) + "'s block table is too short");
-      h[i] = static_cast<int32_t>(r.token);
-      h[m.off_pos() + i] = static_cast<int32_t>(r.position);
-      h[m.off_slot() + i] = static_cast<int32_t>(int64_t((*r.table)[r.position / bs]) * bs + r.position % bs);
-      std::memcpy(indices + used, r.table->data(), np * sizeof(int32_t));
-      used += np;
-      h[m.off_last() + i] = static_cast<int32_t>(r.position - (np - 1) * bs + 1);
-      seeds[i] = static_cast<int64_t>(r.seed);
-      temps[i] = static_cast<float>(r.temperature);
-    } else {
-      h[i] = 0;
-      h[m.off_pos() + i] = 0;
-      h[m.off_slot() + i] = static_cast<int32_t>(int64_t(m.dummy) * bs);
-      indices[used++] = m.dummy;
-      h[m.off_last() + i] = 1;
-      seeds[i] = 0;
-      temps[i] = 1.0f;
-    }
-    indptr[i + 1] = static_cast<int32_t>(used);
-  }
   // The step's work goes on the runner's own stream (graphs are captured on a side stream), after
   // whatever the engine queued on the current one.
   auto previous = at::cuda::getCurrentCUDAStream();
@@ -193,15 +265,13 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   ready.record(previous);
   ready.block(m.stream);
   c10::cuda::CUDAStreamGuard guard(m.stream);
-  m.meta.narrow(0, 0, m.off_indices() + used)
-      .copy_(m.meta_h.narrow(0, 0, m.off_indices() + used), /*non_blocking=*/true);
-  m.seeds.copy_(m.seeds_h, /*non_blocking=*/true);
-  m.temps.copy_(m.temps_h, /*non_blocking=*/true);
-  // Planned in CUDA-graph mode in both runs, so that the eager and the replayed step launch the
-  // same kernels (the split over the KV depends on B only).
-  m.attention->plan_decode(indptr, static_cast<int>(B), static_cast<int>(c.num_heads),
-                           static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
-                           static_cast<int>(bs), /*cuda_graph=*/true, m.stream.stream());
+  if (m.ahead_matches(rows)) {
+    stats_.staged_ahead_used++;  // its inputs and plan are queued already
+  } else {
+    if (m.pages_of(rows, B) > m.capacity) m.grow(2 * m.pages_of(rows, B));
+    m.stage(rows, B, m.stream);
+  }
+  m.ahead.valid = false;
   at::cuda::CUDAEvent gpu_start(cudaEventDefault), gpu_end(cudaEventDefault);
   bool timed = true;
   const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -235,15 +305,41 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
     gpu_end.record(m.stream);
     stats_.replays++;
   }
-  auto host = m.packed.narrow(0, 0, 3 * B + m.moe_layers * B * m.top_k).to(at::kCPU);
+  const int64_t out_n = 3 * B + m.moe_layers * B * m.top_k;
+  m.out_h.narrow(0, 0, out_n).copy_(m.packed.narrow(0, 0, out_n), /*non_blocking=*/true);
+  at::cuda::CUDAEvent done;
+  done.record(m.stream);
+  // While the GPU runs this step: stage the one expected next behind it.
+  if (next != nullptr && !next->empty()) {
+    const int64_t B2 = bucket(static_cast<int64_t>(next->size()));
+    bool ok = B2 > 0 && m.pages_of(*next, B2) <= m.capacity;
+    for (const auto& r : *next) {
+      ok = ok && r.from >= 0 && r.from < n && r.table != nullptr &&
+           static_cast<int64_t>(r.table->size()) > r.position / m.cache.block_size;
+    }
+    if (ok) {
+      m.stage(*next, B2, m.stream);
+      m.ahead.rows = *next;
+      m.ahead.pages.clear();
+      for (const auto& r : *next) {
+        const int64_t np = r.position / m.cache.block_size + 1;
+        m.ahead.pages.emplace_back(r.table->begin(), r.table->begin() + np);
+      }
+      m.ahead.valid = true;
+      stats_.staged_ahead++;
+    }
+  }
+  done.synchronize();
   if (timed) {
     stats_.host_ms += host_ms;
     stats_.gpu_ms += gpu_start.elapsed_time(gpu_end);
   }
-  const double* v = host.data_ptr<double>();
+  const double* v = m.out_h.data_ptr<double>();
   std::vector<device_sample_result> out(n);
+  m.last_tokens.assign(n, 0);
   for (int64_t i = 0; i < n; ++i) {
     out[i].token = static_cast<int64_t>(v[i]);
+    m.last_tokens[i] = out[i].token;
     out[i].logprob = static_cast<float>(v[B + i]);
     out[i].entropy = static_cast<float>(v[2 * B + i]);
     for (int64_t l = 0; l < m.moe_layers; ++l)
@@ -260,7 +356,7 @@ decode_graphs::decode_graphs(const llm::decoder&, llm::kv_cache&, int32_t, int64
   throw std::invalid_argument("decode graphs: built without libtorch's CUDA part");
 }
 decode_graphs::~decode_graphs() = default;
-std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>&) {
+std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>&, const std::vector<decode_row>*) {
   throw std::invalid_argument("decode graphs: built without libtorch's CUDA part");
 }
 

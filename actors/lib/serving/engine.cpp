@@ -301,7 +301,26 @@ std::vector<sample> engine::step() {
       r.seed = sample_stream(seq->params.seed, seq->index);
       rows.push_back(r);
     }
-    drawn = graphs_->run(rows);
+    // The step expected next, staged while this one runs: every row that may go on (it has not
+    // reached its length), one position further, with a KV block for it. A stop token, a
+    // sequence joining or a preemption makes the next step differ; it is then staged again.
+    std::vector<decode_row> next;
+    if (config_.overlap_host) {
+      for (size_t k = 0; k < plan.size(); ++k) {
+        auto& s = *plan[k].first;
+        const int64_t generated = static_cast<int64_t>(s.tokens.size()) + 1 - s.prompt_len;
+        if (generated >= s.params.max_new_tokens) continue;
+        if (!ensure_blocks(s, s.computed + 2)) {
+          next.clear();
+          break;
+        }
+        decode_row r = rows[k];
+        r.from = static_cast<int64_t>(k);
+        r.position = s.computed + 1;
+        next.push_back(r);
+      }
+    }
+    drawn = graphs_->run(rows, next.empty() ? nullptr : &next);
   } else {
     fr = model_.forward(segments, {&cache_, nullptr});
     if (on_device) {

@@ -73,6 +73,10 @@ struct engine_config {
   /// compare the two), or the plain eager forward.
   enum class graphs { capture, padded_eager, off } decode_graphs = graphs::capture;
   int64_t graph_max_batch = 256;  ///< the largest captured bucket; bigger decode steps run eagerly
+  /// With decode graphs: stage the next decode step on the host while the GPU runs this one
+  /// (decode_graphs.hpp); sequences that go on then get a KV block for their next token one step
+  /// early. Off: each step is staged after the last one's samples are back (tests compare the two).
+  bool overlap_host = true;
 };
 
 /// num_blocks as `config` asks for `model` (kv_memory_fraction on a GPU); throws when the

@@ -164,10 +164,11 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
     std::vector<sample> samples;
     decode_graph_stats stats;
   };
-  auto scenario = [&](engine_config::graphs mode) {
+  auto scenario = [&](engine_config::graphs mode, bool overlap) {
     auto model = llm::decoder::random(config(128), at::kBFloat16, cuda, 21);
     engine_config cfg{512, 16, 4096, 0};
     cfg.decode_graphs = mode;
+    cfg.overlap_host = overlap;
     cfg.graph_max_batch = 32;
     engine e(*model, cfg);
     EXPECT_NE(e.graph_stats(), nullptr);
@@ -180,6 +181,9 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
         q.params.max_new_tokens = new_tokens + int(id % 5) * 3;
         q.params.seed = 100 + id;
         q.params.temperature = 0.7 + 0.1 * double(id % 4);
+        // A third of them stop on any of 40 tokens (~8% a step): sequences leave at random steps.
+        if (id % 3 == 0)
+          for (int64_t t = 0; t < 40; ++t) q.params.stop_token_ids.push_back(t * 12 + 5);
         e.add(q);
       }
     };
@@ -237,22 +241,35 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
     std::sort(all.begin(), all.end(), [](const sample& a, const sample& b) { return a.request_id < b.request_id; });
     return run_result{all, *e.graph_stats()};
   };
-  auto graphs = scenario(engine_config::graphs::capture);
-  auto eager = scenario(engine_config::graphs::padded_eager);
+  auto graphs = scenario(engine_config::graphs::capture, true);
+  auto eager = scenario(engine_config::graphs::padded_eager, true);
+  // Each step staged only after the last one's samples are back: the same samples.
+  auto serial = scenario(engine_config::graphs::capture, false);
   ASSERT_EQ(graphs.samples.size(), 46u);
-  ASSERT_EQ(eager.samples.size(), 46u);
-  for (size_t i = 0; i < graphs.samples.size(); ++i) {
-    EXPECT_EQ(graphs.samples[i].output, eager.samples[i].output) << "request " << graphs.samples[i].request_id;
-    EXPECT_EQ(graphs.samples[i].logprobs, eager.samples[i].logprobs) << "request " << graphs.samples[i].request_id;
-    EXPECT_EQ(graphs.samples[i].finish_reason, eager.samples[i].finish_reason);
-    EXPECT_EQ(graphs.samples[i].versions, eager.samples[i].versions);
+  for (const auto* other : {&eager, &serial}) {
+    ASSERT_EQ(other->samples.size(), 46u);
+    for (size_t i = 0; i < graphs.samples.size(); ++i) {
+      EXPECT_EQ(graphs.samples[i].output, other->samples[i].output) << "request " << graphs.samples[i].request_id;
+      EXPECT_EQ(graphs.samples[i].logprobs, other->samples[i].logprobs) << "request " << graphs.samples[i].request_id;
+      EXPECT_EQ(graphs.samples[i].finish_reason, other->samples[i].finish_reason);
+      EXPECT_EQ(graphs.samples[i].versions, other->samples[i].versions);
+    }
   }
+  int stopped = 0;
+  for (const auto& s : graphs.samples) stopped += s.finish_reason == "stop";
+  EXPECT_GT(stopped, 0) << "no sequence left on a stop token";
   EXPECT_GT(graphs.stats.replays, 20u);
   EXPECT_GE(graphs.stats.captures, 6u);  // buckets 1, 2, 4, 8, 16, 24 at least, and again after the move
   EXPECT_EQ(graphs.stats.eager, 0u);
   EXPECT_EQ(eager.stats.replays, 0u);
   EXPECT_GT(eager.stats.eager, 20u);
-  std::cout << "graphs: " << graphs.stats.captures << " captures, " << graphs.stats.replays << " replays\n";
+  // Most decode steps were staged while the one before ran; some were not (a stop token, a
+  // sequence joining), and those were staged again.
+  EXPECT_GT(graphs.stats.staged_ahead_used, graphs.stats.replays / 3);
+  EXPECT_LT(graphs.stats.staged_ahead_used, graphs.stats.staged_ahead);
+  EXPECT_EQ(serial.stats.staged_ahead, 0u);
+  std::cout << "graphs: " << graphs.stats.captures << " captures, " << graphs.stats.replays << " replays, "
+            << graphs.stats.staged_ahead_used << " of " << graphs.stats.staged_ahead << " steps staged ahead used\n";
 }
 
 }  // namespace
