@@ -41,7 +41,7 @@ std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers
 }
 
 cli::command make_bench_command() {
-  return {"bench", "Benchmarks: forward, logprobs, tokenize, rollout, train, optim (see BENCHMARKS.md)",
+  return {"bench", "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, publish (see BENCHMARKS.md)",
           [](CLI::App& app, cli::context& ctx) -> cli::runner {
             const std::vector<std::tuple<const char*, const char*, bench_define>> benches = {
                 {"forward", "Forward tokens/s of a model (packed sequences, no cache)", define_bench_forward},
@@ -53,6 +53,8 @@ cli::command make_bench_command() {
                 {"train", "Trainer steps on random sequences (tokens/s, MFU on CUDA)", define_bench_train},
                 {"optim", "One AdamW step over fp32 master weights (GPU: beside libtorch's fused AdamW)",
                  define_bench_optim},
+                {"publish", "A version of the weights handed to an engine (colocated, CUDA IPC) vs a device copy",
+                 define_bench_publish},
             };
             app.require_subcommand(1);
             std::vector<std::pair<CLI::App*, cli::runner>> subs;

@@ -71,10 +71,14 @@ std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const
 }
 
 std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> specs;
-  for (size_t i = 0; i < names_.size(); ++i) specs.push_back({names_[i], shapes_[i]});
-  auto out = std::make_shared<flat_params>(specs, dtype, device);
+  // Not through the constructor, which zeroes the buffer: one pass over the bytes, not two. The
+  // views are made on the host while the device copies.
+  auto out = std::make_shared<flat_params>(std::vector<std::pair<std::string, std::vector<int64_t>>>{}, dtype, device);
+  out->names_ = names_;
+  out->shapes_ = shapes_;
+  out->buffer_ = at::empty({buffer_.numel()}, at::TensorOptions().dtype(dtype).device(device));
   out->buffer_.copy_(buffer_.detach());
+  out->rebuild_views();
   return out;
 }
 
@@ -266,7 +270,9 @@ decoder::decoder(model_config config, std::string config_json, std::unique_ptr<f
       config_json_(std::move(config_json)),
       params_(std::move(params)),
       dtype_(dtype),
-      device_(device) {
+      // Where the weights are, with its index ("cuda" asked for is "cuda:0" here): transports
+      // compare it with the device of the buffers they hand over.
+      device_(params_ && params_->buffer().defined() ? params_->buffer().device() : device) {
   inv_freq_ = make_inv_freq(config_).to(device_);
 }
 

@@ -3,6 +3,7 @@
 #ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -65,9 +66,33 @@ std::string cuda_ipc_publisher::publish(const llm::flat_params& p) {
   MILESRT_CUDA_IPC_CHECK(cudaDeviceSynchronize());
   void* dst = buffers_[next_];
   MILESRT_CUDA_IPC_CHECK(cudaMemcpy(dst, buf.data_ptr(), n, cudaMemcpyDeviceToDevice));
-  const std::string location = "cuda-ipc:" + std::to_string(n) + ":" + handles_[next_];
+  // A device-to-device cudaMemcpy may return before the copy is done: the engines read the
+  // buffer from other processes, which nothing orders after it.
+  MILESRT_CUDA_IPC_CHECK(cudaDeviceSynchronize());
+  const std::string location = "cuda-ipc:" + std::to_string(n) + ":" + handles_[next_] + ":0";
   next_ = (next_ + 1) % buffers_.size();
   return location;
+}
+
+std::string cuda_ipc_publisher::share(const llm::flat_params& p) {
+  const auto& buf = p.buffer();
+  if (!buf.is_cuda()) throw cuda_ipc_error("cuda ipc: the weights are not on a CUDA device");
+  const size_t n = buf.numel() * buf.element_size();
+  MILESRT_CUDA_IPC_CHECK(cudaSetDevice(buf.device().index()));
+  // Wait for the kernels that wrote the weights: the engines' copies are not ordered after them.
+  MILESRT_CUDA_IPC_CHECK(cudaDeviceSynchronize());
+  size_t size = 0;
+  void* base = nullptr;
+  try {
+    base = c10::cuda::CUDACachingAllocator::getBaseAllocation(buf.data_ptr(), &size);
+  } catch (const std::exception& e) {
+    throw cuda_ipc_error(std::string("cuda ipc: the weights' allocation cannot be shared: ") + e.what());
+  }
+  const auto offset = static_cast<size_t>(static_cast<const char*>(buf.data_ptr()) - static_cast<const char*>(base));
+  if (base == nullptr || offset + n > size) throw cuda_ipc_error("cuda ipc: the weights' allocation cannot be shared");
+  cudaIpcMemHandle_t h;
+  MILESRT_CUDA_IPC_CHECK(cudaIpcGetMemHandle(&h, base));
+  return "cuda-ipc:" + std::to_string(n) + ":" + to_hex(&h, sizeof(h)) + ":" + std::to_string(offset);
 }
 
 cuda_ipc_receiver::~cuda_ipc_receiver() {
@@ -81,7 +106,10 @@ void cuda_ipc_receiver::apply(llm::flat_params& p, const std::string& location) 
     throw cuda_ipc_error("cuda ipc: '" + location + "' is not a cuda-ipc location");
   }
   const size_t n = std::stoull(location.substr(prefix.size(), colon - prefix.size()));
-  const std::string hex = location.substr(colon + 1);
+  // <hex of the handle>[:<offset in its allocation>]
+  const auto colon2 = location.find(':', colon + 1);
+  const std::string hex = location.substr(colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1);
+  const size_t offset = colon2 == std::string::npos ? 0 : std::stoull(location.substr(colon2 + 1));
   const auto& buf = p.buffer();
   if (!buf.is_cuda()) throw cuda_ipc_error("cuda ipc: the engine's weights are not on a CUDA device");
   if (static_cast<size_t>(buf.numel() * buf.element_size()) != n) {
@@ -99,12 +127,19 @@ void cuda_ipc_receiver::apply(llm::flat_params& p, const std::string& location) 
     MILESRT_CUDA_IPC_CHECK(cudaIpcOpenMemHandle(&src, h, cudaIpcMemLazyEnablePeerAccess));
     opened_[hex] = src;
   }
-  MILESRT_CUDA_IPC_CHECK(cudaMemcpy(buf.data_ptr(), src, n, cudaMemcpyDeviceToDevice));
+  MILESRT_CUDA_IPC_CHECK(cudaMemcpy(buf.data_ptr(), static_cast<const char*>(src) + offset, n, cudaMemcpyDeviceToDevice));
+  // Done before the update counts as applied: a shared buffer is valid only until the trainer's
+  // next step, and a ring buffer only until the ring comes round.
+  MILESRT_CUDA_IPC_CHECK(cudaDeviceSynchronize());
 }
 
 // -- the transport -----------------------------------------------------------------------------
 
 bool cuda_ipc_transport::publish(const published_version& v, weights_update& u) {
+  if (!v.frozen) {  // handover = share: the trainer's own buffer, valid until its next step
+    u.location = cuda_ipc_publisher::share(*v.weights);
+    return false;
+  }
   const auto& b = v.weights->buffer();
   if (!ring_) ring_ = std::make_unique<cuda_ipc_publisher>(b.numel() * b.element_size(), b.device().index());
   u.location = ring_->publish(*v.weights);

@@ -1,10 +1,14 @@
 #pragma once
-/// The ipc transport on the GPU: CUDA IPC memory handles. The publishing process keeps a ring of
-/// device buffers (cudaMalloc) and copies each version into the next one; the update names the
-/// buffer by its IPC handle. An engine in another process on the same machine opens the handle
-/// (once per buffer), copies device to device into its own flat buffer, and verifies the hashes
-/// the update carries. A version is overwritten `slots` publishes later: engines must apply it
-/// before then (the sync schedule always does; async with maxStaleness < slots - 1).
+/// The ipc transport on the GPU: CUDA IPC memory handles. With handover = share (the sync
+/// schedule) the update names the trainer's own buffer (the IPC handle of the allocation holding
+/// it, and its offset there): nothing is copied on the trainer's side, and the buffer is valid
+/// until the trainer's next step, as with colocated share. Otherwise the publishing process keeps
+/// a ring of device buffers (cudaMalloc) and copies each version into the next one, waiting for
+/// the copy before it answers. An engine in another process on the same machine opens the handle
+/// (once per allocation), copies device to device into its own flat buffer (waiting for the
+/// copy), and verifies the hashes the update carries. A ring version is overwritten `slots`
+/// publishes later: engines must apply it before then (the sync schedule always does; async with
+/// maxStaleness < slots - 1).
 /// Compiled only with CUDA (MILESRT_PUBLISHER_HAVE_CUDA_IPC).
 
 #if defined(MILESRT_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
@@ -35,8 +39,12 @@ class cuda_ipc_publisher {
   cuda_ipc_publisher(const cuda_ipc_publisher&) = delete;
   cuda_ipc_publisher& operator=(const cuda_ipc_publisher&) = delete;
   /// Copies `p`'s buffer (on this device) into the next buffer of the ring and returns the
-  /// location for the update: "cuda-ipc:<bytes>:<hex of the IPC handle>".
+  /// location for the update: "cuda-ipc:<bytes>:<hex of the IPC handle>:0".
   std::string publish(const llm::flat_params& p);
+  /// The location of `p`'s buffer itself, nothing copied: "cuda-ipc:<bytes>:<hex of the IPC
+  /// handle of the allocation holding it>:<offset in it>". Needs the buffer to come from
+  /// libtorch's caching allocator (not from its expandable segments); throws otherwise.
+  static std::string share(const llm::flat_params& p);
 
  private:
   size_t bytes_;

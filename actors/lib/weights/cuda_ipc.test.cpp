@@ -1,6 +1,6 @@
 // CUDA IPC between two processes on one GPU: the parent publishes two versions through
-// cuda_ipc_publisher, a child process (this binary again) applies each with cuda_ipc_receiver and
-// checks the per-tensor hashes. Skipped without a GPU.
+// cuda_ipc_publisher's ring (or shares its own buffer), a child process (this binary again)
+// applies each with cuda_ipc_receiver and checks the per-tensor hashes. Skipped without a GPU.
 #include "actors/lib/weights/cuda_ipc.hpp"
 
 #include <ATen/ATen.h>
@@ -73,6 +73,22 @@ TEST(cuda_ipc, GpuTwoProcessesRoundTrip) {
   const auto l2 = pub.publish(v2);
   EXPECT_NE(l1, l2);  // the next buffer of the ring
   EXPECT_EQ(run_child(l2, joined(param_hashes(v2))), 0) << "version 2";
+}
+
+// handover = share: the child copies out of the parent's own buffer, found inside the caching
+// allocator's allocation by its offset (a second tensor is allocated first so that the buffer
+// is unlikely to start its allocation); nothing is copied on the parent's side.
+TEST(cuda_ipc, GpuSharesTheTrainersOwnBuffer) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  auto before = at::empty({1000}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, 0));
+  auto v = gpu_params(4);
+  const auto where = cuda_ipc_publisher::share(v);
+  EXPECT_EQ(where.rfind("cuda-ipc:" + std::to_string(v.buffer().nbytes()) + ":", 0), 0u) << where;
+  EXPECT_EQ(run_child(where, joined(param_hashes(v))), 0) << "the shared buffer (the child's output is above)";
+  // The trainer's next step changes its buffer in place: the next update sees the new values.
+  v.buffer().detach().mul_(2);
+  EXPECT_EQ(cuda_ipc_publisher::share(v), where);
+  EXPECT_EQ(run_child(where, joined(param_hashes(v))), 0) << "the buffer after an in-place step";
 }
 
 TEST(cuda_ipc, GpuRefusesMismatchedSizesAndCpuWeights) {
