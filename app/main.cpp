@@ -1,9 +1,13 @@
 // The milesrt executable: builds the registry of built-in actor kinds and the subcommands, and
 // hands them to runtime/'s generic command-line frame.
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
+#include <caf/actor_system_config.hpp>
 #include <caf/config.hpp>
+#include <caf/thread_hook.hpp>
 #include <capnp/common.h>
 
 #include "actors/lib/rl/builtin.hpp"
@@ -28,6 +32,37 @@ std::string version_text() {
          std::to_string(CAPNP_VERSION_MINOR) + "." + std::to_string(CAPNP_VERSION_MICRO);
 }
 
+/// Each thread of the actor system runs libtorch's CPU operators with this many threads:
+/// MILESRT_INTRA_OP_THREADS, 1 by default. Actors, not operators, are the unit of parallelism:
+/// the actor system keeps one thread per core busy with actors (the rollout engine, the trainer,
+/// evaluation overlap where the schedule allows), and an OpenMP team per actor thread on top of
+/// that oversubscribes the cores; on the main job's small models each operator is too small to
+/// split anyway, and the teams' fork/join costs more than it saves (SFT steps 1.5x faster with 1,
+/// BENCHMARKS.md). Ray's workers make the same choice (OMP_NUM_THREADS=1).
+class intra_op_threads : public caf::thread_hook {
+ public:
+  explicit intra_op_threads(int n) : n_(n) {}
+  void init(caf::actor_system&) override {}
+  void thread_started() override { milesrt::llm::set_intra_op_threads(n_); }
+  void thread_terminates() override {}
+
+ private:
+  int n_;
+};
+
+/// MILESRT_INTRA_OP_THREADS (a positive integer) or 1; anything else stops the program.
+int intra_op_threads_wanted() {
+  const char* v = std::getenv("MILESRT_INTRA_OP_THREADS");
+  if (v == nullptr || *v == 0) return 1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != 0 || n < 1 || n > 1024) {
+    std::cerr << "milesrt: error: MILESRT_INTRA_OP_THREADS=" << v << ": expected a thread count from 1 to 1024\n";
+    std::exit(2);
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,6 +79,9 @@ int main(int argc, char** argv) {
   runtime::extension_points extensions;
   extensions.offer(rl::kRegistriesExtension, losses.get());
   app::register_builtin_kinds(kinds, losses);
+  kinds.add_types([threads = intra_op_threads_wanted()](caf::actor_system_config& config) {
+    config.add_thread_hook<intra_op_threads>(threads);
+  });
   cli::context ctx{std::cout, std::cerr, {}, &kinds, &extensions};
   ctx.description = "milesrt: reinforcement-learning post-training of LLMs as a graph of actors";
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());

@@ -10,7 +10,9 @@
 # On a GPU (.ci/gpu-learn): MILESRT_ARITH_DEVICE=cuda puts the trainer and the engine on CUDA in
 # bf16, MILESRT_ARITH_MODEL gives milesrt_arith_make a larger shape (e.g. "--hidden 256 --layers 4"),
 # MILESRT_BUILD names the build folder (default build); MILESRT_ARITH_SFT_ARGS and
-# MILESRT_ARITH_GRPO_ARGS add arguments to the SFT and GRPO runs (e.g. "--set trainer.lr=1e-3").
+# MILESRT_ARITH_GRPO_ARGS add arguments to the SFT and GRPO runs (e.g. "--set trainer.lr=1e-3");
+# MILESRT_ARITH_SEED=S (default 1) seeds the data, the initial weights, the data order and the
+# sampling of every stage (examples/arith/seeds.sh runs several).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mode=${1:-both}
@@ -21,6 +23,10 @@ if [ "${MILESRT_ARITH_DEVICE:-cpu}" = cuda ]; then
   trainer_on=(--set trainer.device=cuda --set trainer.dtype=bf16)
   rollout_on=(--set rollout.device=cuda --set rollout.dtype=bf16)
 fi
+seed=${MILESRT_ARITH_SEED:-1}
+seeded=()
+made=()  # seed 1, the default, keeps each tool's and graph's own seeds
+[ "$seed" = 1 ] || { seeded=(--set run.seed="$seed" --set data.seed="$seed"); made=(--seed "$seed"); }
 start=$(date +%s)
 
 # The best held-out accuracy a finished run recorded (summary.json, written by milesrt).
@@ -33,11 +39,11 @@ pct() { awk -v a="$1" 'BEGIN { printf "%.1f%%", a * 100 }'; }
 echo "== 1. model, tokenizer and data (runs/arith/setup)"
 rm -rf runs/arith
 # shellcheck disable=SC2086
-./$build/milesrt_arith_make --out runs/arith/setup ${MILESRT_ARITH_MODEL:-}
+./$build/milesrt_arith_make --out runs/arith/setup ${made[@]+"${made[@]}"} ${MILESRT_ARITH_MODEL:-}
 
 echo "== 2. SFT warm start until held-out accuracy plateaus (graphs/sft.capnp)"
 # shellcheck disable=SC2086
-$milesrt run graphs/sft.capnp ${trainer_on[@]+"${trainer_on[@]}"} ${MILESRT_ARITH_SFT_ARGS:-}
+$milesrt run graphs/sft.capnp ${seeded[@]+"${seeded[@]}"} ${trainer_on[@]+"${trainer_on[@]}"} ${MILESRT_ARITH_SFT_ARGS:-}
 sft=$(best_accuracy runs/arith/sft)
 echo "SFT plateau: held-out accuracy $(pct "$sft")"
 
@@ -45,7 +51,7 @@ run_grpo() {
   local graph=$1 dir=$2
   echo "== 3. GRPO from the SFT model ($graph)"
   # shellcheck disable=SC2086
-  $milesrt run "$graph" ${trainer_on[@]+"${trainer_on[@]}"} ${rollout_on[@]+"${rollout_on[@]}"} ${MILESRT_ARITH_GRPO_ARGS:-}
+  $milesrt run "$graph" ${seeded[@]+"${seeded[@]}"} ${trainer_on[@]+"${trainer_on[@]}"} ${rollout_on[@]+"${rollout_on[@]}"} ${MILESRT_ARITH_GRPO_ARGS:-}
   local acc
   acc=$(sed -n 's/.*"eval_accuracy": \([0-9.e-]*\).*/\1/p' "$dir/summary.json" | head -n 1)
   echo "$(basename "$graph" .capnp): held-out accuracy $(pct "$sft") after SFT -> $(pct "$acc") after GRPO ($(points "$sft" "$acc") points)"

@@ -103,8 +103,9 @@ class kind_registry {
   void add(kind_descriptor kind);
   const kind_descriptor* find(const std::string& name) const;
   std::vector<std::string> names() const;
-  /// Message types the kinds send: each hook adds its CAF type-ID block to a config before the
-  /// actor system starts (CAF 0.17 cannot add types later).
+  /// What the kinds need of the actor system, set on its config before it starts (CAF 0.17
+  /// cannot add types later): the message types the kinds send (each kind adds its type-ID
+  /// block), thread hooks the app adds for every actor thread.
   void add_types(std::function<void(caf::actor_system_config&)> hook) { types_.push_back(std::move(hook)); }
   void register_types(caf::actor_system_config& config) const {
     for (const auto& hook : types_) hook(config);

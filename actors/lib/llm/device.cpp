@@ -1,6 +1,7 @@
 #include "actors/lib/llm/device.hpp"
 
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/version.h>
 
@@ -22,6 +23,11 @@ std::string torch_summary() {
     s += " (CPU only here: no CUDA driver/GPU, or the CUDA part is not linked)";
   }
   return s;
+}
+
+void set_intra_op_threads(int n) {
+  if (n < 1) throw std::invalid_argument("intra-op threads: " + std::to_string(n) + " (at least 1)");
+  at::set_num_threads(n);
 }
 
 c10::Device to_device(schema::Device device) {

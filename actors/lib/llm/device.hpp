@@ -14,6 +14,10 @@ namespace milesrt::llm {
 /// "libtorch 2.11.0 (CUDA 13.0 part linked, 0 CUDA devices)": printed by `milesrt --version`.
 std::string torch_summary();
 
+/// How many threads libtorch's CPU operators may use on the calling thread (its OpenMP team size,
+/// which OpenMP keeps per thread). milesrt gives each actor thread one (see app/main.cpp).
+void set_intra_op_threads(int n);
+
 /// cpu -> kCPU, cuda -> kCUDA (the current CUDA device).
 c10::Device to_device(schema::Device device);
 
