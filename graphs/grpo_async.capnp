@@ -20,7 +20,8 @@ const graph :Graph = (
     (name = "filter", kind = "group_filter"),
     (name = "trainer", kind = "trainer",
      params = (trainer = (model = "runs/arith/sft_model", objective = rl, estimator = "grpo",
-                          lr = 5e-4, gradClip = 1.0, epsClip = 0.2,
+                          lr = 5e-4, lrSchedule = cosine, minLr = 5e-5, gradClip = 1.0, epsClip = 0.2,
+                          tis = true,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
                           evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_async_model"))),
     (name = "publisher", kind = "publisher",
@@ -35,6 +36,6 @@ const graph :Graph = (
     (from = "publisher.updates", to = "rollout.weights"),
   ],
   schedule = (async = (maxStaleness = 1)),
-  run = (steps = 60, batchSize = 32, seed = 1, dir = "runs/arith/grpo_async",
+  run = (steps = 100, batchSize = 32, seed = 1, dir = "runs/arith/grpo_async",
          progressMetric = "eval_accuracy", plot = ["reward_mean", "accuracy", "eval_accuracy", "entropy"]),
 );

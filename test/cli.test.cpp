@@ -24,6 +24,24 @@ TEST(Cli, HelpListsEverySubcommandAndEachHasHelp) {
   }
 }
 
+// MILESRT_INTRA_OP_THREADS sets libtorch's CPU threads on every actor thread (app/main.cpp): a
+// value that is not a positive count stops the program before anything starts.
+TEST(Cli, IntraOpThreadsMustBeAPositiveCount) {
+  const auto dir = scratch("intra-op-threads");
+  auto status_of = [&](const std::string& value) {
+    const std::string cmd = "MILESRT_INTRA_OP_THREADS='" + value + "' '" + exe() + "' --version >/dev/null 2>'" +
+                            (dir / "err").string() + "'";
+    const int raw = std::system(cmd.c_str());
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  };
+  for (const char* bad : {"0", "-1", "two", "3x"}) {
+    EXPECT_EQ(status_of(bad), 2) << bad;
+    const auto err = slurp(dir / "err");
+    EXPECT_NE(err.find("MILESRT_INTRA_OP_THREADS=" + std::string(bad)), std::string::npos) << err;
+  }
+  EXPECT_EQ(status_of("2"), 0) << slurp(dir / "err");
+}
+
 TEST(Cli, NoSubcommandIsBadInputWithOneLine) {
   auto r = run_milesrt("");
   EXPECT_EQ(r.status, 2);

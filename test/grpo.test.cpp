@@ -191,10 +191,12 @@ TEST(grpo_graphs, sft_three_steps) {
 }
 
 TEST(grpo_graphs, sync_resume_is_bitwise) {
-  // Four steps straight, against two steps, a checkpoint, and a resumed run to four.
+  // Four steps straight, against two steps, a checkpoint, and a resumed run to four. The learning
+  // rate is held constant: the graph's cosine schedule spans run.steps, which the split run
+  // changes from 2 to 4 on resume (a different schedule by design).
   fs::path whole = scratch("resume-whole"), split = scratch("resume-split");
   const std::string common = "run graphs/grpo_sync.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
-                             "--set run.checkpointInterval=2";
+                             "--set run.checkpointInterval=2 --set trainer.lrSchedule=constant";
   auto a = run_milesrt(common + " --set run.steps=4" + paths(whole, true), "resume-a");
   ASSERT_EQ(a.status, 0) << a.err;
   auto b = run_milesrt(common + " --set run.steps=2" + paths(split, true), "resume-b");
