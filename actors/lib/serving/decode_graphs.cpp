@@ -176,9 +176,6 @@ struct decode_graphs::impl {
       }
       indptr[i + 1] = static_cast<int32_t>(used);
     }
-    if (gather) {  // every row of a step staged ahead continues one: padding rows read row 0's sample
-      for (int64_t i = n; i < B; ++i) h[i] = 0;
-    }
     meta.narrow(0, 0, off_indices() + used).copy_(set.meta_h.narrow(0, 0, off_indices() + used), /*non_blocking=*/true);
     seeds.copy_(set.seeds_h, /*non_blocking=*/true);
     temps.copy_(set.temps_h, /*non_blocking=*/true);
@@ -268,7 +265,7 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   if (m.ahead_matches(rows)) {
     stats_.staged_ahead_used++;  // its inputs and plan are queued already
   } else {
-    if (m.pages_of(rows, B) > m.capacity) m.grow(2 * m.pages_of(rows, B));
+    if (const int64_t pages = m.pages_of(rows, B); pages > m.capacity) m.grow(2 * pages);
     m.stage(rows, B, m.stream);
   }
   m.ahead.valid = false;
