@@ -45,7 +45,11 @@ struct Edge {
   to @1 :Text;
   # "actor.port": an input port.
   capacity @2 :UInt32 = 0;
-  # Bounded queue capacity in messages; 0 means the runtime's default.
+  # The most work items the edge holds at once, queued or in flight; for an edge into the learner,
+  # the learner's buffer (at least run.batchSize). A full edge holds work upstream, never drops it:
+  # the source is asked for no more than the room left, a stage is sent no new item while an edge
+  # it feeds is full. 0 = the schedule's window, the most items the schedule itself keeps open:
+  # run.batchSize in sync, (maxStaleness + 1) x batchSize in async. Publications are not counted.
 }
 
 struct Schedule {

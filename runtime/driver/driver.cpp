@@ -29,9 +29,13 @@ struct pending {
 };
 
 struct edge_rt {
-  edge_plan plan;
+  edge_plan plan;  ///< capacity resolved: never 0 here
   std::deque<pending> queue;
   uint32_t inflight = 0;
+  /// Work items on the edge, queued or in flight: what its capacity bounds (publications are not
+  /// counted). Unused on edges into the learner, whose items wait in the driver's buffer.
+  uint32_t held = 0;
+  uint32_t sending = 0;  ///< of those, in flight
   /// The newest publication sent along this edge: a restarted receiver gets it again first.
   std::optional<envelope> last_publish;
 };
@@ -202,6 +206,46 @@ uint32_t pick_replica(driver self, size_t node) {
   return best;
 }
 
+/// Work requests sent to `node` and not answered yet.
+uint64_t outstanding_work(driver self, size_t node) {
+  uint64_t n = 0;
+  for (const auto& e : self->state.edges)
+    if (e.plan.to == node) n += e.sending;
+  return n;
+}
+
+/// Whether `node` may be sent `extra` more work items: every edge it feeds keeps room for one
+/// output of each item it holds and of the new ones, so that what it answers always fits. Edges
+/// into the learner are bounded at admission instead (admission_room).
+bool has_room(driver self, size_t node, uint64_t extra) {
+  auto& st = self->state;
+  const uint64_t claims = outstanding_work(self, node) + extra;
+  for (const auto& [port, edges] : st.nodes[node].routes) {
+    for (size_t e : edges) {
+      const auto& o = st.edges[e];
+      if (o.plan.to != st.plan.learner && o.held + claims > o.plan.capacity) return false;
+    }
+  }
+  return true;
+}
+
+/// How many new items fit: in each edge the source feeds, and in the learner's buffer, where every
+/// item admitted and not yet trained may end up (so a full buffer holds new work at the source,
+/// and work already admitted can always drain into it).
+uint64_t admission_room(driver self) {
+  auto& st = self->state;
+  const uint64_t open = st.live_work.size() + st.producing + st.buffer.size();
+  uint64_t room = UINT64_MAX;
+  for (const auto& e : st.edges) {
+    if (e.plan.to == st.plan.learner) {
+      room = std::min<uint64_t>(room, e.plan.capacity > open ? e.plan.capacity - open : 0);
+    } else if (e.plan.from == st.plan.source) {
+      room = std::min<uint64_t>(room, e.plan.capacity > e.held ? e.plan.capacity - e.held : 0);
+    }
+  }
+  return room;
+}
+
 void release(driver self, const pending& p) {
   auto& st = self->state;
   if (p.publish) {
@@ -250,6 +294,7 @@ void route(driver self, size_t node, std::vector<output>& outputs, bool publish)
         }
       } else {
         st.live_work[out.item.origin]++;
+        edge.held++;
         edge.queue.push_back({out.item, false, -1});
       }
       dispatch(self, e);
@@ -313,6 +358,8 @@ void report_live(driver self, bool force, const std::string& state = "running",
 
 void after_progress(driver self) {
   if (self->state.done) return;
+  // Room may have opened downstream of work held on an edge.
+  for (size_t e = 0; e < self->state.edges.size(); ++e) dispatch(self, e);
   try_train(self);
   maybe_checkpoint_or_finish(self);
   admit(self);
@@ -323,9 +370,12 @@ void dispatch(driver self, size_t edge_index) {
   auto& st = self->state;
   auto& edge = st.edges[edge_index];
   if (unavailable(self, edge.plan.to)) return;  // queued until the lost worker is replaced
-  while (!edge.queue.empty() && (edge.plan.capacity == 0 || edge.inflight < edge.plan.capacity)) {
+  while (!edge.queue.empty()) {
+    // A work item waits (first in, first out) until its receiver has room for what it will emit.
+    if (!edge.queue.front().publish && !has_room(self, edge.plan.to, 1)) return;
     pending p = std::move(edge.queue.front());
     edge.queue.pop_front();
+    if (!p.publish) edge.sending++;
     size_t to = edge.plan.to;
     uint32_t replica = p.replica >= 0 ? static_cast<uint32_t>(p.replica) : pick_replica(self, to);
     auto target = st.nodes[to].plan.replicas[replica];
@@ -343,6 +393,7 @@ void dispatch(driver self, size_t edge_index) {
         [=] {
           auto& s = self->state;
           s.edges[edge_index].inflight--;
+          if (!p.publish) s.edges[edge_index].sending--;
           s.edges[edge_index].queue.push_front(p);
           dispatch(self, edge_index);
         },
@@ -360,6 +411,10 @@ void dispatch(driver self, size_t edge_index) {
               if (s.done || !close_ticket(self, to, replica, ticket)) return;
               s.nodes[to].inflight[replica]--;
               s.edges[edge_index].inflight--;
+              if (!p.publish) {
+                s.edges[edge_index].sending--;
+                s.edges[edge_index].held--;
+              }
               s.busy[s.nodes[to].plan.name] += seconds_since(t0);
               add_metrics(self, reply.metrics, reply.lists);
               for (auto& o : reply.outputs) o.item.origin = p.item.origin;
@@ -403,7 +458,7 @@ void admit(driver self) {
   auto& st = self->state;
   if (st.done || st.checkpoint_due || st.exhausted || st.producing > 0) return;
   if (st.step >= st.plan.steps || unavailable(self, st.plan.source)) return;
-  uint64_t n = st.policy->admissible(view_of(self));
+  uint64_t n = std::min(st.policy->admissible(view_of(self)), admission_room(self));
   if (n == 0) return;
   size_t src = st.plan.source;
   auto target = st.nodes[src].plan.replicas[0];
@@ -939,8 +994,11 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
     rt.tickets.resize(n.replicas.size());
     st.nodes.push_back(std::move(rt));
   }
+  const uint64_t window = schedule_window(st.plan.schedule, st.plan.batch_size);
   for (size_t e = 0; e < st.plan.edges.size(); ++e) {
-    st.edges.push_back({st.plan.edges[e], {}, 0, std::nullopt});
+    auto& cap = st.plan.edges[e].capacity;
+    if (cap == 0) cap = static_cast<uint32_t>(std::min<uint64_t>(window, UINT32_MAX));
+    st.edges.push_back({st.plan.edges[e], {}, 0, 0, 0, std::nullopt});
     st.nodes[st.plan.edges[e].from].routes[st.plan.edges[e].from_port].push_back(e);
   }
   for (auto& n : st.nodes)
@@ -985,6 +1043,17 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
   self->send(self, start_atom::value);
   return {
       [=](start_atom) {
+        auto& s = self->state;
+        for (const auto& e : s.edges) {
+          if (e.plan.to == s.plan.learner && e.plan.capacity < s.plan.batch_size) {
+            // Validation refuses such a graph; a plan made by hand would wait forever.
+            finish(self, false, "edge " + s.nodes[e.plan.from].plan.name + "." + e.plan.from_port + " -> " +
+                                    s.nodes[e.plan.to].plan.name + "." + e.plan.to_port + ": capacity " +
+                                    std::to_string(e.plan.capacity) + " is below the batch size " +
+                                    std::to_string(s.plan.batch_size) + ": the learner's buffer could never hold a batch");
+            return;
+          }
+        }
         self->state.step_start = steady::now();
         report_live(self, true);
         if (self->state.opts.resume) {

@@ -3,6 +3,8 @@
 // properties over many random delivery orders under CAF's deterministic test scheduler.
 #include "runtime/driver/driver.hpp"
 
+#include <future>
+#include <mutex>
 #include <random>
 #include <set>
 
@@ -244,6 +246,71 @@ TEST_F(Driver, ResumeWithoutACheckpointIsRefused) {
                          (dir_ / "run" / "checkpoints").string());
 }
 
+// -- Backpressure: a full edge holds upstream work ---------------------------------------------
+
+/// Keeps, per edge ("from -> to") and for the learner's buffer ("buffer"), the most work it held
+/// (queued and in flight) at any report of the driver's live view.
+struct fill_log {
+  std::mutex m;
+  std::map<std::string, uint64_t> most;
+  void record(const live_view& v, const std::string& learner) {
+    std::lock_guard<std::mutex> lock(m);
+    for (const auto& e : v.edges) {
+      auto& x = most[e.from + " -> " + e.to];
+      x = std::max(x, e.queued + e.in_flight);
+    }
+    for (const auto& a : v.actors) {
+      if (a.name == learner) most["buffer"] = std::max(most["buffer"], a.queued);
+    }
+  }
+};
+
+/// The toy graph with capacities on its two work edges (0: the schedule's window).
+std::string capped_toy_graph(const std::string& stage_extra, const std::string& learner_extra,
+                             const std::string& schedule, const std::string& run, int to_stage,
+                             int to_learner) {
+  auto f = testing::toy_graph(stage_extra, schedule, run);
+  auto cap = [&](const std::string& to, int c) {
+    f.replace(f.find(to + ")"), to.size() + 1, to + ", capacity = " + std::to_string(c) + ")");
+  };
+  cap("to = \"stage.items\"", to_stage);
+  cap("to = \"learner.items\"", to_learner);
+  f.replace(f.find("\"toy_learner\")"), 14, "\"toy_learner\"" + learner_extra + ")");
+  return f;
+}
+
+// A fast source, a slow stage and a slower learner under a loose staleness bound (a window of 8
+// items): the edge into the stage (capacity 1) and the learner's buffer (capacity 2) never hold
+// more than their capacity, the work beyond it waits at the source, and every admitted item is
+// trained or still buffered.
+TEST_F(Driver, FullEdgesHoldUpstreamWork) {
+  auto g = load("bp.capnp", capped_toy_graph(", params = (custom = [(name = \"delay_ms\", value = (int = 3))])",
+                                             ", params = (custom = [(name = \"delay_ms\", value = (int = 25))])",
+                                             async_schedule(3, false), "(steps = 6, batchSize = 2)", 1, 2));
+  ASSERT_TRUE(g);
+  auto errors = graph::validate_kinds(*g, kinds_);
+  ASSERT_TRUE(errors.empty()) << errors[0].text;
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::milesrt_runtime>();
+  caf::actor_system sys{cfg};
+  fill_log fill;
+  records steps;
+  std::promise<run_outcome> done;
+  driver_options opts;
+  opts.live_interval = std::chrono::milliseconds(0);
+  opts.on_live = [&](const live_view& v) { fill.record(v, "learner"); };
+  opts.on_step = [&](const step_record& r) { steps.push_back(r); };
+  opts.on_finish = [&](const run_outcome& o) { done.set_value(o); };
+  spawn_driver(sys, build_plan(sys, *g, kinds_, dir_ / "run", nullptr), opts);
+  auto o = done.get_future().get();
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.steps, 6u);
+  check_run(o, steps, true, 3, 2);
+  // Full, never over: the bound was reached and held.
+  EXPECT_EQ(fill.most["src.items -> stage.items"], 1u);
+  EXPECT_EQ(fill.most["buffer"], 2u);
+}
+
 // -- The schedule properties under random delivery orders -------------------------------------
 
 struct schedule_case {
@@ -261,7 +328,8 @@ class Schedules : public testing::scratch_test {
  protected:
   /// Runs one graph to the end under the test scheduler, picking the next job at random.
   run_outcome run_random(const graph::loaded_graph& g, std::mt19937& rng, records& steps,
-                         const std::filesystem::path& run_dir, bool resume) {
+                         const std::filesystem::path& run_dir, bool resume,
+                         std::function<void(const live_view&)> on_live = nullptr) {
     caf::actor_system_config cfg;
     cfg.set("scheduler.policy", caf::atom("testing"));
     cfg.add_message_types<caf::id_block::milesrt_runtime>();
@@ -271,6 +339,10 @@ class Schedules : public testing::scratch_test {
     driver_options opts;
     opts.on_step = [&](const step_record& r) { steps.push_back(r); };
     opts.on_finish = [&](const run_outcome& o) { outcome = o; };
+    if (on_live) {
+      opts.on_live = on_live;
+      opts.live_interval = std::chrono::milliseconds(0);
+    }
     if (resume) {
       auto latest = latest_checkpoint(run_dir);
       EXPECT_TRUE(latest);
@@ -375,6 +447,64 @@ TEST_F(Schedules, RandomOrdersAcrossACheckpointAndResume) {
     check_run(o2, second, c.async, c.staleness, c.batch, &trained);
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
   }
+}
+
+// Random capacities on both work edges (the learner's from the batch size up, 0 for the default)
+// under random delivery orders, across a checkpoint and a resume: no edge and no buffer ever holds
+// more than its capacity, the bounds are reached, and nothing is lost or trained twice.
+TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
+  std::mt19937 rng(16);
+  std::map<std::string, uint64_t> reached;  // how often an edge or buffer was full
+  for (int i = 0; i < 300 && !HasFailure(); ++i) {
+    auto c = random_case(rng);
+    auto in = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    const int to_stage = in(0, 3), to_learner = in(0, 1) ? 0 : c.batch + in(0, 2);
+    const uint64_t window = uint64_t(c.batch) * (c.async ? c.staleness + 1 : 1);
+    const uint64_t stage_cap = to_stage ? to_stage : window, buffer_cap = to_learner ? to_learner : window;
+    SCOPED_TRACE("case " + std::to_string(i) + (c.async ? " async" : " sync") + (c.drop ? " drop" : "") +
+                 " s=" + std::to_string(c.staleness) + " batch=" + std::to_string(c.batch) +
+                 " replicas=" + std::to_string(c.replicas) + " capacities " + std::to_string(to_stage) +
+                 ", " + std::to_string(to_learner));
+    auto graph_of = [&](int steps, const std::string& name) {
+      schedule_case plain = c;
+      plain.capacity = 0;
+      auto f = fields(plain, steps, 2);
+      for (auto [to, cap] : {std::pair<std::string, int>{"to = \"stage.items\"", to_stage},
+                             std::pair<std::string, int>{"to = \"learner.items\"", to_learner}}) {
+        f.replace(f.find(to + ")"), to.size() + 1, to + ", capacity = " + std::to_string(cap) + ")");
+      }
+      return load(name, f);
+    };
+    auto check = [&](const live_view& v) {
+      for (const auto& e : v.edges) {
+        if (e.to != "stage.items") continue;
+        EXPECT_LE(e.queued + e.in_flight, stage_cap) << "edge " << e.from << " -> " << e.to;
+        if (e.queued + e.in_flight == stage_cap) reached["edge"]++;
+      }
+      for (const auto& a : v.actors) {
+        if (a.name != "learner") continue;
+        EXPECT_LE(a.queued, buffer_cap) << "the learner's buffer";
+        if (a.queued == buffer_cap) reached["buffer"]++;
+      }
+    };
+    const int total = c.steps + 3;
+    auto run_dir = dir_ / ("bp" + std::to_string(i));
+    auto g1 = graph_of(3, "bp" + std::to_string(i) + "a.capnp");
+    auto g2 = graph_of(total, "bp" + std::to_string(i) + "b.capnp");
+    ASSERT_TRUE(g1 && g2);
+    records first, second;
+    auto o1 = run_random(*g1, rng, first, run_dir, false, check);
+    ASSERT_TRUE(o1.ok) << o1.error;
+    auto o2 = run_random(*g2, rng, second, run_dir, true, check);
+    ASSERT_TRUE(o2.ok) << o2.error;
+    std::set<uint64_t> trained;
+    records kept(first.begin(), first.begin() + 2);
+    check_run(o1, kept, c.async, c.staleness, c.batch, &trained);
+    check_run(o2, second, c.async, c.staleness, c.batch, &trained);
+    EXPECT_EQ(trained.size(), size_t(total * c.batch));
+  }
+  EXPECT_GT(reached["edge"], 100u);
+  EXPECT_GT(reached["buffer"], 100u);
 }
 
 // A restartable stage killed at random messages (work items, publications, snapshots, restores),

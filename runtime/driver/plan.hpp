@@ -34,7 +34,10 @@ struct edge_plan {
   std::string from_port;
   size_t to = 0;
   std::string to_port;
-  uint32_t capacity = 0;  ///< 0: unbounded
+  /// The most work items the edge holds at once, queued or in flight (for an edge into the learner:
+  /// admitted and not yet trained, the learner's buffer included); upstream work waits for room.
+  /// 0: the schedule's window (schedule_window), the most the schedule itself keeps open.
+  uint32_t capacity = 0;
 };
 
 struct schedule_plan {

@@ -54,6 +54,10 @@ class schedule_policy {
   virtual bool discards_surplus() const = 0;
 };
 
+/// The most admitted items a schedule keeps open at once (in flight or in the learner's buffer):
+/// batch_size in sync, (max_staleness + 1) x batch_size in async. An edge of capacity 0 holds this.
+uint64_t schedule_window(const schedule_plan& plan, uint64_t batch_size);
+
 /// The policy of a graph's schedule: `sync` or bounded staleness (`async`).
 std::unique_ptr<schedule_policy> make_schedule_policy(const schedule_plan& plan);
 

@@ -239,6 +239,22 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
       report("graph", "field 'actors': the schedule drives exactly one learner actor, found " +
                           std::to_string(learners.size()));
     }
+    if (learners.size() == 1) {
+      // An edge into the learner bounds its buffer, which must hold a whole batch.
+      const uint32_t batch = graph.getRun().getBatchSize();
+      unsigned e = 0;
+      for (auto edge : graph.getEdges()) {
+        endpoint to;
+        std::string where = "edge " + std::to_string(e++) + " (" + std::string(edge.getFrom()) +
+                            " -> " + std::string(edge.getTo()) + ")";
+        if (!parse_endpoint(edge.getTo(), to) || to.actor != learners[0]) continue;
+        if (edge.getCapacity() != 0 && edge.getCapacity() < batch) {
+          report(where, "field 'capacity': " + std::to_string(edge.getCapacity()) +
+                            " is below run.batchSize " + std::to_string(batch) +
+                            ": the learner's buffer could never hold a batch (0: the schedule's window)");
+        }
+      }
+    }
     if (sources.size() == 1) {
       std::set<std::string> reached{sources[0]};
       std::queue<std::string> todo;

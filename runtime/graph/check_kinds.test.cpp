@@ -57,6 +57,17 @@ TEST_F(CheckKinds, PortTypeMismatch) {
             std::string::npos) << s;
 }
 
+TEST_F(CheckKinds, AnEdgeIntoTheLearnerHoldsAWholeBatch) {
+  auto fields = testing::toy_graph("", kSync, "(steps = 2, batchSize = 4)");
+  const std::string to = "to = \"learner.items\")";
+  fields.replace(fields.find(to), to.size(), "to = \"learner.items\", capacity = 3)");
+  EXPECT_EQ(problems(fields), file() + "edge 1 (stage.items -> learner.items): field 'capacity': 3 is below "
+                                       "run.batchSize 4: the learner's buffer could never hold a batch "
+                                       "(0: the schedule's window)\n");
+  fields.replace(fields.find("capacity = 3"), 12, "capacity = 4");
+  EXPECT_EQ(problems(fields), "");
+}
+
 TEST_F(CheckKinds, DanglingAndDuplicateEdges) {
   auto fields = testing::toy_graph("", kSync, kRun);
   fields.replace(fields.find("edges = ["), 9,

@@ -138,7 +138,7 @@ struct learner_state {
 };
 
 learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_state> self,
-                                        int64_t stall_at_step, int64_t die_at_step) {
+                                        int64_t stall_at_step, int64_t die_at_step, int64_t delay_ms) {
   return {
       [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
         auto& st = self->state;
@@ -150,6 +150,7 @@ learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_
         if (stall_at_step >= 0 && step == uint64_t(stall_at_step)) {
           return caf::delegated<train_reply>();
         }
+        if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
         uint64_t sum = 0;
         for (const auto& e : batch) sum += value_of(e);
         st.total += sum;
@@ -275,10 +276,18 @@ void register_kinds(runtime::kind_registry& registry) {
        int64_t{-1}, -1.0, std::nullopt},
       {"die_at_step", param_type::integer, "fail at this step (-1: none)", false, int64_t{-1},
        -1.0, std::nullopt},
+      {"delay_ms", param_type::integer, "milliseconds each step takes (0: none)", false,
+       int64_t{0}, 0.0, std::nullopt},
   };
   learner.spawn = [](caf::actor_system& sys, const actor_setup& s) {
+    const auto delay = int_param(s, "delay_ms");
+    // A slow learner sleeps: detached, so that it holds no shared thread.
+    if (delay > 0) {
+      return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(
+          learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay));
+    }
     return caf::actor_cast<caf::actor>(
-        sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step")));
+        sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay));
   };
   registry.add(learner);
 }
