@@ -49,7 +49,25 @@ struct RolloutParams {
 
   enum PauseMode {
     abort @0;
+    # Cut off the samples in flight; `aborted` says what becomes of them.
     retract @1;
+    # Requeue them in the engine with their tokens; their KV is recomputed under the new weights.
     inPlace @2;
+    # Keep going with the KV as it is; their tokens then carry mixed versions.
+  }
+  aborted @17 :AbortedSamples = drop;
+  # With pauseMode = abort, what becomes of the samples a weight update cuts off (never do they reach
+  # the reward or the trainer as finished):
+  #   drop: their group is discarded (the driver counts it as `filtered`; the sync schedule admits
+  #         another prompt in its place) and counted in rollout_aborted_samples and
+  #         rollout_dropped_groups (totals since the start);
+  #   resume: they continue under the new weights (partial rollout, as in slime/Miles): their tokens
+  #         are kept with the version each was sampled under, their KV is computed again, and new
+  #         tokens carry the new version; the group's staleness counts from its oldest token
+  #         (rollout_resumed_samples counts them).
+
+  enum AbortedSamples {
+    drop @0;
+    resume @1;
   }
 }

@@ -5,6 +5,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 #include <filesystem>
+#include <set>
 
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model.hpp"
@@ -37,6 +38,7 @@ struct pending_group {
   uint64_t group_id = 0;
   std::string label;
   std::vector<sample_msg> samples;
+  sampling_params params;  ///< what its samples were asked with (a resumed sample goes on with it)
 };
 
 struct rollout_state {
@@ -45,6 +47,10 @@ struct rollout_state {
   std::unique_ptr<engine> eng;
   sampling_params base;
   pause_mode mode = pause_mode::retract;
+  bool resume_aborted = false;  ///< pauseMode abort: resume the samples cut off, or drop their groups
+  /// Totals since the start (reported in abort mode): samples an update cut off, groups dropped
+  /// for it, samples resumed.
+  uint64_t aborted_samples = 0, dropped_groups = 0, resumed_samples = 0;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
   std::shared_ptr<weights::local_versions> versions;  ///< this process's trainers (colocated publishing)
   weights::receiver receiver;  ///< what this engine holds of the published versions
@@ -65,6 +71,17 @@ sample_msg to_msg(const sample& s, const text_codec* codec) {
   for (const auto& e : s.experts) m.experts.insert(m.experts.end(), e.begin(), e.end());
   m.finish_reason = s.finish_reason;
   return m;
+}
+
+/// The abort mode's totals, in every reply of a rollout that cuts samples off.
+void add_abort_metrics(const rollout_state& st, node_reply& reply) {
+  if (st.mode != pause_mode::abort) return;
+  reply.metrics["rollout_aborted_samples"] = double(st.aborted_samples);
+  if (st.resume_aborted) {
+    reply.metrics["rollout_resumed_samples"] = double(st.resumed_samples);
+  } else {
+    reply.metrics["rollout_dropped_groups"] = double(st.dropped_groups);
+  }
 }
 
 /// Delivers every group whose samples are all in.
@@ -108,6 +125,7 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
       reply.metrics["rollout_gpu_memory_peak_gib"] = llm::peak_memory_gib(st.model->device());
     }
     if (st.retake_seconds >= 0) reply.metrics["rollout_kv_retake_seconds"] = st.retake_seconds;
+    add_abort_metrics(st, reply);
     g.promise.deliver(std::move(reply));
     st.groups.erase(it);
   }
@@ -119,10 +137,38 @@ void schedule_step(rollout_actor::stateful_pointer<rollout_state> self) {
   self->send(self, rstep_atom::value);
 }
 
+/// Samples a weight update cut off (pauseMode abort) never reach the reward or the trainer as
+/// finished: they go on under the new weights (`aborted = resume`), or their groups are answered
+/// with nothing and counted (`drop`; the driver counts an empty answer as filtered).
+void settle_aborted(rollout_actor::stateful_pointer<rollout_state> self, const std::vector<sample>& cut) {
+  auto& st = self->state;
+  std::set<uint64_t> dropped;
+  for (const auto& s : cut) {
+    auto it = st.groups.find(s.request_id);
+    if (it == st.groups.end()) continue;
+    st.aborted_samples++;
+    if (st.resume_aborted) {
+      st.eng->resume(s, it->second.params);
+      st.resumed_samples++;
+    } else {
+      dropped.insert(s.request_id);
+    }
+  }
+  for (auto id : dropped) {
+    st.dropped_groups++;
+    node_reply reply;
+    add_abort_metrics(st, reply);
+    st.groups.at(id).promise.deliver(std::move(reply));
+    st.groups.erase(id);
+  }
+  if (st.resume_aborted && !cut.empty()) schedule_step(self);
+}
+
 rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
                                         std::shared_ptr<llm::decoder> model_holder,
                                         std::shared_ptr<text_codec> codec, engine_config cfg,
-                                        sampling_params base, pause_mode mode, bool release_kv_when_idle,
+                                        sampling_params base, pause_mode mode, bool resume_aborted,
+                                        bool release_kv_when_idle,
                                         std::shared_ptr<runtime::process_store> store, uint32_t replica) {
   auto& st = self->state;
   st.versions = store->get_or_make<weights::local_versions>();
@@ -132,6 +178,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
   st.eng = std::make_unique<engine>(*st.model, cfg);
   st.base = base;
   st.mode = mode;
+  st.resume_aborted = resume_aborted;
   st.release_kv_when_idle = release_kv_when_idle;
   return {
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
@@ -154,7 +201,11 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
                                          " (" + u.transport + "): " + ex.what());
             }
           }
-          deliver_complete(self, s.eng->update_weights(version, s.mode));
+          try {
+            settle_aborted(self, s.eng->update_weights(version, s.mode));
+          } catch (const std::exception& ex) {
+            return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+          }
           return reply;
         }
         if (!e.payload.match_elements<prompt_msg>()) {
@@ -187,7 +238,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
         }
         auto promise = self->make_response_promise<node_reply>();
-        s.groups[r.id] = {promise, p.group_id, p.label, {}};
+        s.groups[r.id] = {promise, p.group_id, p.label, {}, r.params};
         schedule_step(self);
         return promise;
       },
@@ -295,7 +346,9 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     auto holder = std::shared_ptr<llm::decoder>(model.release());
     // Engine steps are heavy: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(
-        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode, p.getReleaseKvWhenIdle(), s.store, s.replica));
+        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode,
+                                 p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME,
+                                 p.getReleaseKvWhenIdle(), s.store, s.replica));
   };
   // A fresh engine loads the model, then the driver sends it the newest publication before any
   // prompt, and the groups its predecessor held again (they are regenerated under that version):

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "actors/lib/llm/text_codec.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/driver/run.hpp"
+#include "runtime/driver/staleness.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/overrides.hpp"
 #include "runtime/graph/validate.hpp"
@@ -175,6 +177,124 @@ TEST_F(RolloutKind, ServesGroupsAsynchronouslyWithinTheBound) {
       for (auto v : s.versions) EXPECT_LE(log->learner_versions[i] - v, 1u);
     }
   }
+}
+
+// -- pauseMode = abort: what becomes of the samples a weight update cuts off --------------------
+
+/// A rollout actor of the graph's kind (pauseMode abort, `aborted` as given), talked to directly:
+/// a prompt, then round trips that each let it take at least one more engine step (its steps are
+/// messages to itself, queued behind what came before), then a new weight version.
+class AbortedSamples : public RolloutKind {
+ protected:
+  struct cut_off {
+    node_reply answer;   ///< the answer to the prompt that was in flight at the update
+    node_reply after;    ///< the answer to a prompt sent after the update
+  };
+
+  cut_off run_cut(const std::string& aborted, int steps_before) {
+    auto file = dir_ / "abort.capnp";
+    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+                        << "const graph :Graph = (name = \"abort_test\",\n"
+                        << "  actors = [(name = \"data\", kind = \"test_prompts\"),\n"
+                        << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
+                        << (dir_ / "model").string()
+                        << "\", samplesPerPrompt = 4, maxNewTokens = 12, kvBlocks = 64, blockSize = 4, "
+                        << "pauseMode = abort, aborted = " << aborted << "))),\n"
+                        << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
+                        << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
+                        << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
+                        << "    (from = \"trainer.weights\", to = \"rollout.weights\")]);\n";
+    auto loaded = graph::load_graph(file, graph::default_import_dirs());
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+    kind_registry kinds;
+    register_rollout_kind(kinds);
+    register_test_kinds(kinds, std::make_shared<seen>(), false);
+    auto errors = graph::validate_kinds(*loaded.graph, kinds);
+    EXPECT_TRUE(errors.empty()) << errors[0].text;
+    caf::actor_system_config cfg;
+    cfg.add_message_types<caf::id_block::milesrt_runtime>();
+    kinds.register_types(cfg);
+    caf::actor_system sys{cfg};
+    auto plan = build_plan(sys, *loaded.graph, kinds, dir_ / "run", nullptr);
+    auto rollout = plan.nodes[1].replicas[0];
+    auto prompt = [](uint64_t group) {
+      prompt_msg p{group, {}, "label-" + std::to_string(group)};
+      for (int t = 0; t < 11; ++t) p.ids.push_back((group * 13 + t * 7) % 128);
+      envelope e;
+      e.payload = caf::make_message(p);
+      return e;
+    };
+    auto ask = [&](caf::scoped_actor& who, const std::string& port, const envelope& e) {
+      return who->request(rollout, caf::infinite, process_atom::value, port, e);
+    };
+    cut_off out;
+    caf::scoped_actor prompter{sys}, self{sys};
+    auto pending = ask(prompter, "prompts", prompt(1));
+    for (int i = 0; i < steps_before; ++i) {
+      self->request(rollout, caf::infinite, snapshot_atom::value, std::string())
+          .receive([](actor_state&) {}, [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    }
+    envelope v1;
+    v1.payload = caf::make_message(uint64_t{1});
+    v1.min_version = v1.max_version = 1;
+    ask(self, "weights", v1).receive([](node_reply&) {}, [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    pending.receive([&](node_reply& r) { out.answer = r; },
+                    [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    ask(self, "prompts", prompt(2)).receive([&](node_reply& r) { out.after = r; },
+                                           [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    for (auto& n : plan.nodes)
+      for (auto& a : n.replicas) self->send_exit(a, caf::exit_reason::user_shutdown);
+    return out;
+  }
+};
+
+// `drop`: the cut-off group never reaches the trainer: the prompt is answered with nothing (the
+// driver counts that as filtered) and the samples and the group are counted; the next prompt
+// runs whole under the new version.
+TEST_F(AbortedSamples, DropDiscardsTheGroupAndCountsIt) {
+  auto cut = run_cut("drop", 4);
+  EXPECT_TRUE(cut.answer.outputs.empty());
+  EXPECT_EQ(cut.answer.metrics.at("rollout_aborted_samples"), 4.0);
+  EXPECT_EQ(cut.answer.metrics.at("rollout_dropped_groups"), 1.0);
+  ASSERT_EQ(cut.after.outputs.size(), 1u);
+  const auto& g = cut.after.outputs[0].item.payload.get_as<sample_group>(0);
+  ASSERT_EQ(g.samples.size(), 4u);
+  for (const auto& s : g.samples) {
+    EXPECT_EQ(s.finish_reason, "length");
+    EXPECT_EQ(s.versions, std::vector<uint64_t>(12, 1));
+  }
+  EXPECT_EQ(cut.after.metrics.at("rollout_aborted_samples"), 4.0);  // totals since the start
+  EXPECT_EQ(cut.after.metrics.at("rollout_dropped_groups"), 1.0);
+}
+
+// `resume`: the cut-off samples go on under the new weights and finish whole; each token carries
+// the version it was sampled under (both show), and the group's envelope carries its oldest token's
+// version, from which the driver counts staleness.
+TEST_F(AbortedSamples, ResumeFinishesThemUnderTheNewVersion) {
+  auto cut = run_cut("resume", 4);
+  ASSERT_EQ(cut.answer.outputs.size(), 1u);
+  const auto& e = cut.answer.outputs[0].item;
+  const auto& g = e.payload.get_as<sample_group>(0);
+  ASSERT_EQ(g.samples.size(), 4u);
+  for (const auto& s : g.samples) {
+    EXPECT_EQ(s.finish_reason, "length");
+    ASSERT_EQ(s.output.size(), 12u);
+    ASSERT_EQ(s.versions.size(), 12u);
+    ASSERT_EQ(s.logprobs.size(), 12u);
+    // The tokens sampled before the update (a few steps' worth: siblings start a step after the
+    // first sample) carry version 0, the rest version 1.
+    const auto old = std::count(s.versions.begin(), s.versions.end(), 0u);
+    EXPECT_GE(old, 3);
+    EXPECT_LT(old, 12);
+    EXPECT_TRUE(std::is_sorted(s.versions.begin(), s.versions.end()));
+    EXPECT_EQ(s.versions.back(), 1u);
+  }
+  EXPECT_EQ(e.min_version, 0u);
+  EXPECT_EQ(e.max_version, 1u);
+  EXPECT_EQ(runtime::staleness(1, e.min_version), 1u);  // what the driver applies: from the oldest
+  EXPECT_EQ(cut.answer.metrics.at("rollout_aborted_samples"), 4.0);
+  EXPECT_EQ(cut.answer.metrics.at("rollout_resumed_samples"), 4.0);
+  ASSERT_EQ(cut.after.outputs.size(), 1u);
 }
 
 TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {

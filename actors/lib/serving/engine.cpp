@@ -129,6 +129,37 @@ void engine::add(const generate_request& r) {
   prompt_done_[leader] = 0;
 }
 
+void engine::resume(const sample& cut, const sampling_params& params) {
+  const auto where = "request " + std::to_string(cut.request_id) + " (sample " + std::to_string(cut.index) + "): ";
+  if (cut.finish_reason != "abort") {
+    throw std::invalid_argument(where + "only a sample an abort cut off can resume, not one that ended with '" +
+                                cut.finish_reason + "'");
+  }
+  const auto out = static_cast<int64_t>(cut.output.size());
+  if (cut.logprobs.size() != cut.output.size() || cut.versions.size() != cut.output.size() ||
+      out >= params.max_new_tokens) {
+    throw std::invalid_argument(where + "inconsistent: " + std::to_string(out) + " tokens, " +
+                                std::to_string(cut.logprobs.size()) + " log-probs, " +
+                                std::to_string(cut.versions.size()) + " versions, at most " +
+                                std::to_string(params.max_new_tokens) + " new tokens");
+  }
+  sequence s;
+  s.request_id = cut.request_id;
+  s.index = cut.index;
+  s.arrival = arrivals_++;
+  s.tokens = cut.prompt;
+  s.tokens.insert(s.tokens.end(), cut.output.begin(), cut.output.end());
+  s.prompt_len = static_cast<int64_t>(cut.prompt.size());
+  s.logprobs = cut.logprobs;
+  s.versions = cut.versions;
+  s.entropies = cut.entropies;
+  s.experts = cut.experts;  // recomputed with the KV, position by position
+  s.params = params;
+  s.rng.seed(params.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(cut.index));
+  s.rng.discard(static_cast<unsigned long long>(out));  // one draw per sampled token (sample_token)
+  waiting_.push_back(std::move(s));
+}
+
 bool engine::ensure_blocks(sequence& s, int64_t upto) {
   const int64_t need = (upto + config_.block_size - 1) / config_.block_size;
   while (static_cast<int64_t>(s.table.size()) < need) {

@@ -101,6 +101,11 @@ class engine {
   engine(const llm::decoder& model, engine_config config);
 
   void add(const generate_request& r);
+  /// Continues `cut`, a sample an abort cut off (partial rollout), as request `cut.request_id`
+  /// with `params` (those it was added with): its tokens so far are kept with their log-probs and
+  /// versions, their KV is computed again under the current weights, and its own random stream goes
+  /// on where it stopped, so that new tokens carry the current version.
+  void resume(const sample& cut, const sampling_params& params);
   /// One scheduling step: a batch of prefill chunks and decode tokens, one packed forward,
   /// sampling. Returns the samples that finished in it.
   std::vector<sample> step();

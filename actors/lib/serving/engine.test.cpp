@@ -223,6 +223,48 @@ TEST_F(Engine, WeightUpdatesAbortRetractOrKeepGoing) {
   }
 }
 
+// Partial rollout: samples an abort cut off are resumed; under unchanged weights they finish with
+// the tokens and log-probs of an undisturbed run (their random streams go on where they stopped),
+// and their tokens carry the version of the weights each was sampled under.
+TEST_F(Engine, AbortedSamplesResumeWhereTheyStopped) {
+  auto start = [&](engine& e) {
+    e.add(req(1, prompt(17, 2), 3, 11, 5));
+    e.add(req(2, prompt(6, 3), 2, 8, 6));
+  };
+  engine plain(*model_, {64, 8, 256, 64});
+  start(plain);
+  auto want = by_key(plain.run());
+
+  engine e(*model_, {64, 8, 256, 64});
+  start(e);
+  for (int i = 0; i < 4; ++i) e.step();
+  auto cut = e.update_weights(1, pause_mode::abort);  // the same parameters, a new version
+  ASSERT_EQ(cut.size(), 5u);
+  EXPECT_TRUE(e.idle());
+  size_t partial = 0;
+  for (const auto& s : cut) {
+    partial += s.output.empty() ? 0 : 1;
+    auto params = req(s.request_id, {}, 1, s.request_id == 1 ? 11 : 8, s.request_id == 1 ? 5 : 6).params;
+    e.resume(s, params);
+  }
+  EXPECT_GE(partial, 4u);  // most had tokens when they were cut off
+  auto got = by_key(e.run());
+  ASSERT_EQ(got.size(), 5u);
+  for (auto& [key, s] : want) {
+    SCOPED_TRACE("request " + std::to_string(key.first) + " sample " + std::to_string(key.second));
+    const auto& g = got[key];
+    EXPECT_EQ(g.output, s.output);
+    EXPECT_EQ(g.logprobs, s.logprobs);
+    EXPECT_EQ(g.finish_reason, "length");
+    // Version 0 up to the cut, 1 after it.
+    const auto& before = by_key(cut)[key];
+    ASSERT_EQ(g.versions.size(), g.output.size());
+    for (size_t t = 0; t < g.versions.size(); ++t) EXPECT_EQ(g.versions[t], t < before.output.size() ? 0u : 1u) << t;
+  }
+  // Only what an abort cut off resumes.
+  EXPECT_THROW(e.resume(want.begin()->second, req(1, {}, 1, 11, 5).params), std::invalid_argument);
+}
+
 TEST(EngineMoe, RecordsRoutedExpertsThatTheTrainerCanReplay) {
   auto model = llm::decoder::random(config("moe"), at::kFloat, at::kCPU, 4);
   engine e(*model, {64, 8, 256, 64});
