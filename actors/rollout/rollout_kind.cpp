@@ -301,6 +301,10 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
     if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
     if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
+    if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
+        p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
+      problems.push_back("aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
+    }
     // The template compiles when the actor starts (errors then name its line); here only the file.
     if (!chat.empty() && !std::filesystem::is_regular_file(chat)) {
       problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template, .jinja)");

@@ -302,7 +302,7 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
                       << "const graph :Graph = (actors = [(name = \"data\", kind = \"test_prompts\"),\n"
                       << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
-                      << " temperature = 0, chatTemplate = \"/nonexistent/chat.jinja\"))),\n"
+                      << " temperature = 0, chatTemplate = \"/nonexistent/chat.jinja\", aborted = resume))),\n"
                       << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
                       << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
                       << "    (from = \"rollout.groups\", to = \"trainer.groups\")]);\n";
@@ -316,6 +316,8 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   const std::string f = file.string() + ": actor 'rollout': params.rollout.";
   EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos) << all;
   EXPECT_NE(all.find(f + "temperature: must be > 0"), std::string::npos) << all;
+  EXPECT_NE(all.find(f + "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)"),
+            std::string::npos) << all;
   EXPECT_NE(all.find(f + "chatTemplate: '/nonexistent/chat.jinja' is not a file"), std::string::npos) << all;
 }
 
