@@ -20,7 +20,7 @@ const graph :Graph = (
     (name = "filter", kind = "group_filter"),
     (name = "trainer", kind = "trainer",
      params = (trainer = (model = "runs/arith/sft_model", objective = rl, estimator = "grpo",
-                          lr = 5e-4, lrSchedule = cosine, minLr = 5e-5, gradClip = 1.0, epsClip = 0.2,
+                          lr = 1e-3, lrSchedule = cosine, minLr = 5e-5, gradClip = 1.0, epsClip = 0.2,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,
                           evalMaxNewTokens = 4, exportDir = "runs/arith/grpo_model"))),
     (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),

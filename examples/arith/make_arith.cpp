@@ -90,7 +90,7 @@ int64_t teacher_answer(int64_t a, int64_t b, double slip, std::mt19937_64& rng) 
 int main(int argc, char** argv) {
   CLI::App app{"Writes the arithmetic example's model, tokenizer and datasets"};
   std::string out = "runs/arith/setup";
-  int64_t max_operand = 49, sft_size = 2000, rl_size = 4000, heldout = 200, hidden = 64, layers = 2,
+  int64_t max_operand = 49, sft_size = 2000, rl_size = 4000, heldout = 200, hidden = 128, layers = 2,
           heads = 4, kv_heads = 1;
   double slip = 0.6;
   uint64_t seed = 7;
