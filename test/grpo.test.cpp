@@ -1,7 +1,9 @@
-// End to end: the graphs users start from (graphs/sft.capnp, grpo_sync.capnp, grpo_async.capnp)
+// End to end: the graphs users start from (graphs/sft.capnp, grpo_sync.capnp, grpo_async.capnp, ppo.capnp)
 // run a few steps on a tiny arithmetic setup made by milesrt_arith_make, through the real
 // milesrt executable; versions, staleness, the train/rollout log-prob agreement and a bitwise
 // sync resume are checked from metrics.jsonl and the exported weights.
+
+#include <cmath>
 
 #include <gtest/gtest.h>
 
@@ -214,6 +216,76 @@ TEST(grpo_graphs, sync_resume_is_bitwise) {
   }
   EXPECT_EQ(slurp(whole / "export" / "model.safetensors"), slurp(split / "export" / "model.safetensors"))
       << "the resumed run's weights differ from the uninterrupted run's";
+}
+
+/// The tiny setup's model after 200 SFT steps (half the held-out sums right), made once: from the
+/// random model every sample's reward is 0, and PPO would have nothing to learn.
+const fs::path& sft_model_dir() {
+  static fs::path dir = [] {
+    fs::path run = scratch("ppo-sft");
+    auto r = run_milesrt("run graphs/sft.capnp --set run.steps=200 --set run.batchSize=16 "
+                         "--set trainer.evalInterval=0" + paths(run, false), "ppo-sft-run");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return run / "export";
+  }();
+  return dir;
+}
+
+/// graphs/ppo.capnp pointed at the tiny setup and its SFT model (the policy, the reference and the
+/// critic start from it, as in the arithmetic example).
+std::string ppo_paths(const fs::path& run) {
+  const std::string m = sft_model_dir().string();
+  return paths(run, true) + " --set rollout.model=" + m + " --set trainer.model=" + m +
+         " --set reference.model=" + m + " --set critic.model=" + m;
+}
+
+TEST(grpo_graphs, ppo_trains_the_policy_and_the_critic_and_resumes_bitwise) {
+  // graphs/ppo.capnp as shipped (reference -> critic values -> GAE -> PPO with a k3 KL, the critic
+  // trained on the same groups), four steps straight, then two steps, a checkpoint and a resume
+  // to four: both learners' figures and the policy's exported weights must be equal.
+  fs::path whole = scratch("ppo-whole"), split = scratch("ppo-split");
+  const std::string common = "run graphs/ppo.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
+                             "--set run.checkpointInterval=2 --set critic.trainBatch=4";
+  auto a = run_milesrt(common + " --set run.steps=4" + ppo_paths(whole), "ppo-a");
+  ASSERT_EQ(a.status, 0) << a.err;
+  auto sa = steps_of(whole);
+  ASSERT_EQ(sa.size(), 4u);
+  for (size_t i = 0; i < sa.size(); ++i) {
+    const auto& m = sa[i]["metrics"];
+    EXPECT_EQ(sa[i]["version"].get<int>(), int(i) + 1);
+    EXPECT_EQ(sa[i]["staleness"]["0"].get<int>(), 4) << sa[i]["staleness"].dump();
+    // The critic trains once per step (trainBatch = batchSize groups reach critic.train).
+    ASSERT_TRUE(m.contains("critic_loss")) << m.dump();
+    EXPECT_TRUE(std::isfinite(m["critic_loss"].get<double>()));
+    ASSERT_TRUE(m.contains("kl_loss")) << m.dump();
+    EXPECT_GE(m["kl_loss"].get<double>(), 0.0);  // k3 is never negative
+    ASSERT_TRUE(m.contains("critic_value_mean")) << m.dump();
+  }
+  // The SFT model gets some sums right: the rewards carry signal for both learners.
+  EXPECT_GT(sa[0]["metrics"]["reward_mean"].get<double>(), 0.0);
+  // The policy's trainer and its engine start from the same weights and then share them.
+  for (const auto& st : sa) EXPECT_EQ(st["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
+  // The value head starts at zero: the first step's values are exactly 0 (advantages = rewards);
+  // after the critic's steps they are not.
+  EXPECT_EQ(sa[0]["metrics"]["critic_value_mean"].get<double>(), 0.0);
+  EXPECT_NE(sa[3]["metrics"]["critic_value_mean"].get<double>(), 0.0);
+  // Step 1's policy is the reference: no KL yet; by step 4 the policy has moved away from it.
+  EXPECT_LT(sa[0]["metrics"]["kl_loss"].get<double>(), 1e-6);
+  EXPECT_GT(sa[3]["metrics"]["kl_loss"].get<double>(), sa[0]["metrics"]["kl_loss"].get<double>());
+
+  auto b = run_milesrt(common + " --set run.steps=2" + ppo_paths(split), "ppo-b");
+  ASSERT_EQ(b.status, 0) << b.err;
+  auto c = run_milesrt(common + " --set run.steps=4 --resume '" + split.string() + "'" + ppo_paths(split), "ppo-c");
+  ASSERT_EQ(c.status, 0) << c.err;
+  auto sc = steps_of(split);
+  ASSERT_EQ(sc.size(), 4u);
+  for (int i = 2; i < 4; ++i) {
+    for (const char* m : {"loss", "grad_norm", "reward_mean", "kl_loss", "critic_loss", "critic_value_mean"}) {
+      EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+    }
+  }
+  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"), slurp(split / "export" / "model.safetensors"))
+      << "the resumed PPO run's policy differs from the uninterrupted run's";
 }
 
 TEST(grpo_graphs, ipc_feeds_an_engine_in_a_worker_process) {
