@@ -37,6 +37,11 @@ struct ActorSpec {
   # registers the schema of its kinds as /milesrt/kinds.capnp in the schema import folder.
   deadlineSeconds @5 :Float64 = 0;
   # Deadline of each request to this actor; 0 = the run's deadlineSeconds.
+  weight @6 :Float64 = 0;
+  # For a source, its share of the admitted items when a graph has several sources (datasets mixed
+  # by weight): each admission is shared out in proportion to the weights, by a smooth weighted
+  # round robin (exact over every sum of weights' items, kept in checkpoints). 0 = 1. Only sources
+  # take a weight. A source that runs out leaves the mix; the run ends when all have run out.
 }
 
 struct Edge {

@@ -218,6 +218,28 @@ TEST(grpo_graphs, sync_resume_is_bitwise) {
       << "the resumed run's weights differ from the uninterrupted run's";
 }
 
+TEST(grpo_graphs, mix_takes_seventy_thirty_from_two_datasets) {
+  // graphs/grpo_mix.capnp: the arithmetic RL prompts at weight 0.7 and the SFT set's problems at
+  // 0.3. Without dynamic sampling every admitted group is trained: each batch of 10 holds 7 and 3.
+  fs::path run = scratch("grpo-mix");
+  const std::string s = setup_dir().string();
+  auto r = run_milesrt("run graphs/grpo_mix.capnp --set run.steps=3 --set run.batchSize=10 "
+                       "--set trainer.evalInterval=0 --set filter.dynamicSampling=false --run-dir '" +
+                           run.string() + "' --quiet --set trainer.model=" + s + "/model --set rollout.model=" + s +
+                           "/model --set trainer.exportDir=" + (run / "export").string() +
+                           " --set trainer.evalData=" + s + "/heldout.jsonl --set arith.path=" + s +
+                           "/rl.jsonl --set sft_prompts.path=" + s + "/sft.jsonl",
+                       "grpo-mix-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const auto& st : steps) {
+    ASSERT_TRUE(st.contains("sources")) << st.dump();
+    EXPECT_EQ(st["sources"], (nlohmann::json{{"arith", 7}, {"sft_prompts", 3}})) << st.dump();
+    EXPECT_EQ(st["counters"]["admitted"].get<int>() % 10, 0);
+  }
+}
+
 /// The tiny setup's model after 200 SFT steps (half the held-out sums right), made once: from the
 /// random model every sample's reward is 0, and PPO would have nothing to learn.
 const fs::path& sft_model_dir() {

@@ -23,7 +23,7 @@
 namespace milesrt::runtime {
 
 /// Version of the envelope layout; a receiver refuses envelopes with a newer format.
-constexpr uint16_t envelope_format = 1;
+constexpr uint16_t envelope_format = 2;
 
 /// One item travelling along the graph's edges. The payload belongs to the producing kind; the
 /// runtime reads only the header.
@@ -31,6 +31,8 @@ struct envelope {
   uint16_t format = envelope_format;
   /// The admitted work item this envelope descends from (assigned by the driver at admission).
   uint64_t origin = 0;
+  /// Which of the graph's sources admitted it (its index among them, in graph order).
+  uint32_t source = 0;
   /// Oldest and newest model version that produced any part of the payload. Staleness of an item =
   /// the learner's version - min_version. A producing actor sets them (e.g. from the versions of its parts).
   uint64_t min_version = 0;
@@ -40,7 +42,7 @@ struct envelope {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, envelope& x) {
-  return f(caf::meta::type_name("envelope"), x.format, x.origin, x.min_version, x.max_version,
+  return f(caf::meta::type_name("envelope"), x.format, x.origin, x.source, x.min_version, x.max_version,
            x.payload);
 }
 

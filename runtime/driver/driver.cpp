@@ -68,13 +68,23 @@ struct driver_snapshot {
   /// The learner's outputs of its last step: sent again on resume, so that every stage holds the
   /// learner's version before new work is admitted.
   std::vector<output> last_publication;
+  /// The sources' mix: each one's round-robin credit, and whether it ran out.
+  std::vector<double> source_credit;
+  std::vector<uint8_t> source_out;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_snapshot& x) {
   return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
-           x.exhausted, x.buffer, x.last_publication);
+           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out);
 }
+
+/// An admission under way: what each source (in plan.sources order) was asked for, and its answer.
+struct admission_round {
+  std::vector<uint64_t> asked;
+  std::vector<std::optional<node_reply>> replies;
+  size_t waiting = 0;
+};
 
 struct driver_state {
   graph_plan plan;
@@ -95,9 +105,13 @@ struct driver_state {
   std::unique_ptr<schedule_policy> policy;  // picked once from plan.schedule
 
   uint64_t next_ticket = 0;
-  uint64_t producing = 0;  // items asked of the source, not yet answered
+  uint64_t producing = 0;  // items asked of the sources, not yet answered
+  admission_round round;   // while producing > 0
+  /// Per source (plan.sources order): its smooth weighted round-robin credit; whether it ran out.
+  std::vector<double> source_credit;
+  std::vector<uint8_t> source_out;
   bool training = false;
-  bool exhausted = false;
+  bool exhausted = false;  // every source ran out
   bool checkpointing = false;
   uint64_t checkpoint_due = 0;  // a step whose checkpoint waits for in-flight work to drain
   bool done = false;
@@ -239,7 +253,7 @@ uint64_t admission_room(driver self) {
   for (const auto& e : st.edges) {
     if (e.plan.to == st.plan.learner) {
       room = std::min<uint64_t>(room, e.plan.capacity > open ? e.plan.capacity - open : 0);
-    } else if (e.plan.from == st.plan.source) {
+    } else if (std::find(st.plan.sources.begin(), st.plan.sources.end(), e.plan.from) != st.plan.sources.end()) {
       room = std::min<uint64_t>(room, e.plan.capacity > e.held ? e.plan.capacity - e.held : 0);
     }
   }
@@ -417,7 +431,10 @@ void dispatch(driver self, size_t edge_index) {
               }
               s.busy[s.nodes[to].plan.name] += seconds_since(t0);
               add_metrics(self, reply.metrics, reply.lists);
-              for (auto& o : reply.outputs) o.item.origin = p.item.origin;
+              for (auto& o : reply.outputs) {
+                o.item.origin = p.item.origin;
+                o.item.source = p.item.source;
+              }
               route(self, to, reply.outputs, p.publish);
               release(self, p);
               dispatch(self, edge_index);
@@ -454,46 +471,102 @@ driver_counters counters_now(driver self) {
   return c;
 }
 
-void admit(driver self) {
+/// The names of the sources, quoted: "the source 'data'" or "the sources 'a', 'b'".
+std::string sources_named(driver self) {
+  const auto& st = self->state;
+  std::string names;
+  for (size_t i : st.plan.sources) names += (names.empty() ? "'" : ", '") + st.nodes[i].plan.name + "'";
+  return (st.plan.sources.size() == 1 ? "the source " : "the sources ") + names;
+}
+
+/// Every source has answered its share of the round: the items are numbered and routed source by
+/// source in graph order (whatever order the answers came in, so a run repeats itself).
+void finish_admission(driver self) {
   auto& st = self->state;
-  if (st.done || st.checkpoint_due || st.exhausted || st.producing > 0) return;
-  if (st.step >= st.plan.steps || unavailable(self, st.plan.source)) return;
-  uint64_t n = std::min(st.policy->admissible(view_of(self)), admission_room(self));
-  if (n == 0) return;
-  size_t src = st.plan.source;
+  st.producing = 0;
+  admission_round round = std::move(st.round);
+  st.round = {};
+  std::vector<pending> held;
+  bool all_out = true;
+  for (size_t i = 0; i < st.plan.sources.size(); ++i) {
+    if (round.replies.size() > i && round.replies[i]) {
+      auto& reply = *round.replies[i];
+      add_metrics(self, reply.metrics, reply.lists);
+      if (reply.outputs.size() < round.asked[i]) st.source_out[i] = 1;
+      for (auto& o : reply.outputs) {
+        o.item.origin = st.next_origin++;
+        o.item.source = static_cast<uint32_t>(i);
+        st.counters.admitted++;
+        // Held while routing, so an item that reaches no edge still counts as filtered.
+        st.live_work[o.item.origin]++;
+        held.push_back({o.item, false});
+      }
+      route(self, st.plan.sources[i], reply.outputs, false);
+    }
+    all_out = all_out && st.source_out[i];
+  }
+  st.exhausted = all_out;
+  for (const auto& p : held) release(self, p);
+  after_progress(self);
+}
+
+/// Asks source `i` (of plan.sources) for its share of the round.
+void produce_from(driver self, size_t i, uint64_t n) {
+  auto& st = self->state;
+  size_t src = st.plan.sources[i];
   auto target = st.nodes[src].plan.replicas[0];
-  st.producing = n;
   auto t0 = steady::now();
-  uint64_t ticket = open_ticket(self, src, 0, [=] {
-    self->state.producing = 0;
-    admit(self);
-  }, "produce " + std::to_string(n));
+  // After a restart of the source the same share is asked of its replacement.
+  uint64_t ticket = open_ticket(self, src, 0, [=] { produce_from(self, i, n); }, "produce " + std::to_string(n));
   self->request(target, st.nodes[src].plan.deadline, produce_atom::value, n)
       .then(
           [=](node_reply& reply) {
             auto& s = self->state;
             if (s.done || !close_ticket(self, src, 0, ticket)) return;
-            s.producing = 0;
             s.busy[s.nodes[src].plan.name] += seconds_since(t0);
-            add_metrics(self, reply.metrics, reply.lists);
-            if (reply.outputs.size() < n) s.exhausted = true;
-            for (auto& o : reply.outputs) {
-              o.item.origin = s.next_origin++;
-              s.counters.admitted++;
-              // Held while routing, so an item that reaches no edge still counts as filtered.
-              s.live_work[o.item.origin]++;
-            }
-            std::vector<pending> held;
-            for (auto& o : reply.outputs) held.push_back({o.item, false});
-            route(self, src, reply.outputs, false);
-            for (const auto& p : held) release(self, p);
-            after_progress(self);
+            s.round.replies[i] = std::move(reply);
+            if (--s.round.waiting == 0) finish_admission(self);
           },
           [=](caf::error& err) {
             request_failed(self, src, 0, ticket,
                            "the driver, admitting " + std::to_string(n) + " new items,",
                            "produce " + std::to_string(n), err);
           });
+}
+
+void admit(driver self) {
+  auto& st = self->state;
+  if (st.done || st.checkpoint_due || st.exhausted || st.producing > 0) return;
+  if (st.step >= st.plan.steps) return;
+  for (size_t src : st.plan.sources)
+    if (unavailable(self, src)) return;
+  uint64_t n = std::min(st.policy->admissible(view_of(self)), admission_room(self));
+  if (n == 0) return;
+  // Shared out among the sources that have not run out by a smooth weighted round robin: each item
+  // goes to the source with the most credit after every source gained its weight, which then pays
+  // the total (over any run of items the shares follow the weights to within one item per source).
+  const size_t k = st.plan.sources.size();
+  double total = 0;
+  for (size_t i = 0; i < k; ++i)
+    if (!st.source_out[i]) total += st.plan.source_weights[i];
+  std::vector<uint64_t> ask(k, 0);
+  for (uint64_t j = 0; j < n; ++j) {
+    size_t best = k;
+    for (size_t i = 0; i < k; ++i) {
+      if (st.source_out[i]) continue;
+      st.source_credit[i] += st.plan.source_weights[i];
+      if (best == k || st.source_credit[i] > st.source_credit[best]) best = i;
+    }
+    st.source_credit[best] -= total;
+    ask[best]++;
+  }
+  st.producing = n;
+  st.round.asked = ask;
+  st.round.replies.assign(k, std::nullopt);
+  st.round.waiting = 0;
+  for (size_t i = 0; i < k; ++i) st.round.waiting += ask[i] > 0 ? 1 : 0;
+  for (size_t i = 0; i < k; ++i)
+    if (ask[i] > 0) produce_from(self, i, ask[i]);
 }
 
 step_record close_step(driver self, const std::vector<envelope>& batch) {
@@ -509,6 +582,8 @@ step_record close_step(driver self, const std::vector<envelope>& batch) {
     // The version has already moved past this step: staleness is counted from the one before.
     rec.staleness[staleness(st.version - 1, e.min_version)]++;
     rec.batch_origins.push_back(e.origin);
+    if (st.plan.sources.size() > 1 && e.source < st.plan.sources.size())
+      rec.batch_sources[st.nodes[st.plan.sources[e.source]].plan.name]++;
   }
   rec.counters = counters_now(self);
   for (const auto& [k, s] : st.metric_sums) rec.metrics[k] = s.first / double(s.second);
@@ -651,6 +726,8 @@ std::vector<uint8_t> serialize_driver(driver self) {
   snap.exhausted = st.exhausted;
   snap.buffer.assign(st.buffer.begin(), st.buffer.end());
   snap.last_publication = st.last_publication;
+  snap.source_credit = st.source_credit;
+  snap.source_out = st.source_out;
   std::vector<char> buf;
   caf::binary_serializer sink{self->system(), buf};
   if (auto err = sink(snap)) {
@@ -675,6 +752,12 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   st.exhausted = snap.exhausted;
   st.buffer.assign(snap.buffer.begin(), snap.buffer.end());
   st.last_publication = snap.last_publication;
+  if (snap.source_credit.size() != st.plan.sources.size() || snap.source_out.size() != st.plan.sources.size()) {
+    throw std::runtime_error("the checkpoint was made by a graph with " + std::to_string(snap.source_credit.size()) +
+                             " sources, this one has " + std::to_string(st.plan.sources.size()));
+  }
+  st.source_credit = snap.source_credit;
+  st.source_out = snap.source_out;
   st.arrived_origins.clear();
 }
 
@@ -767,7 +850,7 @@ void maybe_checkpoint_or_finish(driver self) {
   if (st.step >= st.plan.steps) {
     finish(self, true, "");
   } else if (st.exhausted && st.buffer.size() < st.plan.batch_size) {
-    st.note = "the source '" + st.nodes[st.plan.source].plan.name + "' ran out of items after " +
+    st.note = sources_named(self) + " ran out of items after " +
               std::to_string(st.step) + " of " + std::to_string(st.plan.steps) + " steps";
     finish(self, true, "");
   }
@@ -994,6 +1077,8 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
     rt.tickets.resize(n.replicas.size());
     st.nodes.push_back(std::move(rt));
   }
+  st.source_credit.assign(st.plan.sources.size(), 0.0);
+  st.source_out.assign(st.plan.sources.size(), 0);
   const uint64_t window = schedule_window(st.plan.schedule, st.plan.batch_size);
   for (size_t e = 0; e < st.plan.edges.size(); ++e) {
     auto& cap = st.plan.edges[e].capacity;

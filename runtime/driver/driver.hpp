@@ -34,6 +34,8 @@ struct step_record {
   metric_map metrics;                            ///< what the actors reported (mean per step)
   metric_lists lists;                            ///< the lists the actors reported, concatenated
   std::vector<uint64_t> batch_origins;           ///< which admitted items the batch came from
+  /// With several sources: how many items of the batch each one admitted (by name).
+  std::map<std::string, uint64_t> batch_sources;
 };
 
 /// How a run ended.

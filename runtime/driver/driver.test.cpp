@@ -220,6 +220,81 @@ TEST_F(Driver, SyncResumeContinuesBitwise) {
   }
 }
 
+/// Two toy sources mixed 70/30 (`b_extra` adds to b's spec) into the toy stage and learner.
+std::string mix_graph(const std::string& b_extra, const std::string& schedule, const std::string& run) {
+  return R"(name = "mix",
+  actors = [(name = "a", kind = "toy_source", weight = 0.7),
+            (name = "b", kind = "toy_source", weight = 0.3)" + b_extra + R"(),
+            (name = "stage", kind = "toy_stage", replicas = 2),
+            (name = "learner", kind = "toy_learner")],
+  edges = [(from = "a.items", to = "stage.items"), (from = "b.items", to = "stage.items"),
+           (from = "stage.items", to = "learner.items"),
+           (from = "learner.weights", to = "stage.weights")],
+  schedule = )" + schedule + ",\n  run = " + run;
+}
+
+using per_source = std::map<std::string, uint64_t>;
+
+TEST_F(Driver, SourcesMixByWeight) {
+  // 70/30 in lockstep batches of 10: every batch holds 7 of a's items and 3 of b's.
+  records steps;
+  auto o = run(mix_graph("", sync_schedule(), "(steps = 5, batchSize = 10)"), &steps);
+  ASSERT_TRUE(o.ok) << o.error;
+  ASSERT_EQ(steps.size(), 5u);
+  check_run(o, steps, false, 0, 10);
+  for (const auto& r : steps) EXPECT_EQ(r.batch_sources, (per_source{{"a", 7}, {"b", 3}})) << "step " << r.step;
+  std::filesystem::remove_all(dir_ / "run");
+
+  // b holds 6 items: it runs out in step 3 and leaves the mix; a fills the batches from then on.
+  records out;
+  auto p = run(mix_graph(", params = (custom = [(name = \"limit\", value = (int = 6))])", sync_schedule(),
+                         "(steps = 5, batchSize = 10)"),
+               &out);
+  ASSERT_TRUE(p.ok) << p.error;
+  ASSERT_EQ(out.size(), 5u);
+  check_run(p, out, false, 0, 10);
+  EXPECT_EQ(out[0].batch_sources, (per_source{{"a", 7}, {"b", 3}}));
+  EXPECT_EQ(out[1].batch_sources, (per_source{{"a", 7}, {"b", 3}}));
+  for (size_t i = 2; i < 5; ++i) EXPECT_EQ(out[i].batch_sources, (per_source{{"a", 10}})) << "step " << i + 1;
+  std::filesystem::remove_all(dir_ / "run");
+
+  // Both run out: the run ends early, naming them.
+  auto q = run(mix_graph(", params = (custom = [(name = \"limit\", value = (int = 6))])", sync_schedule(),
+                         "(steps = 5, batchSize = 10)"),
+               nullptr, false, {"a.limit=14"});
+  ASSERT_TRUE(q.ok) << q.error;
+  EXPECT_EQ(q.steps, 2u);
+  EXPECT_NE(q.note.find("the sources 'a', 'b' ran out of items after 2 of 5 steps"), std::string::npos) << q.note;
+}
+
+TEST_F(Driver, MixedSourcesResumeBitwise) {
+  // Batches of 3 at 70/30 leave the round robin's credit between steps: the checkpoint keeps it
+  // (started afresh, steps 5 and 6 would take 2 and 2 of a's items instead of 2 and 3).
+  const std::string run6 = "(steps = 6, batchSize = 3, checkpointInterval = 2)";
+  records full;
+  auto a = run(mix_graph("", sync_schedule(), run6), &full);
+  ASSERT_TRUE(a.ok) << a.error;
+  per_source total;
+  for (const auto& r : full)
+    for (const auto& [k, v] : r.batch_sources) total[k] += v;
+  // 18 items: 12.6 / 5.4, each to within one item.
+  EXPECT_EQ(total["a"] + total["b"], 18u);
+  EXPECT_GE(total["a"], 12u);
+  EXPECT_LE(total["a"], 13u);
+  std::filesystem::remove_all(dir_ / "run");
+  records first, second;
+  auto b = run(mix_graph("", sync_schedule(), run6), &first, false, {"run.steps=4"});
+  ASSERT_TRUE(b.ok) << b.error;
+  auto c = run(mix_graph("", sync_schedule(), run6), &second, true);
+  ASSERT_TRUE(c.ok) << c.error;
+  ASSERT_EQ(second.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(second[i].batch_origins, full[4 + i].batch_origins);
+    EXPECT_EQ(second[i].batch_sources, full[4 + i].batch_sources);
+    EXPECT_EQ(second[i].metrics, full[4 + i].metrics);
+  }
+}
+
 TEST_F(Driver, AsyncResumeLosesAndDuplicatesNothing) {
   const std::string run8 = "(steps = 8, batchSize = 3, checkpointInterval = 3)";
   records first, second;

@@ -50,7 +50,10 @@ struct graph_plan {
   std::string graph_name;
   std::vector<node_plan> nodes;
   std::vector<edge_plan> edges;
-  size_t source = 0;
+  /// The sources (at least one), in graph order, and their weights (> 0): each admission is
+  /// shared out among them in proportion (a smooth weighted round robin).
+  std::vector<size_t> sources;
+  std::vector<double> source_weights;
   size_t learner = 0;
   schedule_plan schedule;
   uint32_t batch_size = 1;

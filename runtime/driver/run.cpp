@@ -102,7 +102,10 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
       n.replicas.push_back(a);
     }
     n.respawn = spawn_one;
-    if (kind->role == role::source) plan.source = plan.nodes.size();
+    if (kind->role == role::source) {
+      plan.sources.push_back(plan.nodes.size());
+      plan.source_weights.push_back(actor.getWeight() > 0 ? actor.getWeight() : 1.0);
+    }
     if (kind->role == role::learner) plan.learner = plan.nodes.size();
     index[n.name] = plan.nodes.size();
     plan.nodes.push_back(std::move(n));

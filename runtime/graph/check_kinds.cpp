@@ -1,5 +1,6 @@
 #include "runtime/graph/check_kinds.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <queue>
 #include <set>
@@ -224,16 +225,27 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
     downstream[from.actor].insert(to.actor);
   }
 
-  // The schedule drives one source and one learner; every actor must be reachable from the source.
+  // The schedule drives one learner and one or more sources (mixed by weight); every actor must be
+  // reachable from a source.
   std::vector<std::string> sources, learners;
   for (const auto& [name, kind] : kind_of) {
     if (kind->role == runtime::role::source) sources.push_back(name);
     if (kind->role == runtime::role::learner) learners.push_back(name);
   }
   if (kind_of.size() == graph.getActors().size()) {
-    if (sources.size() != 1) {
-      report("graph", "field 'actors': the schedule drives exactly one source actor, found " +
-                          std::to_string(sources.size()));
+    if (sources.empty()) {
+      report("graph", "field 'actors': the schedule needs a source actor (one, or several mixed by weight), found none");
+    }
+    for (auto actor : graph.getActors()) {
+      const std::string name = actor.getName();
+      const double w = actor.getWeight();
+      const bool is_source = std::find(sources.begin(), sources.end(), name) != sources.end();
+      if (!(w >= 0) || std::isinf(w)) {
+        report("actor '" + name + "'", "field 'weight': " + std::to_string(w) + " is not a finite weight >= 0");
+      } else if (w > 0 && !is_source) {
+        report("actor '" + name + "'", "field 'weight': only sources are mixed by weight (kind '" +
+                                           std::string(actor.getKind()) + "' is not a source)");
+      }
     }
     if (learners.size() != 1) {
       report("graph", "field 'actors': the schedule drives exactly one learner actor, found " +
@@ -255,10 +267,10 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
         }
       }
     }
-    if (sources.size() == 1) {
-      std::set<std::string> reached{sources[0]};
+    if (!sources.empty()) {
+      std::set<std::string> reached(sources.begin(), sources.end());
       std::queue<std::string> todo;
-      todo.push(sources[0]);
+      for (const auto& s : sources) todo.push(s);
       while (!todo.empty()) {
         auto n = todo.front();
         todo.pop();
@@ -268,8 +280,9 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
       for (auto actor : graph.getActors()) {
         if (reached.count(actor.getName()) == 0) {
           report("actor '" + std::string(actor.getName()) + "'",
-                 "no schedule can drive it: no path of edges leads to it from the source '" +
-                     sources[0] + "'");
+                 "no schedule can drive it: no path of edges leads to it from " +
+                     (sources.size() == 1 ? "the source '" + sources[0] + "'"
+                                          : std::string("any source")));
         }
       }
     }

@@ -113,16 +113,36 @@ TEST_F(CheckKinds, MissingRequiredParameter) {
 
 TEST_F(CheckKinds, ActorsNoScheduleCanDrive) {
   auto s = problems(R"(
-    actors = [(name = "src", kind = "toy_source"), (name = "s2", kind = "toy_source"),
-              (name = "orphan", kind = "toy_stage"),
+    actors = [(name = "orphan", kind = "toy_stage"),
               (name = "a", kind = "toy_learner"), (name = "b", kind = "toy_learner", replicas = 2)],
-    edges = [(from = "src.items", to = "a.items")])");
-  EXPECT_NE(s.find("graph: field 'actors': the schedule drives exactly one source actor, found 2"),
+    edges = [(from = "orphan.items", to = "a.items")])");
+  EXPECT_NE(s.find("graph: field 'actors': the schedule needs a source actor (one, or several mixed by "
+                   "weight), found none"),
             std::string::npos) << s;
   EXPECT_NE(s.find("graph: field 'actors': the schedule drives exactly one learner actor, found 2"),
             std::string::npos) << s;
   EXPECT_NE(s.find("actor 'b': field 'replicas': a learner runs as exactly one replica"),
             std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, SeveralSourcesMixedByWeightAndOnlySourcesTakeOne) {
+  // Two sources feeding one stage is a valid mix; a negative weight, or a weight on a stage, is not.
+  auto ok = problems(R"(
+    actors = [(name = "a", kind = "toy_source", weight = 0.7), (name = "b", kind = "toy_source", weight = 0.3),
+              (name = "stage", kind = "toy_stage"), (name = "learner", kind = "toy_learner")],
+    edges = [(from = "a.items", to = "stage.items"), (from = "b.items", to = "stage.items"),
+             (from = "stage.items", to = "learner.items")])");
+  EXPECT_EQ(ok, "");
+  auto s = problems(R"(
+    actors = [(name = "a", kind = "toy_source", weight = 0.7), (name = "b", kind = "toy_source", weight = -1),
+              (name = "stage", kind = "toy_stage", weight = 2), (name = "learner", kind = "toy_learner")],
+    edges = [(from = "a.items", to = "stage.items"), (from = "b.items", to = "stage.items"),
+             (from = "stage.items", to = "learner.items")])");
+  EXPECT_NE(s.find("actor 'b': field 'weight': -1.000000 is not a finite weight >= 0"), std::string::npos) << s;
+  EXPECT_NE(s.find("actor 'stage': field 'weight': only sources are mixed by weight (kind 'toy_stage' is not "
+                   "a source)"),
+            std::string::npos) << s;
+  EXPECT_EQ(s.find("actor 'a'"), std::string::npos) << s;
 }
 
 TEST_F(CheckKinds, UnreachableActor) {

@@ -30,6 +30,8 @@ nlohmann::json to_json(const step_record& r) {
   if (!r.lists.empty()) j["lists"] = r.lists;
   // Which admitted items the step trained on: each exactly once over a run, resumes included.
   if (!r.batch_origins.empty()) j["origins"] = r.batch_origins;
+  // With several sources mixed by weight: the batch's items per source.
+  if (!r.batch_sources.empty()) j["sources"] = r.batch_sources;
   return j;
 }
 
@@ -46,6 +48,7 @@ step_record step_record_from_json(const nlohmann::json& j) {
   if (j.contains("metrics")) r.metrics = j["metrics"].get<metric_map>();
   if (j.contains("lists")) r.lists = j["lists"].get<metric_lists>();
   if (j.contains("origins")) r.batch_origins = j["origins"].get<std::vector<uint64_t>>();
+  if (j.contains("sources")) r.batch_sources = j["sources"].get<std::map<std::string, uint64_t>>();
   return r;
 }
 
