@@ -1,6 +1,7 @@
 #include "app/builtin_kinds.hpp"
 
 #include "actors/buffer/group_filter_kind.hpp"
+#include "actors/buffer/trajectory_buffer_kind.hpp"
 #include "actors/critic/critic_kind.hpp"
 #include "actors/data/data_kind.hpp"
 #include "actors/publisher/publisher_kind.hpp"
@@ -12,11 +13,13 @@
 
 namespace milesrt::app {
 
-void register_builtin_kinds(runtime::kind_registry& kinds, std::shared_ptr<const rl::registries> losses) {
+void register_builtin_kinds(runtime::kind_registry& kinds, std::shared_ptr<const rl::registries> losses,
+                            std::shared_ptr<const buffer::policy_registry> buffer_policies) {
   data::register_data_kind(kinds);
   rollout::register_rollout_kind(kinds);
   reward::register_reward_kinds(kinds);
   buffer::register_group_filter_kind(kinds);
+  buffer::register_trajectory_buffer_kind(kinds, std::move(buffer_policies));
   trainer::register_trainer_kind(kinds, std::move(losses));
   publisher::register_publisher_kind(kinds);
   reference::register_reference_kind(kinds);

@@ -10,6 +10,7 @@
 #include <caf/thread_hook.hpp>
 #include <capnp/common.h>
 
+#include "actors/buffer/buffer_policy.hpp"
 #include "actors/lib/rl/builtin.hpp"
 #include "app/builtin_kinds.hpp"
 #include "runtime/core/extensions.hpp"
@@ -78,7 +79,10 @@ int main(int argc, char** argv) {
   auto losses = std::make_shared<rl::registries>(rl::builtin_registries());
   runtime::extension_points extensions;
   extensions.offer(rl::kRegistriesExtension, losses.get());
-  app::register_builtin_kinds(kinds, losses);
+  // The trajectory buffer's policies, offered the same way.
+  auto buffer_policies = std::make_shared<buffer::policy_registry>(buffer::builtin_policies());
+  extensions.offer(buffer::kPolicyExtension, buffer_policies.get());
+  app::register_builtin_kinds(kinds, losses, buffer_policies);
   kinds.add_types([threads = intra_op_threads_wanted()](caf::actor_system_config& config) {
     config.add_thread_hook<intra_op_threads>(threads);
   });

@@ -29,5 +29,6 @@ struct Params {
     groupFilter @8 :import "/milesrt/reward.capnp".GroupFilterParams;
     reference @9 :import "/milesrt/reference.capnp".ReferenceParams;
     critic @10 :import "/milesrt/critic.capnp".CriticParams;
+    trajectoryBuffer @11 :import "/milesrt/buffer.capnp".TrajectoryBufferParams;
   }
 }

@@ -177,6 +177,28 @@ TEST(grpo_graphs, custom_loss_plugin_trains_a_grpo_run) {
   EXPECT_NE(bad.err.find("vanilla_pg"), std::string::npos) << bad.err;
 }
 
+TEST(grpo_graphs, custom_buffer_policy_plugin_trains_a_grpo_run) {
+  // examples/custom_buffer_policy's graph: the plugin's freshest policy picks the batches of an
+  // async run (nothing past the staleness bound is trained), and a name no registry knows is
+  // refused with the plugin's policy among the names listed.
+  fs::path run = scratch("grpo-freshest");
+  auto r = run_milesrt("run examples/custom_buffer_policy/grpo_freshest.capnp --set run.steps=3 --set run.batchSize=4 "
+                       "--set trainer.evalInterval=0" + paths(run, true),
+                       "grpo-freshest-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const auto& s : steps) {
+    for (auto& [k, v] : s["staleness"].items()) EXPECT_LE(std::stoi(k), 1) << s["staleness"].dump();
+    EXPECT_TRUE(s["metrics"].contains("buffer_served_staleness_mean")) << s.dump();
+  }
+  auto bad = run_milesrt("validate examples/custom_buffer_policy/grpo_freshest.capnp --set buffer.policy=nope",
+                         "freshest-bad");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("params.trajectoryBuffer.policy: 'nope' is not one of: fifo, freshest, priority, staleness"),
+            std::string::npos) << bad.err;
+}
+
 TEST(grpo_graphs, sft_three_steps) {
   fs::path run = scratch("sft");
   auto r = run_milesrt("run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "
@@ -238,6 +260,103 @@ TEST(grpo_graphs, mix_takes_seventy_thirty_from_two_datasets) {
     EXPECT_EQ(st["sources"], (nlohmann::json{{"arith", 7}, {"sft_prompts", 3}})) << st.dump();
     EXPECT_EQ(st["counters"]["admitted"].get<int>() % 10, 0);
   }
+}
+
+const fs::path& sft_model_dir();
+
+/// The tiny setup with the policy its 200-step SFT model (rewards vary, so every loss is not zero).
+std::string sft_paths(const fs::path& run) {
+  const std::string m = sft_model_dir().string();
+  return paths(run, true) + " --set rollout.model=" + m + " --set trainer.model=" + m;
+}
+
+/// graphs/grpo_buffer.capnp in lockstep: a copy whose schedule is `sync`, the rest as it is.
+fs::path sync_buffer_graph() {
+  static fs::path file = [] {
+    std::string g = slurp(fs::path(source_dir()) / "graphs" / "grpo_buffer.capnp");
+    const std::string async = "schedule = (async = (maxStaleness = 1)),";
+    g.replace(g.find(async), async.size(), "schedule = (sync = void),");
+    fs::path f = scratch("grpo-buffer-graph") / "grpo_buffer_sync.capnp";
+    std::ofstream(f) << g;
+    return f;
+  }();
+  return file;
+}
+
+TEST(grpo_graphs, a_fifo_buffer_actor_trains_as_the_drivers_queue_and_resumes_bitwise) {
+  // grpo_sync.capnp keeps the learner's groups in the driver; the buffer graph in lockstep with a
+  // fifo policy and dynamic sampling off holds them in the trajectory_buffer actor: the same
+  // losses and weights, step for step. Then two steps, a checkpoint (the buffer's state in it) and
+  // a resume to four give the uninterrupted run's figures and weights.
+  fs::path queue = scratch("buffer-queue"), whole = scratch("buffer-whole"), split = scratch("buffer-split");
+  const std::string common = " --set run.batchSize=4 --set trainer.evalInterval=0 --set run.checkpointInterval=2 "
+                             "--set trainer.lrSchedule=constant --set trainer.tis=false";
+  auto q = run_milesrt("run graphs/grpo_sync.capnp --set filter.dynamicSampling=false --set run.steps=4" + common +
+                           sft_paths(queue), "buffer-q");
+  ASSERT_EQ(q.status, 0) << q.err;
+  const std::string buffered = "run '" + sync_buffer_graph().string() + "' --set buffer.policy=fifo" + common;
+  auto a = run_milesrt(buffered + " --set run.steps=4" + sft_paths(whole), "buffer-a");
+  ASSERT_EQ(a.status, 0) << a.err;
+  auto b = run_milesrt(buffered + " --set run.steps=2" + sft_paths(split), "buffer-b");
+  ASSERT_EQ(b.status, 0) << b.err;
+  ASSERT_TRUE(fs::exists(split / "checkpoints" / "step-2" / "buffer-0.state"));
+  auto c = run_milesrt(buffered + " --set run.steps=4 --resume '" + split.string() + "'" + sft_paths(split),
+                       "buffer-c");
+  ASSERT_EQ(c.status, 0) << c.err;
+  auto sq = steps_of(queue), sa = steps_of(whole), sc = steps_of(split);
+  ASSERT_EQ(sq.size(), 4u);
+  ASSERT_EQ(sa.size(), 4u);
+  ASSERT_EQ(sc.size(), 4u);
+  double learned = 0;
+  for (int i = 0; i < 4; ++i) {
+    for (const char* m : {"loss", "grad_norm", "reward_mean"}) {
+      EXPECT_EQ(sq[i]["metrics"][m].get<double>(), sa[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+      if (i >= 2)
+        EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+    }
+    EXPECT_EQ(sa[i]["origins"], sq[i]["origins"]) << "step " << i + 1;
+    // Lockstep: the buffer hands out all it holds each step.
+    EXPECT_EQ(sa[i]["metrics"]["buffer_size"].get<double>(), 0.0) << sa[i].dump();
+    learned += sa[i]["metrics"]["grad_norm"].get<double>();
+  }
+  EXPECT_GT(learned, 0.0) << "no step learned anything: the comparison would prove nothing";
+  EXPECT_EQ(slurp(queue / "export" / "model.safetensors"), slurp(whole / "export" / "model.safetensors"))
+      << "the buffered run's weights differ from the driver's queue's";
+  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"), slurp(split / "export" / "model.safetensors"))
+      << "the resumed buffered run's weights differ from the uninterrupted run's";
+}
+
+TEST(grpo_graphs, a_priority_buffer_serves_the_largest_spread_within_the_staleness_bound) {
+  // graphs/grpo_buffer.capnp as shipped (async, maxStaleness 1, priority): every batch within the
+  // bound, every group the buffer served past it or dropped counted, and the served groups' mean
+  // reward spread reported each step; a checkpoint at step 2 resumes to step 4.
+  fs::path run = scratch("buffer-priority");
+  const std::string common = "run graphs/grpo_buffer.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
+                             "--set run.checkpointInterval=2";
+  auto r = run_milesrt(common + " --set run.steps=2" + sft_paths(run), "buffer-p1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto resumed = run_milesrt(common + " --set run.steps=4 --resume '" + run.string() + "'" + sft_paths(run), "buffer-p2");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 4u);
+  double spread = 0;
+  for (const auto& s : steps) {
+    int items = 0;
+    for (auto& [k, v] : s["staleness"].items()) {
+      EXPECT_LE(std::stoi(k), 1) << s["staleness"].dump();
+      items += v.get<int>();
+    }
+    EXPECT_EQ(items, 4);
+    EXPECT_EQ(s["counters"]["stale_violations"].get<int>(), 0);
+    ASSERT_TRUE(s["metrics"].contains("buffer_served_spread_mean")) << s.dump();
+    spread += s["metrics"]["buffer_served_spread_mean"].get<double>();
+    EXPECT_EQ(s["metrics"]["buffer_stale_served"].get<double>(), 0.0);
+    const auto& c = s["counters"];
+    EXPECT_EQ(c["admitted"].get<int>(), c["accepted"].get<int>() + c["dropped_stale"].get<int>() +
+                                             c["filtered"].get<int>() + c["in_flight"].get<int>())
+        << c.dump();
+  }
+  EXPECT_GT(spread, 0.0) << "from the SFT model some groups' rewards differ, and those are served first";
 }
 
 /// The tiny setup's model after 200 SFT steps (half the held-out sums right), made once: from the

@@ -1,5 +1,5 @@
 #pragma once
-/// The typed CAF interfaces of the three roles. A kind's factory spawns an actor of one of these
+/// The typed CAF interfaces of the four roles. A kind's factory spawns an actor of one of these
 /// and returns it as caf::actor; the driver sends exactly these requests, each with a deadline.
 
 #include <caf/replies_to.hpp>
@@ -25,5 +25,12 @@ using stage_actor = checkpointable_actor::extend<
 /// A learner trains on a batch (step number, items) and returns its new version.
 using learner_actor = checkpointable_actor::extend<
     caf::replies_to<train_atom, uint64_t, std::vector<envelope>>::with<train_reply>>;
+
+/// A buffer holds the items bound for the learner: `put` (port, item, the learner's version) keeps
+/// or discards one; `take` (count, the learner's version, discard the rest) hands out a batch of
+/// `count` items, or none when too few are fit to train.
+using buffer_actor = checkpointable_actor::extend<
+    caf::replies_to<put_atom, std::string, envelope, uint64_t>::with<buffer_reply>,
+    caf::replies_to<take_atom, uint64_t, uint64_t, bool>::with<buffer_reply>>;
 
 }  // namespace milesrt::runtime

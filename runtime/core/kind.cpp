@@ -9,6 +9,7 @@ const char* to_string(role r) {
     case role::source: return "source";
     case role::stage: return "stage";
     case role::learner: return "learner";
+    case role::buffer: return "buffer";
   }
   return "?";
 }

@@ -25,6 +25,9 @@ enum class role {
   source,   ///< answers `produce`: emits new work items when the schedule admits them
   stage,    ///< answers `process`: turns items arriving on input ports into items on output ports
   learner,  ///< answers `train`: consumes a batch of items and returns a new model version
+  /// answers `put` and `take`: holds what the learner's edges carry and hands out its batches (at
+  /// most one per graph; without one the driver keeps a first-in-first-out queue itself)
+  buffer,
 };
 
 const char* to_string(role r);

@@ -92,6 +92,23 @@ typename Inspector::result_type inspect(Inspector& f, train_reply& x) {
   return f(caf::meta::type_name("train_reply"), x.version, x.outputs, x.metrics, x.stop, x.lists);
 }
 
+/// The reply of a buffer to `put` and `take`.
+struct buffer_reply {
+  std::vector<envelope> items;  ///< take: the batch, in the order served (empty: not enough to serve)
+  uint64_t size = 0;            ///< items held after this request
+  uint64_t kept = 0;            ///< put: 1 when the item is held, 0 when it was discarded
+  uint64_t dropped_stale = 0;   ///< items this request discarded as stale
+  uint64_t stale_served = 0;    ///< take: items of the batch past the buffer's staleness bound
+  uint64_t surplus = 0;         ///< take with discard_rest: what was left and discarded
+  metric_map metrics;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, buffer_reply& x) {
+  return f(caf::meta::type_name("buffer_reply"), x.items, x.size, x.kept, x.dropped_stale,
+           x.stale_served, x.surplus, x.metrics);
+}
+
 /// An actor's state for a checkpoint, in a format of the kind's choosing.
 struct actor_state {
   std::vector<uint8_t> bytes;
@@ -115,11 +132,15 @@ typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
   return f(caf::meta::type_name("spawn_request"), x.graph, x.actor, x.replica);
 }
 
-// Requests of the driver. A source answers `produce`, a stage `process`, a learner `train`; every
-// actor answers `snapshot` and `restore`.
+// Requests of the driver. A source answers `produce`, a stage `process`, a learner `train`, a buffer
+// `put` and `take`; every actor answers `snapshot` and `restore`.
 using produce_atom = caf::atom_constant<caf::atom("produce")>;    // (count) -> node_reply
 using process_atom = caf::atom_constant<caf::atom("process")>;    // (port, envelope) -> node_reply
 using train_atom = caf::atom_constant<caf::atom("train")>;        // (step, [envelope]) -> train_reply
+// (port, envelope, learner version) -> buffer_reply
+using put_atom = caf::atom_constant<caf::atom("put")>;
+// (count, learner version, discard the rest) -> buffer_reply
+using take_atom = caf::atom_constant<caf::atom("take")>;
 // Checkpoints: the actor may write files of its own under `dir` (e.g. model weights) and returns
 // the small rest of its state inline; restore gets both back.
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // (dir) -> actor_state
@@ -143,4 +164,5 @@ CAF_ADD_TYPE_ID(milesrt_runtime, (milesrt::runtime::train_reply))
 CAF_ADD_TYPE_ID(milesrt_runtime, (milesrt::runtime::actor_state))
 CAF_ADD_TYPE_ID(milesrt_runtime, (milesrt::runtime::spawn_request))
 CAF_ADD_TYPE_ID(milesrt_runtime, (std::vector<uint8_t>))
+CAF_ADD_TYPE_ID(milesrt_runtime, (milesrt::runtime::buffer_reply))
 CAF_END_TYPE_ID_BLOCK(milesrt_runtime)

@@ -71,12 +71,14 @@ struct driver_snapshot {
   /// The sources' mix: each one's round-robin credit, and whether it ran out.
   std::vector<double> source_credit;
   std::vector<uint8_t> source_out;
+  /// With a buffer actor: the items it held (its own snapshot holds them), and those it dropped.
+  uint64_t buffer_held = 0, buffer_dropped = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_snapshot& x) {
   return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
-           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out);
+           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held, x.buffer_dropped);
 }
 
 /// An admission under way: what each source (in plan.sources order) was asked for, and its answer.
@@ -99,7 +101,11 @@ struct driver_state {
   std::map<uint64_t, uint32_t> live_work;  // origin -> envelopes alive (queued or in requests)
   std::set<uint64_t> arrived_origins;      // live origins with an item at the buffer (kept or dropped)
   uint32_t live_publish = 0;
-  std::deque<envelope> buffer;
+  std::deque<envelope> buffer;  // the learner's items, when the graph has no buffer actor
+  uint64_t buffer_held = 0;     // with a buffer actor: the items it holds, as its last answer said
+  // Of counters.dropped_stale, what the buffer actor's policy dropped: not the schedule's doing,
+  // so it frees room for new work (the schedule's view leaves it out).
+  uint64_t buffer_dropped = 0;
   std::vector<output> last_publication;
   driver_counters counters;  // in_flight and buffered are filled in by counters_now()
   std::unique_ptr<schedule_policy> policy;  // picked once from plan.schedule
@@ -128,6 +134,14 @@ struct driver_state {
 };
 
 using driver = caf::stateful_actor<driver_state>*;
+
+bool has_buffer(driver self) { return self->state.plan.buffer != graph_plan::no_buffer; }
+
+/// Where the items bound for the learner go: the buffer actor, or (without one) the learner.
+size_t learner_feed(driver self) { return has_buffer(self) ? self->state.plan.buffer : self->state.plan.learner; }
+
+/// Items waiting for the learner: in the buffer actor, or in the driver's own queue.
+uint64_t buffered(driver self) { return has_buffer(self) ? self->state.buffer_held : self->state.buffer.size(); }
 
 void finish(driver self, bool ok, const std::string& error);
 void admit(driver self);
@@ -230,14 +244,15 @@ uint64_t outstanding_work(driver self, size_t node) {
 
 /// Whether `node` may be sent `extra` more work items: every edge it feeds keeps room for one
 /// output of each item it holds and of the new ones, so that what it answers always fits. Edges
-/// into the learner are bounded at admission instead (admission_room).
+/// into the learner (or its buffer actor) are bounded at admission instead (admission_room).
 bool has_room(driver self, size_t node, uint64_t extra) {
   auto& st = self->state;
   const uint64_t claims = outstanding_work(self, node) + extra;
+  const size_t feed = learner_feed(self);
   for (const auto& [port, edges] : st.nodes[node].routes) {
     for (size_t e : edges) {
       const auto& o = st.edges[e];
-      if (o.plan.to != st.plan.learner && o.held + claims > o.plan.capacity) return false;
+      if (o.plan.to != feed && o.plan.to != st.plan.learner && o.held + claims > o.plan.capacity) return false;
     }
   }
   return true;
@@ -248,10 +263,11 @@ bool has_room(driver self, size_t node, uint64_t extra) {
 /// and work already admitted can always drain into it).
 uint64_t admission_room(driver self) {
   auto& st = self->state;
-  const uint64_t open = st.live_work.size() + st.producing + st.buffer.size();
+  const uint64_t open = st.live_work.size() + st.producing + buffered(self);
+  const size_t feed = learner_feed(self);
   uint64_t room = UINT64_MAX;
   for (const auto& e : st.edges) {
-    if (e.plan.to == st.plan.learner) {
+    if (e.plan.to == feed) {
       room = std::min<uint64_t>(room, e.plan.capacity > open ? e.plan.capacity - open : 0);
     } else if (std::find(st.plan.sources.begin(), st.plan.sources.end(), e.plan.from) != st.plan.sources.end()) {
       room = std::min<uint64_t>(room, e.plan.capacity > e.held ? e.plan.capacity - e.held : 0);
@@ -274,12 +290,47 @@ void release(driver self, const pending& p) {
   }
 }
 
-/// An item reaches the learner's buffer; the schedule keeps it or drops it as stale.
-void accept(driver self, const envelope& item) {
+void after_progress(driver self);
+
+/// Sends `item` to the buffer actor's `port`; the item stays in flight until the buffer answers.
+void put_into_buffer(driver self, const envelope& item, const std::string& port) {
+  auto& st = self->state;
+  const size_t b = st.plan.buffer;
+  auto t0 = steady::now();
+  const std::string message = "put " + port + " (item " + std::to_string(item.origin) + ")";
+  uint64_t ticket = open_ticket(self, b, 0, [=] { put_into_buffer(self, item, port); }, message, ticket_rt::work);
+  self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, put_atom::value, port, item, st.version)
+      .then(
+          [=](buffer_reply& reply) {
+            auto& s = self->state;
+            if (s.done || !close_ticket(self, b, 0, ticket)) return;
+            s.busy[s.nodes[b].plan.name] += seconds_since(t0);
+            add_metrics(self, reply.metrics);
+            s.buffer_held = reply.size;
+            s.counters.accepted += reply.kept;
+            s.counters.dropped_stale += reply.dropped_stale;
+            s.buffer_dropped += reply.dropped_stale;
+            release(self, {item, false});
+            after_progress(self);
+          },
+          [=](caf::error& err) {
+            request_failed(self, b, 0, ticket, "the driver, routing item " + std::to_string(item.origin) + " to the buffer,",
+                           message, err);
+          });
+}
+
+/// An item reaches the learner's buffer (the driver's queue or the buffer actor); the schedule
+/// keeps it or drops it as stale, then the buffer actor's policy may.
+void accept(driver self, const envelope& item, const std::string& port) {
   auto& st = self->state;
   st.arrived_origins.insert(item.origin);
   if (st.policy->on_arrival(st.version, item.min_version) == arrival_verdict::drop_stale) {
     st.counters.dropped_stale++;
+    return;
+  }
+  if (has_buffer(self)) {
+    st.live_work[item.origin]++;  // released when the buffer has answered
+    put_into_buffer(self, item, port);
     return;
   }
   st.counters.accepted++;
@@ -294,8 +345,8 @@ void route(driver self, size_t node, std::vector<output>& outputs, bool publish)
     if (r == st.nodes[node].routes.end()) continue;  // an unconnected output port
     for (size_t e : r->second) {
       auto& edge = st.edges[e];
-      if (edge.plan.to == st.plan.learner) {
-        accept(self, out.item);
+      if (edge.plan.to == learner_feed(self) && !publish) {
+        accept(self, out.item, edge.plan.to_port);
         continue;
       }
       if (publish) {
@@ -333,8 +384,7 @@ live_view live_view_of(driver self, const std::string& state, const std::string&
     live_actor a;
     a.name = n.plan.name;
     a.kind = n.plan.kind->name;
-    a.role = n.plan.kind->role == role::source ? "source"
-             : n.plan.kind->role == role::learner ? "learner" : "stage";
+    a.role = to_string(n.plan.kind->role);
     a.replicas = static_cast<uint32_t>(n.plan.replicas.size());
     a.placement = n.plan.placement;
     for (const auto& t : n.tickets) a.in_flight += t.size();
@@ -350,11 +400,11 @@ live_view live_view_of(driver self, const std::string& state, const std::string&
     v.actors[e.plan.to].queued += le.queued;
     v.edges.push_back(std::move(le));
   }
-  // The learner's queue is the driver's buffer.
-  if (!v.actors.empty()) v.actors[st.plan.learner].queued += st.buffer.size();
+  // What the learner's buffer holds (the driver's queue, or the buffer actor).
+  if (!v.actors.empty()) v.actors[learner_feed(self)].queued += buffered(self);
   driver_counters c = st.counters;
   c.in_flight = st.live_work.size();
-  c.buffered = st.buffer.size();
+  c.buffered = buffered(self);
   v.counters = counter_values(c);
   return v;
 }
@@ -370,6 +420,20 @@ void report_live(driver self, bool force, const std::string& state = "running",
   st.opts.on_live(live_view_of(self, state, error));
 }
 
+/// Nothing in flight, no new work admitted, no batch to train, no checkpoint under way and the run
+/// not over: no answer will ever come. The run ends naming where it stood instead of hanging.
+void check_stall(driver self) {
+  auto& st = self->state;
+  if (st.done || !quiescent(self) || st.checkpointing || st.checkpoint_due != 0 || !st.lost_workers.empty()) return;
+  finish(self, false, "the run stalled after step " + std::to_string(st.step) + " of " + std::to_string(st.plan.steps) +
+                          ": nothing is in flight, the schedule admits no new work (" +
+                          std::to_string(st.counters.admitted) + " admitted, " + std::to_string(st.counters.accepted) +
+                          " accepted, " + std::to_string(st.counters.dropped_stale) + " dropped as stale) and " +
+                          (has_buffer(self) ? "actor '" + st.nodes[st.plan.buffer].plan.name + "'" : std::string("the learner's buffer")) +
+                          " holds " + std::to_string(buffered(self)) + " of the " + std::to_string(st.plan.batch_size) +
+                          " items a batch needs");
+}
+
 void after_progress(driver self) {
   if (self->state.done) return;
   // Room may have opened downstream of work held on an edge.
@@ -377,6 +441,7 @@ void after_progress(driver self) {
   try_train(self);
   maybe_checkpoint_or_finish(self);
   admit(self);
+  check_stall(self);
   if (!self->state.done) report_live(self, false);
 }
 
@@ -455,9 +520,9 @@ schedule_view view_of(driver self) {
   v.published = st.published;
   v.in_flight = st.live_work.size();
   v.producing = st.producing;
-  v.buffered = st.buffer.size();
+  v.buffered = buffered(self);
   v.accepted = st.counters.accepted;
-  v.dropped_stale = st.counters.dropped_stale;
+  v.dropped_stale = st.counters.dropped_stale - st.buffer_dropped;
   v.quiescent = quiescent(self);
   return v;
 }
@@ -467,7 +532,7 @@ driver_counters counters_now(driver self) {
   auto& st = self->state;
   driver_counters c = st.counters;
   c.in_flight = st.live_work.size();
-  c.buffered = st.buffer.size();
+  c.buffered = buffered(self);
   return c;
 }
 
@@ -628,13 +693,81 @@ std::vector<envelope> take_batch(driver self) {
   return batch;
 }
 
+void train_on(driver self, std::vector<envelope> batch);
+
+/// Asks the buffer actor for the learner's next batch (the first half of a step).
+void take_from_buffer(driver self) {
+  auto& st = self->state;
+  const size_t b = st.plan.buffer;
+  st.training = true;  // nothing else is taken meanwhile
+  const uint64_t count = st.plan.batch_size;
+  const bool discard_rest = st.policy->discards_surplus();
+  const std::string message = "take " + std::to_string(count) + " (for step " + std::to_string(st.step + 1) + ")";
+  auto t0 = steady::now();
+  uint64_t ticket = open_ticket(self, b, 0, [=] {
+    self->state.training = false;
+    try_train(self);
+  }, message);
+  self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, take_atom::value, count, st.version,
+                discard_rest)
+      .then(
+          [=](buffer_reply& reply) {
+            auto& s = self->state;
+            if (s.done || !close_ticket(self, b, 0, ticket)) return;
+            s.training = false;
+            const auto& n = s.nodes[b].plan;
+            s.busy[n.name] += seconds_since(t0);
+            add_metrics(self, reply.metrics);
+            s.buffer_held = reply.size;
+            // Counted once: no longer accepted, now dropped (as the driver's own queue counts).
+            const uint64_t dropped = std::min<uint64_t>(reply.dropped_stale, s.counters.accepted);
+            s.counters.accepted -= dropped;
+            s.counters.dropped_stale += dropped;
+            s.buffer_dropped += dropped;
+            s.counters.surplus += reply.surplus;
+            const std::string who = "actor '" + n.name + "' (kind " + n.kind->name + ")";
+            if (reply.items.empty()) {
+              if (reply.size >= count) {
+                // It would be asked again and again: a policy that serves nothing from enough.
+                finish(self, false, who + " holds " + std::to_string(reply.size) + " items but served none of the " +
+                                        std::to_string(count) + " the learner asked for (" + message + ")");
+                return;
+              }
+              after_progress(self);  // not enough fit to train: wait for more
+              return;
+            }
+            if (reply.items.size() != count) {
+              finish(self, false, who + " answered '" + message + "' with " + std::to_string(reply.items.size()) +
+                                      " items (a batch is " + std::to_string(count) + ", or none)");
+              return;
+            }
+            for (const auto& e : reply.items)
+              if (s.policy->on_take(s.version, e.min_version) != take_verdict::keep) s.counters.stale_violations++;
+            train_on(self, std::move(reply.items));
+          },
+          [=](caf::error& err) {
+            request_failed(self, b, 0, ticket, "the driver, taking the learner's batch,", message, err);
+          });
+}
+
 void try_train(driver self) {
   auto& st = self->state;
   if (st.done || st.training || st.checkpoint_due || st.step >= st.plan.steps) return;
   if (unavailable(self, st.plan.learner)) return;
+  if (has_buffer(self) && unavailable(self, st.plan.buffer)) return;
   if (!st.policy->batch_ready(view_of(self))) return;
+  if (has_buffer(self)) {
+    take_from_buffer(self);
+    return;
+  }
   std::vector<envelope> batch = take_batch(self);
   if (batch.empty()) return;
+  train_on(self, std::move(batch));
+}
+
+/// Trains the learner on `batch` (taken from the buffer) as step `step + 1`.
+void train_on(driver self, std::vector<envelope> batch) {
+  auto& st = self->state;
   // Arrival order depends on which replica answered first; the learner sees admission order, so
   // that a step (and a resumed run) trains on the same batch in the same order every time.
   std::stable_sort(batch.begin(), batch.end(),
@@ -644,11 +777,10 @@ void try_train(driver self) {
   auto target = st.nodes[learner].plan.replicas[0];
   uint64_t next_step = st.step + 1;
   auto t0 = steady::now();
+  // After a restart of the learner, its replacement gets the same batch.
   uint64_t ticket = open_ticket(self, learner, 0, [=] {
-    auto& s = self->state;
-    s.training = false;
-    for (auto it = batch.rbegin(); it != batch.rend(); ++it) s.buffer.push_front(*it);
-    try_train(self);
+    self->state.training = false;
+    train_on(self, batch);
   }, "train step " + std::to_string(next_step) + " (" + std::to_string(batch.size()) + " items)");
   self->request(target, st.nodes[learner].plan.deadline, train_atom::value, next_step, batch)
       .then(
@@ -728,6 +860,8 @@ std::vector<uint8_t> serialize_driver(driver self) {
   snap.last_publication = st.last_publication;
   snap.source_credit = st.source_credit;
   snap.source_out = st.source_out;
+  snap.buffer_held = st.buffer_held;
+  snap.buffer_dropped = st.buffer_dropped;
   std::vector<char> buf;
   caf::binary_serializer sink{self->system(), buf};
   if (auto err = sink(snap)) {
@@ -758,6 +892,8 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   }
   st.source_credit = snap.source_credit;
   st.source_out = snap.source_out;
+  st.buffer_held = snap.buffer_held;
+  st.buffer_dropped = snap.buffer_dropped;
   st.arrived_origins.clear();
 }
 
@@ -849,7 +985,7 @@ void maybe_checkpoint_or_finish(driver self) {
   }
   if (st.step >= st.plan.steps) {
     finish(self, true, "");
-  } else if (st.exhausted && st.buffer.size() < st.plan.batch_size) {
+  } else if (st.exhausted && buffered(self) < st.plan.batch_size) {
     st.note = sources_named(self) + " ran out of items after " +
               std::to_string(st.step) + " of " + std::to_string(st.plan.steps) + " steps";
     finish(self, true, "");
@@ -1130,7 +1266,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
       [=](start_atom) {
         auto& s = self->state;
         for (const auto& e : s.edges) {
-          if (e.plan.to == s.plan.learner && e.plan.capacity < s.plan.batch_size) {
+          if (e.plan.to == learner_feed(self) && e.plan.capacity < s.plan.batch_size) {
             // Validation refuses such a graph; a plan made by hand would wait forever.
             finish(self, false, "edge " + s.nodes[e.plan.from].plan.name + "." + e.plan.from_port + " -> " +
                                     s.nodes[e.plan.to].plan.name + "." + e.plan.to_port + ": capacity " +

@@ -220,6 +220,79 @@ TEST_F(Driver, SyncResumeContinuesBitwise) {
   }
 }
 
+/// The toy graph with a toy_buffer actor between the stage and the learner (`buffer_extra` adds to
+/// the buffer's spec).
+std::string buffered_toy_graph(const std::string& stage_extra, const std::string& buffer_extra,
+                               const std::string& schedule, const std::string& run) {
+  auto f = testing::toy_graph(stage_extra, schedule, run);
+  const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
+  f.replace(f.find(learner), learner.size(), "(name = \"buf\", kind = \"toy_buffer\"" + buffer_extra + "),\n" + learner);
+  const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
+  f.replace(f.find(edge), edge.size(),
+            "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = \"learner.items\")");
+  return f;
+}
+
+// With a buffer actor in the graph, the driver puts every item into it and takes the learner's
+// batches from it: the same lockstep run, item for item, as with the driver's own queue; in
+// async the bound holds; the buffer's answers are the counters' (buffered at the end).
+TEST_F(Driver, ABufferActorHoldsTheLearnersItems) {
+  records plain, buffered;
+  auto a = run(testing::toy_graph(", replicas = 3", sync_schedule(), kRun), &plain);
+  ASSERT_TRUE(a.ok) << a.error;
+  std::filesystem::remove_all(dir_ / "run");
+  auto b = run(buffered_toy_graph(", replicas = 3", "", sync_schedule(), kRun), &buffered);
+  ASSERT_TRUE(b.ok) << b.error;
+  ASSERT_EQ(buffered.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(buffered[i].batch_origins, plain[i].batch_origins) << "step " << i + 1;
+    EXPECT_EQ(buffered[i].metrics.at("total"), plain[i].metrics.at("total")) << "step " << i + 1;
+  }
+  check_run(b, buffered, false, 0, 4);
+  EXPECT_EQ(b.counters.admitted, a.counters.admitted);
+  for (int s : {0, 2}) {
+    for (bool drop : {false, true}) {
+      std::filesystem::remove_all(dir_ / "run");
+      records steps;
+      // With onStale = drop the buffer drops what went stale while it waited, as the queue would.
+      const std::string extra = drop ? ", params = (custom = [(name = \"max_staleness\", value = (int = " +
+                                           std::to_string(s) + "))])" : "";
+      auto o = run(buffered_toy_graph(", replicas = 2, params = (custom = [(name = \"delay_ms\", value = (int = 1))])",
+                                      extra, async_schedule(s, drop), kRun), &steps);
+      ASSERT_TRUE(o.ok) << o.error;
+      EXPECT_EQ(o.steps, 5u);
+      check_run(o, steps, true, s, 4);
+    }
+  }
+}
+
+TEST_F(Driver, ABufferThatServesNoBatchFailsTheRunNamingIt) {
+  auto o = run(buffered_toy_graph("", ", params = (custom = [(name = \"refuse\", value = (bool = true))])",
+                                  sync_schedule(), kRun));
+  EXPECT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("actor 'buf' (kind toy_buffer) holds 4 items but served none of the 4 the learner asked for"),
+            std::string::npos) << o.error;
+}
+
+TEST_F(Driver, ABufferedRunResumesBitwise) {
+  const std::string run6 = "(steps = 6, batchSize = 3, checkpointInterval = 2)";
+  records full;
+  auto a = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &full);
+  ASSERT_TRUE(a.ok) << a.error;
+  std::filesystem::remove_all(dir_ / "run");
+  records first, second;
+  auto b = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &first, false, {"run.steps=4"});
+  ASSERT_TRUE(b.ok) << b.error;
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "run" / "checkpoints" / "step-4" / "buf-0.state"));
+  auto c = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &second, true);
+  ASSERT_TRUE(c.ok) << c.error;
+  ASSERT_EQ(second.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(second[i].batch_origins, full[4 + i].batch_origins);
+    EXPECT_EQ(second[i].metrics, full[4 + i].metrics);
+  }
+}
+
 /// Two toy sources mixed 70/30 (`b_extra` adds to b's spec) into the toy stage and learner.
 std::string mix_graph(const std::string& b_extra, const std::string& schedule, const std::string& run) {
   return R"(name = "mix",
@@ -397,6 +470,7 @@ struct schedule_case {
   int steps = 3;
   int drop_every = 0;
   int capacity = 0;
+  bool buffer = false;  ///< a toy_buffer actor between the stage and the learner
 };
 
 class Schedules : public testing::scratch_test {
@@ -453,6 +527,16 @@ class Schedules : public testing::scratch_test {
       f.replace(f.find("to = \"stage.items\")"), 19,
                 "to = \"stage.items\", capacity = " + std::to_string(c.capacity) + ")");
     }
+    if (c.buffer) {
+      // Dropping stale items at the take is the buffer's part then (onStale = drop).
+      const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
+      f.replace(f.find(learner), learner.size(),
+                "(name = \"buf\", kind = \"toy_buffer\", params = (custom = [(name = \"max_staleness\", value = (int = " +
+                    std::to_string(c.async && c.drop ? c.staleness : -1) + "))])),\n" + learner);
+      const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
+      f.replace(f.find(edge), edge.size(),
+                "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = \"learner.items\")");
+    }
     return f;
   }
 
@@ -468,6 +552,7 @@ class Schedules : public testing::scratch_test {
     c.steps = in(2, 4);
     c.drop_every = in(0, 1) ? 0 : in(2, 4);
     c.capacity = in(0, 2);
+    c.buffer = in(0, 1) == 1;
     return c;
   }
 
@@ -521,6 +606,9 @@ TEST_F(Schedules, RandomOrdersAcrossACheckpointAndResume) {
     check_run(o1, kept, c.async, c.staleness, c.batch, &trained);
     check_run(o2, second, c.async, c.staleness, c.batch, &trained);
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
+    // Across the resume, every item accepted was trained or is still held: nothing the buffer
+    // held at the checkpoint was lost.
+    EXPECT_EQ(o2.counters.accepted, uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
   }
 }
 
@@ -544,8 +632,10 @@ TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
       schedule_case plain = c;
       plain.capacity = 0;
       auto f = fields(plain, steps, 2);
+      // With a buffer actor, the edge into it bounds what the learner's items take.
+      const std::string feed = c.buffer ? "to = \"buf.items\"" : "to = \"learner.items\"";
       for (auto [to, cap] : {std::pair<std::string, int>{"to = \"stage.items\"", to_stage},
-                             std::pair<std::string, int>{"to = \"learner.items\"", to_learner}}) {
+                             std::pair<std::string, int>{feed, to_learner}}) {
         f.replace(f.find(to + ")"), to.size() + 1, to + ", capacity = " + std::to_string(cap) + ")");
       }
       return load(name, f);
@@ -557,7 +647,7 @@ TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
         if (e.queued + e.in_flight == stage_cap) reached["edge"]++;
       }
       for (const auto& a : v.actors) {
-        if (a.name != "learner") continue;
+        if (a.name != (c.buffer ? "buf" : "learner")) continue;
         EXPECT_LE(a.queued, buffer_cap) << "the learner's buffer";
         if (a.queued == buffer_cap) reached["buffer"]++;
       }
@@ -577,6 +667,9 @@ TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
     check_run(o1, kept, c.async, c.staleness, c.batch, &trained);
     check_run(o2, second, c.async, c.staleness, c.batch, &trained);
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
+    // Across the resume, every item accepted was trained or is still held: nothing the buffer
+    // held at the checkpoint was lost.
+    EXPECT_EQ(o2.counters.accepted, uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
   }
   EXPECT_GT(reached["edge"], 100u);
   EXPECT_GT(reached["buffer"], 100u);
@@ -621,6 +714,9 @@ TEST_F(Schedules, RandomKillsOfARestartableStageLoseAndRepeatNothing) {
     for (size_t k = 0; k < size_t(interval); ++k)
       for (auto origin : first[k].batch_origins) EXPECT_TRUE(trained.insert(origin).second) << "item " << origin;
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
+    // Across the resume, every item accepted was trained or is still held: nothing the buffer
+    // held at the checkpoint was lost.
+    EXPECT_EQ(o2.counters.accepted, uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
     restarts += o1.counters.restarts + o2.counters.restarts;
     requeued += o2.counters.requeued;
   }

@@ -55,6 +55,10 @@ struct graph_plan {
   std::vector<size_t> sources;
   std::vector<double> source_weights;
   size_t learner = 0;
+  /// The buffer actor between the stages and the learner, or no_buffer: the driver keeps the
+  /// learner's items in a first-in-first-out queue itself.
+  static constexpr size_t no_buffer = SIZE_MAX;
+  size_t buffer = no_buffer;
   schedule_plan schedule;
   uint32_t batch_size = 1;
   uint64_t steps = 1;

@@ -107,6 +107,7 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
       plan.source_weights.push_back(actor.getWeight() > 0 ? actor.getWeight() : 1.0);
     }
     if (kind->role == role::learner) plan.learner = plan.nodes.size();
+    if (kind->role == role::buffer) plan.buffer = plan.nodes.size();
     index[n.name] = plan.nodes.size();
     plan.nodes.push_back(std::move(n));
   }

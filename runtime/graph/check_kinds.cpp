@@ -227,10 +227,11 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
 
   // The schedule drives one learner and one or more sources (mixed by weight); every actor must be
   // reachable from a source.
-  std::vector<std::string> sources, learners;
+  std::vector<std::string> sources, learners, buffers;
   for (const auto& [name, kind] : kind_of) {
     if (kind->role == runtime::role::source) sources.push_back(name);
     if (kind->role == runtime::role::learner) learners.push_back(name);
+    if (kind->role == runtime::role::buffer) buffers.push_back(name);
   }
   if (kind_of.size() == graph.getActors().size()) {
     if (sources.empty()) {
@@ -251,15 +252,44 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
       report("graph", "field 'actors': the schedule drives exactly one learner actor, found " +
                           std::to_string(learners.size()));
     }
+    if (buffers.size() > 1) {
+      report("graph", "field 'actors': a graph holds at most one buffer actor (the learner's), found " +
+                          std::to_string(buffers.size()) + ": " + buffers[0] + ", " + buffers[1]);
+    }
+    if (learners.size() == 1 && buffers.size() == 1) {
+      // The buffer sits between the stages and the learner: it alone feeds the learner, and it
+      // feeds nothing else.
+      unsigned e = 0;
+      bool feeds_learner = false;
+      for (auto edge : graph.getEdges()) {
+        endpoint from, to;
+        std::string where = "edge " + std::to_string(e++) + " (" + std::string(edge.getFrom()) +
+                            " -> " + std::string(edge.getTo()) + ")";
+        if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
+        if (to.actor == learners[0] && from.actor != buffers[0]) {
+          report(where, "the learner '" + learners[0] + "' takes its batches from the buffer '" + buffers[0] +
+                            "' only: route " + from.actor + "." + from.port + " into the buffer instead");
+        }
+        if (from.actor == buffers[0] && to.actor != learners[0]) {
+          report(where, "the buffer '" + buffers[0] + "' feeds the learner '" + learners[0] + "' only");
+        }
+        feeds_learner = feeds_learner || (from.actor == buffers[0] && to.actor == learners[0]);
+      }
+      if (!feeds_learner) {
+        report("actor '" + buffers[0] + "'", "no edge leads from the buffer to the learner '" + learners[0] + "'");
+      }
+    }
     if (learners.size() == 1) {
-      // An edge into the learner bounds its buffer, which must hold a whole batch.
+      // An edge into the learner (or its buffer actor) bounds what the learner's buffer holds,
+      // which must be a whole batch.
+      const std::string feed = buffers.size() == 1 ? buffers[0] : learners[0];
       const uint32_t batch = graph.getRun().getBatchSize();
       unsigned e = 0;
       for (auto edge : graph.getEdges()) {
         endpoint to;
         std::string where = "edge " + std::to_string(e++) + " (" + std::string(edge.getFrom()) +
                             " -> " + std::string(edge.getTo()) + ")";
-        if (!parse_endpoint(edge.getTo(), to) || to.actor != learners[0]) continue;
+        if (!parse_endpoint(edge.getTo(), to) || to.actor != feed) continue;
         if (edge.getCapacity() != 0 && edge.getCapacity() < batch) {
           report(where, "field 'capacity': " + std::to_string(edge.getCapacity()) +
                             " is below run.batchSize " + std::to_string(batch) +

@@ -31,7 +31,7 @@ TEST_F(CheckKinds, TheToyPipelineIsRunnable) {
 TEST_F(CheckKinds, UnknownKindNamesActorAndKnownKinds) {
   auto s = problems(R"(actors = [(name = "x", kind = "nope")])");
   EXPECT_NE(s.find(file() + "actor 'x': field 'kind': unknown actor kind 'nope' (known: "
-                            "toy_flaky_stage, toy_learner, toy_mortal_stage, toy_source, toy_stage)"),
+                            "toy_buffer, toy_flaky_stage, toy_learner, toy_mortal_stage, toy_source, toy_stage)"),
             std::string::npos) << s;
 }
 
@@ -143,6 +143,39 @@ TEST_F(CheckKinds, SeveralSourcesMixedByWeightAndOnlySourcesTakeOne) {
                    "a source)"),
             std::string::npos) << s;
   EXPECT_EQ(s.find("actor 'a'"), std::string::npos) << s;
+}
+
+TEST_F(CheckKinds, ABufferAloneFeedsTheLearner) {
+  const std::string actors = R"(actors = [(name = "src", kind = "toy_source"), (name = "stage", kind = "toy_stage"),
+              (name = "buf", kind = "toy_buffer"), (name = "learner", kind = "toy_learner")],)";
+  EXPECT_EQ(problems(actors + R"(
+    edges = [(from = "src.items", to = "stage.items"), (from = "stage.items", to = "buf.items"),
+             (from = "buf.items", to = "learner.items")])"), "");
+  // The stage feeds the learner around the buffer, and the buffer feeds a stage.
+  auto s = problems(actors + R"(
+    edges = [(from = "src.items", to = "stage.items"), (from = "stage.items", to = "buf.items", capacity = 1),
+             (from = "stage.items", to = "learner.items"), (from = "buf.items", to = "stage.items")],
+    run = (steps = 2, batchSize = 2))");
+  EXPECT_NE(s.find("edge 2 (stage.items -> learner.items): the learner 'learner' takes its batches from the buffer "
+                   "'buf' only: route stage.items into the buffer instead"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("edge 3 (buf.items -> stage.items): the buffer 'buf' feeds the learner 'learner' only"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("actor 'buf': no edge leads from the buffer to the learner 'learner'"), std::string::npos) << s;
+  // The edge into the buffer bounds the learner's items: it holds a batch.
+  EXPECT_NE(s.find("edge 1 (stage.items -> buf.items): field 'capacity': 1 is below run.batchSize 2"),
+            std::string::npos) << s;
+  auto two = problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "b1", kind = "toy_buffer"),
+              (name = "b2", kind = "toy_buffer"), (name = "learner", kind = "toy_learner")],
+    edges = [(from = "src.items", to = "b1.items"), (from = "src.items", to = "b2.items"),
+             (from = "b1.items", to = "learner.items"), (from = "b2.items", to = "learner.items")])");
+  EXPECT_NE(two.find("graph: field 'actors': a graph holds at most one buffer actor (the learner's), found 2: b1, b2"),
+            std::string::npos) << two;
+  EXPECT_NE(problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_buffer", replicas = 2),
+              (name = "learner", kind = "toy_learner")],
+    edges = [(from = "src.items", to = "buf.items"), (from = "buf.items", to = "learner.items")])")
+                .find("actor 'buf': field 'replicas': a buffer runs as exactly one replica"),
+            std::string::npos);
 }
 
 TEST_F(CheckKinds, UnreachableActor) {

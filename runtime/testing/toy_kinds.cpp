@@ -1,6 +1,7 @@
 #include "runtime/testing/toy_kinds.hpp"
 
 #include <cstring>
+#include <deque>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -181,6 +182,67 @@ learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_
   };
 }
 
+// -- toy_buffer: first in, first out; drops items staler than `max_staleness` when taking (-1:
+// never); `refuse` serves no batch at all (a broken policy).
+
+struct buffer_state {
+  std::deque<envelope> held;
+  uint64_t dropped = 0;
+};
+
+buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_state> self,
+                                      int64_t max_staleness, bool refuse) {
+  return {
+      [=](put_atom, const std::string&, const envelope& e, uint64_t) {
+        self->state.held.push_back(e);
+        buffer_reply reply;
+        reply.kept = 1;
+        reply.size = self->state.held.size();
+        return reply;
+      },
+      [=](take_atom, uint64_t count, uint64_t version, bool discard_rest) {
+        auto& st = self->state;
+        buffer_reply reply;
+        std::deque<envelope> rest;
+        for (auto& e : st.held) {
+          if (max_staleness >= 0 && version > e.min_version && version - e.min_version > uint64_t(max_staleness)) {
+            reply.dropped_stale++;
+          } else {
+            rest.push_back(std::move(e));
+          }
+        }
+        st.held = std::move(rest);
+        st.dropped += reply.dropped_stale;
+        if (!refuse && st.held.size() >= count) {
+          reply.items.assign(st.held.begin(), st.held.begin() + count);
+          st.held.erase(st.held.begin(), st.held.begin() + count);
+          if (discard_rest) {
+            reply.surplus = st.held.size();
+            st.held.clear();
+          }
+        }
+        reply.size = st.held.size();
+        reply.metrics["toy_buffer_dropped"] = double(st.dropped);
+        return reply;
+      },
+      [=](snapshot_atom, const std::string&) -> caf::result<actor_state> {
+        std::vector<envelope> items(self->state.held.begin(), self->state.held.end());
+        std::vector<char> buf;
+        caf::binary_serializer sink{self->system(), buf};
+        if (auto err = sink(items, self->state.dropped)) return err;
+        return actor_state{{buf.begin(), buf.end()}};
+      },
+      [=](restore_atom, const std::string&, const actor_state& s) {
+        std::vector<envelope> items;
+        std::vector<char> buf(s.bytes.begin(), s.bytes.end());
+        caf::binary_deserializer source{self->system(), buf};
+        if (source(items, self->state.dropped)) return false;
+        self->state.held.assign(items.begin(), items.end());
+        return true;
+      },
+  };
+}
+
 /// A stage spawned with its knobs: detached when it sleeps, so that it holds no shared thread.
 caf::actor spawn_stage(caf::actor_system& sys, const stage_knobs& k) {
   if (k.delay_ms > 0) return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(stage_fn, k));
@@ -290,6 +352,23 @@ void register_kinds(runtime::kind_registry& registry) {
         sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay));
   };
   registry.add(learner);
+
+  kind_descriptor buffer;
+  buffer.name = "toy_buffer";
+  buffer.summary = "holds the learner's items first in, first out";
+  buffer.role = role::buffer;
+  buffer.inputs = {{"items", item, ""}};
+  buffer.outputs = {{"items", item, "the learner's batches"}};
+  buffer.params = {
+      {"max_staleness", param_type::integer, "drop items staler than this when taking (-1: never)", false,
+       int64_t{-1}, -1.0, std::nullopt},
+      {"refuse", param_type::boolean, "serve no batch, ever", false, false, std::nullopt, std::nullopt},
+  };
+  buffer.spawn = [](caf::actor_system& sys, const actor_setup& s) {
+    return caf::actor_cast<caf::actor>(
+        sys.spawn(buffer_fn, int_param(s, "max_staleness"), std::get<bool>(s.params.at("refuse"))));
+  };
+  registry.add(buffer);
 }
 
 }  // namespace milesrt::toy

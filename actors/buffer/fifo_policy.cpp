@@ -1,0 +1,35 @@
+// fifo: the groups in the order they arrived; staleness is not looked at (the schedule's admission
+// keeps it bounded).
+#include "actors/buffer/buffer_policy.hpp"
+
+namespace milesrt::buffer {
+namespace {
+
+class fifo_policy final : public buffer_policy {
+ public:
+  choice choose(const std::deque<held_group>& held, uint64_t count, uint64_t learner_version,
+                const policy_rules& rules) const override {
+    choice c;
+    for (size_t i = 0; i < held.size() && c.serve.size() < count; ++i) {
+      c.serve.push_back(i);
+      if (staleness_of(held[i], learner_version) > rules.max_staleness) c.stale_served++;
+    }
+    return c;
+  }
+};
+
+}  // namespace
+
+bool buffer_policy::admit(const held_group&, uint64_t, const policy_rules&) const { return true; }
+
+std::unique_ptr<buffer_policy> make_fifo_policy() { return std::make_unique<fifo_policy>(); }
+
+policy_registry builtin_policies() {
+  policy_registry r{"buffer policy"};
+  r.add("fifo", make_fifo_policy);
+  r.add("staleness", make_staleness_policy);
+  r.add("priority", make_priority_policy);
+  return r;
+}
+
+}  // namespace milesrt::buffer
