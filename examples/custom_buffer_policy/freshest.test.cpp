@@ -22,7 +22,7 @@ buffer::held_group group(uint64_t version, uint64_t arrival) {
 TEST(freshest, serves_the_newest_version_first_and_discards_the_stale) {
   auto p = make_freshest_policy();
   std::deque<buffer::held_group> held = {group(3, 0), group(5, 1), group(4, 2), group(5, 3), group(1, 4)};
-  buffer::policy_rules rules{1, false};  // onStale = wait: freshest discards anyway
+  buffer::policy_rules rules{1, false};  // whenStale = wait: freshest discards anyway
   auto c = p->choose(held, 2, 5, rules);
   EXPECT_EQ(c.serve, (std::vector<size_t>{3, 1}));  // version 5, the newer arrival first
   EXPECT_EQ(c.drop, (std::vector<size_t>{0, 4}));   // versions 3 and 1 lag by more than 1
