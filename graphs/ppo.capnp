@@ -18,15 +18,18 @@
 #              klCoef = 0 to train without KL.
 #   critic     value model = a decoder + value head Linear(hidden, 1) (PATH: critic.model: an HF
 #              folder; value_head.safetensors there is loaded, else the head starts at zero, so
-#              the first advantages are the plain rewards). On "groups" it sets each sample's
-#              values (one per output token), which the trainer's gae estimator needs; on "train"
-#              it gets the same groups as the trainer and takes one optimizer step of the clipped
-#              value loss toward the GAE returns every trainBatch groups. Its weights are
-#              checkpointed with the run (model/ + value_head.safetensors + optimizer state).
+#              the first advantages are the plain rewards), the graph's second learner. On
+#              "groups" (item by item) it sets each sample's values (one per output token), which
+#              the trainer's gae estimator needs; "train" is its batch port: each step the driver
+#              trains it, beside the trainer, on the groups of the trainer's batch, one optimizer
+#              step of the clipped value loss toward the GAE returns per trainBatch groups. Its
+#              weights are checkpointed with the run (model/ + value_head.safetensors + optimizer
+#              state).
 #   filter     group_filter; with a critic, groups whose rewards all agree still carry signal, so
 #              dynamic sampling is off (turn it on to drop them as in GRPO).
-#   trainer    the learner: estimator = "gae" (gamma, lambda as the critic's), PPO clipped loss,
-#              AdamW (PATH: trainer.model = rollout.model; evalData, exportDir).
+#   trainer    the policy learner (the first learner listed: its version is the run's, the one
+#              the rollout generates with): estimator = "gae" (gamma, lambda as the critic's),
+#              PPO clipped loss, AdamW (PATH: trainer.model = rollout.model; evalData, exportDir).
 #   publisher  hands the new weights to the rollout engine (colocated, handover = share: the
 #              engine reads the trainer's own weights in this process, nothing is copied).
 #
@@ -46,9 +49,6 @@ const graph :Graph = (
     (name = "reward", kind = "math_reward"),
     (name = "reference", kind = "reference",
      params = (reference = (model = "runs/arith/sft_model", temperature = 1.0))),             # PATH
-    (name = "critic", kind = "critic",
-     params = (critic = (model = "runs/arith/sft_model", lr = 1e-3, gradClip = 1.0,           # PATH
-                         valueClip = 0.2, gamma = 1.0, lambda = 1.0, trainBatch = 4))),
     (name = "filter", kind = "group_filter", params = (groupFilter = (dynamicSampling = false))),
     (name = "trainer", kind = "trainer",
      params = (trainer = (model = "runs/arith/sft_model", objective = rl, estimator = "gae",  # PATH
@@ -56,6 +56,9 @@ const graph :Graph = (
                           lr = 5e-4, gradClip = 1.0, epsClip = 0.2, temperature = 1.0,
                           evalData = "runs/arith/setup/heldout.jsonl", evalInterval = 10,     # PATH
                           evalMaxNewTokens = 4, exportDir = "runs/arith/ppo_model"))),       # PATH
+    (name = "critic", kind = "critic",
+     params = (critic = (model = "runs/arith/sft_model", lr = 1e-3, gradClip = 1.0,           # PATH
+                         valueClip = 0.2, gamma = 1.0, lambda = 1.0, trainBatch = 4))),
     (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
   ],
   edges = [

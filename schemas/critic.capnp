@@ -25,5 +25,6 @@ struct CriticParams {
   lambda @8 :Float64 = 1.0;
   # The GAE recursion that gives the critic's returns (returns = advantages + values).
   trainBatch @9 :UInt32 = 1;
-  # Groups arriving on "train" per critic optimizer step.
+  # Groups per critic optimizer step: each training step's groups (those of the policy's batch that
+  # reached "train") make ceil(n / trainBatch) optimizer steps.
 }

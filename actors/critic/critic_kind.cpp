@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -21,17 +23,18 @@ struct critic_state {
   std::unique_ptr<critic_core> core;
   std::string name;
   uint32_t train_batch = 1;
-  std::vector<sample_group> pending;  ///< "train" groups waiting for the next step
+  uint64_t version = 0;  ///< steps trained (the learner's version)
 };
 
-/// The inline part of a snapshot: a tag and the pending groups (the weights go to files).
+/// The inline part of a snapshot: a tag, the optimizer's steps and the version (the weights and
+/// the optimizer state go to files).
 std::vector<uint8_t> encode_state(caf::actor_system& sys, const critic_state& st) {
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};
-  std::string tag = "critic-state-1";
+  std::string tag = "critic-state-2";
   uint64_t steps = st.core->optimizer_steps();
-  auto pending = st.pending;
-  if (auto err = sink(tag, steps, pending)) throw std::runtime_error("cannot serialize the critic's pending groups");
+  uint64_t version = st.version;
+  if (auto err = sink(tag, steps, version)) throw std::runtime_error("cannot serialize the critic's state");
   return {buf.begin(), buf.end()};
 }
 
@@ -39,21 +42,27 @@ bool decode_state(caf::actor_system& sys, critic_state& st, const std::vector<ui
   std::vector<char> buf(bytes.begin(), bytes.end());
   caf::binary_deserializer source{sys, buf};
   std::string tag;
-  uint64_t steps = 0;
-  std::vector<sample_group> pending;
-  if (source(tag, steps, pending) || tag != "critic-state-1") return false;
-  st.pending = std::move(pending);
+  uint64_t steps = 0, version = 0;
+  if (source(tag, steps, version) || tag != "critic-state-2") return false;
+  st.version = version;
   return true;
 }
 
-stage_actor::behavior_type critic_fn(stage_actor::stateful_pointer<critic_state> self,
-                                     std::shared_ptr<critic_state> init) {
+/// A learner that also sets values on the groups passing its "groups" port.
+using critic_actor = learner_actor::extend<caf::replies_to<process_atom, std::string, envelope>::with<node_reply>>;
+
+critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_state> self,
+                                      std::shared_ptr<critic_state> init) {
   self->state = std::move(*init);
   return {
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         auto& st = self->state;
         const std::string who = "critic '" + st.name + "'";
-        if (port != "groups" && port != "train") {
+        if (port == "train") {
+          return caf::make_error(caf::sec::unexpected_message,
+                                 who + ": port 'train' takes the learner's batches (train), not single items");
+        }
+        if (port != "groups") {
           return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
         }
         if (!e.payload.match_elements<sample_group>()) {
@@ -62,39 +71,55 @@ stage_actor::behavior_type critic_fn(stage_actor::stateful_pointer<critic_state>
         node_reply reply;
         auto group = e.payload.get_as<sample_group>(0);
         try {
-          if (port == "groups") {
-            const auto t0 = std::chrono::steady_clock::now();
-            auto values = st.core->values(group.samples);
-            double sum = 0, n = 0;
-            for (size_t i = 0; i < values.size(); ++i) {
-              for (float v : values[i]) sum += v, n += 1;
-              group.samples[i].values = std::move(values[i]);
-            }
-            if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
-            reply.metrics["critic_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            envelope out = e;
-            out.payload = caf::make_message(std::move(group));
-            reply.outputs.push_back({"groups", std::move(out)});
-            return reply;
+          const auto t0 = std::chrono::steady_clock::now();
+          auto values = st.core->values(group.samples);
+          double sum = 0, n = 0;
+          for (size_t i = 0; i < values.size(); ++i) {
+            for (float v : values[i]) sum += v, n += 1;
+            group.samples[i].values = std::move(values[i]);
           }
-          st.pending.push_back(std::move(group));
-          if (st.pending.size() < st.train_batch) return reply;
-          std::vector<llm::sample_msg> samples;
-          std::vector<size_t> sizes;
-          for (auto& g : st.pending) {
-            sizes.push_back(g.samples.size());
-            for (auto& s : g.samples) samples.push_back(std::move(s));
-          }
-          st.pending.clear();
-          auto m = st.core->train(samples, sizes);
-          // critic_value_mean is the "groups" port's (the values the trainer sees).
-          m.erase("critic_value_mean");
-          reply.metrics.insert(m.begin(), m.end());
+          if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
+          reply.metrics["critic_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          envelope out = e;
+          out.payload = caf::make_message(std::move(group));
+          reply.outputs.push_back({"groups", std::move(out)});
           return reply;
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, who + ", port '" + port + "', group " +
                                                               std::to_string(group.group_id) + ": " + ex.what());
         }
+      },
+      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
+        // The step's groups (those of the policy's batch), one optimizer step per trainBatch of them.
+        auto& st = self->state;
+        const std::string who = "critic '" + st.name + "', step " + std::to_string(step);
+        train_reply reply;
+        std::map<std::string, double> sums;
+        size_t chunks = 0;
+        try {
+          for (size_t from = 0; from < batch.size(); from += st.train_batch) {
+            std::vector<llm::sample_msg> samples;
+            std::vector<size_t> sizes;
+            for (size_t i = from; i < std::min(batch.size(), from + st.train_batch); ++i) {
+              if (!batch[i].payload.match_elements<sample_group>()) {
+                return caf::make_error(caf::sec::unexpected_message, who + ": its batch holds an item that is not a sample_group");
+              }
+              auto g = batch[i].payload.get_as<sample_group>(0);
+              sizes.push_back(g.samples.size());
+              for (auto& s : g.samples) samples.push_back(std::move(s));
+            }
+            auto m = st.core->train(samples, sizes);
+            // critic_value_mean is the "groups" port's (the values the trainer sees).
+            m.erase("critic_value_mean");
+            for (const auto& [k, v] : m) sums[k] += v;
+            chunks++;
+          }
+        } catch (const std::exception& ex) {
+          return caf::make_error(caf::sec::runtime_error, who + ": " + ex.what());
+        }
+        for (const auto& [k, v] : sums) reply.metrics[k] = v / double(chunks);
+        reply.version = ++st.version;
+        return reply;
       },
       [=](snapshot_atom, const std::string& dir) -> caf::result<actor_state> {
         auto& st = self->state;
@@ -138,10 +163,11 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
 void register_critic_kind(kind_registry& registry) {
   kind_descriptor k;
   k.name = "critic";
-  k.summary = "PPO's value model: sets each sample's values (for gae) and trains on the trainer's groups";
-  k.role = role::stage;
-  k.inputs = {{"groups", llm::port_type::scored_group, "a scored group to give values"},
-              {"train", llm::port_type::scored_group, "the groups the trainer gets (from the filter/buffer): training data"}};
+  k.summary = "PPO's value model, a second learner: sets each sample's values (for gae) and trains each step on the policy's groups";
+  k.role = role::learner;
+  k.inputs = {{"groups", llm::port_type::scored_group, "a scored group to give values (item by item)", true},
+              {"train", llm::port_type::scored_group,
+               "the groups the policy learner gets: each step trains on those of its batch"}};
   k.outputs = {{"groups", llm::port_type::scored_group, "the group with each sample's values"}};
   k.params_member = "critic";
   k.check_params = check;

@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "actors/critic/critic_core.hpp"
@@ -80,13 +81,17 @@ class CriticKind : public ::testing::Test {
     EXPECT_EQ(r->outputs[0].port, "groups");
     return r->outputs[0].item.payload.get_as<sample_group>(0);
   }
+  /// One training step on `g` (a batch of one group), as the driver sends it.
   metric_map train(caf::actor_system& sys, const caf::actor& a, const sample_group& g) {
-    auto r = ask<node_reply>(sys, a, process_atom::value, std::string("train"), wrap(g, g.group_id));
+    auto r = ask<train_reply>(sys, a, train_atom::value, ++steps_, std::vector<envelope>{wrap(g, g.group_id)});
     EXPECT_TRUE(r) << sys.render(r.error());
     if (!r) return {};
     EXPECT_TRUE(r->outputs.empty());
+    versions_[a.address()].push_back(r->version);
     return r->metrics;
   }
+  uint64_t steps_ = 0;
+  std::map<caf::actor_addr, std::vector<uint64_t>> versions_;  ///< per actor, the versions it answered
 
   fs::path dir_;
   kind_registry registry_;
@@ -162,11 +167,21 @@ TEST_F(CriticKind, SnapshotRestoreRoundTripsBitwise) {
   test_system ts(registry_);
   auto a = spawn(ts.sys(), 1e-3, 2);
   std::mt19937 rng(2);
-  // Five train groups with trainBatch 2: two steps, one group pending at the snapshot.
-  for (int i = 0; i < 5; ++i) {
-    auto m = train(ts.sys(), a, values(ts.sys(), a, toy_group(rng, i)));
-    EXPECT_EQ(m.count("critic_loss"), i % 2 == 1 ? 1u : 0u) << "group " << i;
+  // Three training steps: a batch of three groups with trainBatch 2 (two optimizer steps), then
+  // two batches of one group.
+  {
+    std::vector<envelope> three;
+    for (int i = 0; i < 3; ++i) three.push_back(wrap(values(ts.sys(), a, toy_group(rng, i)), uint64_t(i)));
+    auto r = ask<train_reply>(ts.sys(), a, train_atom::value, uint64_t{1}, three);
+    ASSERT_TRUE(r) << ts.sys().render(r.error());
+    EXPECT_EQ(r->version, 1u);
+    EXPECT_EQ(r->metrics.count("critic_loss"), 1u);
   }
+  for (int i = 3; i < 5; ++i) {
+    auto m = train(ts.sys(), a, values(ts.sys(), a, toy_group(rng, i)));
+    EXPECT_EQ(m.count("critic_loss"), 1u) << "group " << i;
+  }
+  EXPECT_EQ(versions_[a.address()], (std::vector<uint64_t>{2, 3}));
   auto snap = ask<actor_state>(ts.sys(), a, snapshot_atom::value, (dir_ / "ck1").string());
   ASSERT_TRUE(snap) << ts.sys().render(snap.error());
 
@@ -176,7 +191,7 @@ TEST_F(CriticKind, SnapshotRestoreRoundTripsBitwise) {
   ASSERT_TRUE(*ok);
   auto snap2 = ask<actor_state>(ts.sys(), b, snapshot_atom::value, (dir_ / "ck2").string());
   ASSERT_TRUE(snap2);
-  EXPECT_EQ(snap->bytes, snap2->bytes);  // pending groups and step count
+  EXPECT_EQ(snap->bytes, snap2->bytes);  // optimizer steps (4) and version (3)
   // Both the decoder and the head trained.
   EXPECT_NE(file_bytes(dir_ / "ck1" / "model" / "model.safetensors"), file_bytes(dir_ / "init" / "model.safetensors"));
   for (const char* f : {"model/config.json", "model/model.safetensors", "model/value_head.safetensors", "optimizer.bin"}) {
@@ -192,13 +207,15 @@ TEST_F(CriticKind, SnapshotRestoreRoundTripsBitwise) {
     for (size_t t = 0; t < s.values.size(); ++t) EXPECT_NEAR(s.values[t], by_hand[t], 1e-6) << t;
     EXPECT_NE(s.values[0], 0.0f);
   }
-  // One more group completes the pending step in both: identical results (optimizer state too).
+  // One more step in both: identical results (optimizer state too), and the same next version.
   auto next = toy_group(rng, 100);
   auto ma = train(ts.sys(), a, values(ts.sys(), a, next));
   auto mb = train(ts.sys(), b, values(ts.sys(), b, next));
   ASSERT_EQ(ma.count("critic_loss"), 1u);
   EXPECT_EQ(ma["critic_loss"], mb["critic_loss"]);
   EXPECT_EQ(ma["critic_grad_norm"], mb["critic_grad_norm"]);
+  EXPECT_EQ(versions_[a.address()].back(), 4u);
+  EXPECT_EQ(versions_[b.address()], (std::vector<uint64_t>{4}));
   auto after_a = values(ts.sys(), a, probe), after_b = values(ts.sys(), b, probe);
   for (size_t i = 0; i < probe.samples.size(); ++i) EXPECT_EQ(after_a.samples[i].values, after_b.samples[i].values);
 
@@ -227,6 +244,11 @@ TEST_F(CriticKind, ChecksParamsAndPorts) {
   auto r = ask<node_reply>(ts.sys(), critic, process_atom::value, std::string("batches"), wrap(sample_group{}));
   ASSERT_FALSE(r);
   EXPECT_NE(ts.sys().render(r.error()).find("no input port 'batches'"), std::string::npos);
+  // "train" is a learner's batch port: its groups come in `train` requests, never one by one.
+  auto one = ask<node_reply>(ts.sys(), critic, process_atom::value, std::string("train"), wrap(sample_group{}));
+  ASSERT_FALSE(one);
+  EXPECT_NE(ts.sys().render(one.error()).find("port 'train' takes the learner's batches"), std::string::npos);
+  EXPECT_EQ(registry_.find("critic")->role, role::learner);
 }
 
 }  // namespace

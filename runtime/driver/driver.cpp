@@ -73,12 +73,15 @@ struct driver_snapshot {
   std::vector<uint8_t> source_out;
   /// With a buffer actor: the items it held (its own snapshot holds them), and those it dropped.
   uint64_t buffer_held = 0, buffer_dropped = 0;
+  /// Per auxiliary learner: the items waiting for their origins' batch, and its version.
+  std::vector<std::vector<envelope>> aux_queue;
+  std::vector<uint64_t> aux_version;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_snapshot& x) {
   return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
-           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held, x.buffer_dropped);
+           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held, x.buffer_dropped, x.aux_queue, x.aux_version);
 }
 
 /// An admission under way: what each source (in plan.sources order) was asked for, and its answer.
@@ -106,6 +109,14 @@ struct driver_state {
   // Of counters.dropped_stale, what the buffer actor's policy dropped: not the schedule's doing,
   // so it frees room for new work (the schedule's view leaves it out).
   uint64_t buffer_dropped = 0;
+  /// Per auxiliary learner (plan.aux_learners order): the items sent to its batch ports, waiting
+  /// for the step whose batch holds their origins; and its version.
+  std::vector<std::deque<envelope>> aux_queue;
+  std::vector<uint64_t> aux_version;
+  /// The step under way: its batch, the learners that have not answered, the policy's reply.
+  std::vector<envelope> step_batch;
+  size_t trains_pending = 0;
+  std::optional<train_reply> step_reply;
   std::vector<output> last_publication;
   driver_counters counters;  // in_flight and buffered are filled in by counters_now()
   std::unique_ptr<schedule_policy> policy;  // picked once from plan.schedule
@@ -139,6 +150,25 @@ bool has_buffer(driver self) { return self->state.plan.buffer != graph_plan::no_
 
 /// Where the items bound for the learner go: the buffer actor, or (without one) the learner.
 size_t learner_feed(driver self) { return has_buffer(self) ? self->state.plan.buffer : self->state.plan.learner; }
+
+/// Whether what edge `e` carries goes into a learner's batches (its buffer actor, or a learner's
+/// batch port) rather than being processed item by item.
+bool feeds_batches(driver self, const edge_plan& e) {
+  auto& st = self->state;
+  if (has_buffer(self) && e.to == st.plan.buffer) return true;
+  const auto& kind = *st.nodes[e.to].plan.kind;
+  if (kind.role != role::learner) return false;
+  for (const auto& p : kind.inputs)
+    if (p.name == e.to_port) return !p.per_item;
+  return true;
+}
+
+/// The index of `node` among the auxiliary learners, or -1.
+int aux_index(driver self, size_t node) {
+  const auto& aux = self->state.plan.aux_learners;
+  auto it = std::find(aux.begin(), aux.end(), node);
+  return it == aux.end() ? -1 : static_cast<int>(it - aux.begin());
+}
 
 /// Items waiting for the learner: in the buffer actor, or in the driver's own queue.
 uint64_t buffered(driver self) { return has_buffer(self) ? self->state.buffer_held : self->state.buffer.size(); }
@@ -248,11 +278,10 @@ uint64_t outstanding_work(driver self, size_t node) {
 bool has_room(driver self, size_t node, uint64_t extra) {
   auto& st = self->state;
   const uint64_t claims = outstanding_work(self, node) + extra;
-  const size_t feed = learner_feed(self);
   for (const auto& [port, edges] : st.nodes[node].routes) {
     for (size_t e : edges) {
       const auto& o = st.edges[e];
-      if (o.plan.to != feed && o.plan.to != st.plan.learner && o.held + claims > o.plan.capacity) return false;
+      if (!feeds_batches(self, o.plan) && o.held + claims > o.plan.capacity) return false;
     }
   }
   return true;
@@ -267,7 +296,7 @@ uint64_t admission_room(driver self) {
   const size_t feed = learner_feed(self);
   uint64_t room = UINT64_MAX;
   for (const auto& e : st.edges) {
-    if (e.plan.to == feed) {
+    if (e.plan.to == feed && feeds_batches(self, e.plan)) {
       room = std::min<uint64_t>(room, e.plan.capacity > open ? e.plan.capacity - open : 0);
     } else if (std::find(st.plan.sources.begin(), st.plan.sources.end(), e.plan.from) != st.plan.sources.end()) {
       room = std::min<uint64_t>(room, e.plan.capacity > e.held ? e.plan.capacity - e.held : 0);
@@ -345,8 +374,12 @@ void route(driver self, size_t node, std::vector<output>& outputs, bool publish)
     if (r == st.nodes[node].routes.end()) continue;  // an unconnected output port
     for (size_t e : r->second) {
       auto& edge = st.edges[e];
-      if (edge.plan.to == learner_feed(self) && !publish) {
-        accept(self, out.item, edge.plan.to_port);
+      if (!publish && feeds_batches(self, edge.plan)) {
+        if (edge.plan.to == learner_feed(self)) {
+          accept(self, out.item, edge.plan.to_port);
+        } else if (int k = aux_index(self, edge.plan.to); k >= 0) {
+          st.aux_queue[size_t(k)].push_back(out.item);
+        }
         continue;
       }
       if (publish) {
@@ -402,6 +435,7 @@ live_view live_view_of(driver self, const std::string& state, const std::string&
   }
   // What the learner's buffer holds (the driver's queue, or the buffer actor).
   if (!v.actors.empty()) v.actors[learner_feed(self)].queued += buffered(self);
+  for (size_t k = 0; k < st.aux_queue.size(); ++k) v.actors[st.plan.aux_learners[k]].queued += st.aux_queue[k].size();
   driver_counters c = st.counters;
   c.in_flight = st.live_work.size();
   c.buffered = buffered(self);
@@ -755,6 +789,8 @@ void try_train(driver self) {
   if (st.done || st.training || st.checkpoint_due || st.step >= st.plan.steps) return;
   if (unavailable(self, st.plan.learner)) return;
   if (has_buffer(self) && unavailable(self, st.plan.buffer)) return;
+  for (size_t aux : st.plan.aux_learners)
+    if (unavailable(self, aux)) return;
   if (!st.policy->batch_ready(view_of(self))) return;
   if (has_buffer(self)) {
     take_from_buffer(self);
@@ -766,63 +802,132 @@ void try_train(driver self) {
 }
 
 /// Trains the learner on `batch` (taken from the buffer) as step `step + 1`.
-void train_on(driver self, std::vector<envelope> batch) {
+/// Every learner of the step has answered: the step is done.
+void complete_step(driver self) {
+  auto& s = self->state;
+  const size_t learner = s.plan.learner;
+  train_reply reply = std::move(*s.step_reply);
+  s.step_reply.reset();
+  std::vector<envelope> batch = std::move(s.step_batch);
+  s.step_batch.clear();
+  s.training = false;
+  s.version = reply.version;
+  s.step = s.step + 1;
+  add_metrics(self, reply.metrics, reply.lists);
+  auto rec = close_step(self, batch);
+  s.last_publication = reply.outputs;
+  route(self, learner, reply.outputs, true);
+  if (s.live_publish == 0) s.published = s.version;
+  if (s.plan.checkpoint_interval > 0 && s.step % s.plan.checkpoint_interval == 0) {
+    s.checkpoint_due = s.step;
+  }
+  if (s.opts.on_step) s.opts.on_step(rec);
+  report_live(self, true);
+  if (!reply.stop.empty()) {
+    // The learner ends the run: nothing new is admitted, in-flight work drains.
+    s.note = "actor '" + s.nodes[learner].plan.name + "' stopped the run after step " +
+             std::to_string(s.step) + ": " + reply.stop;
+    s.plan.steps = s.step;
+  }
+  after_progress(self);
+}
+
+/// Sends the policy learner its batch of step `step`.
+void train_policy(driver self, uint64_t step, std::vector<envelope> batch) {
   auto& st = self->state;
-  // Arrival order depends on which replica answered first; the learner sees admission order, so
-  // that a step (and a resumed run) trains on the same batch in the same order every time.
-  std::stable_sort(batch.begin(), batch.end(),
-                   [](const envelope& a, const envelope& b) { return a.origin < b.origin; });
-  st.training = true;
-  size_t learner = st.plan.learner;
-  auto target = st.nodes[learner].plan.replicas[0];
-  uint64_t next_step = st.step + 1;
+  const size_t learner = st.plan.learner;
   auto t0 = steady::now();
+  const std::string message = "train step " + std::to_string(step) + " (" + std::to_string(batch.size()) + " items)";
   // After a restart of the learner, its replacement gets the same batch.
-  uint64_t ticket = open_ticket(self, learner, 0, [=] {
-    self->state.training = false;
-    train_on(self, batch);
-  }, "train step " + std::to_string(next_step) + " (" + std::to_string(batch.size()) + " items)");
-  self->request(target, st.nodes[learner].plan.deadline, train_atom::value, next_step, batch)
+  uint64_t ticket = open_ticket(self, learner, 0, [=] { train_policy(self, step, batch); }, message);
+  self->request(st.nodes[learner].plan.replicas[0], st.nodes[learner].plan.deadline, train_atom::value, step, batch)
       .then(
           [=](train_reply& reply) {
             auto& s = self->state;
             if (s.done || !close_ticket(self, learner, 0, ticket)) return;
-            s.training = false;
             s.busy[s.nodes[learner].plan.name] += seconds_since(t0);
             if (reply.version <= s.version) {
               finish(self, false,
-                     "actor '" + s.nodes[learner].plan.name + "' answered 'train step " +
-                         std::to_string(next_step) + "' with version " +
-                         std::to_string(reply.version) + ", not newer than " +
-                         std::to_string(s.version));
+                     "actor '" + s.nodes[learner].plan.name + "' answered '" + message + "' with version " +
+                         std::to_string(reply.version) + ", not newer than " + std::to_string(s.version));
               return;
             }
-            s.version = reply.version;
-            s.step = next_step;
-            add_metrics(self, reply.metrics, reply.lists);
-            auto rec = close_step(self, batch);
-            s.last_publication = reply.outputs;
-            route(self, learner, reply.outputs, true);
-            if (s.live_publish == 0) s.published = s.version;
-            if (s.plan.checkpoint_interval > 0 && s.step % s.plan.checkpoint_interval == 0) {
-              s.checkpoint_due = s.step;
-            }
-            if (s.opts.on_step) s.opts.on_step(rec);
-            report_live(self, true);
-            if (!reply.stop.empty()) {
-              // The learner ends the run: nothing new is admitted, in-flight work drains.
-              s.note = "actor '" + s.nodes[learner].plan.name + "' stopped the run after step " +
-                       std::to_string(s.step) + ": " + reply.stop;
-              s.plan.steps = s.step;
-            }
-            after_progress(self);
+            s.step_reply = std::move(reply);
+            if (--s.trains_pending == 0) complete_step(self);
           },
-          [=](caf::error& err) {
-            request_failed(self, learner, 0, ticket, "the driver",
-                           "train step " + std::to_string(next_step) + " (" +
-                               std::to_string(batch.size()) + " items)",
-                           err);
-          });
+          [=](caf::error& err) { request_failed(self, learner, 0, ticket, "the driver", message, err); });
+}
+
+/// Sends auxiliary learner k (of plan.aux_learners) its items of step `step`.
+void train_aux(driver self, size_t k, uint64_t step, std::vector<envelope> items) {
+  auto& st = self->state;
+  const size_t node = st.plan.aux_learners[k];
+  auto t0 = steady::now();
+  const std::string message = "train step " + std::to_string(step) + " (" + std::to_string(items.size()) + " items)";
+  uint64_t ticket = open_ticket(self, node, 0, [=] { train_aux(self, k, step, items); }, message);
+  self->request(st.nodes[node].plan.replicas[0], st.nodes[node].plan.deadline, train_atom::value, step, items)
+      .then(
+          [=](train_reply& reply) {
+            auto& s = self->state;
+            if (s.done || !close_ticket(self, node, 0, ticket)) return;
+            const auto& name = s.nodes[node].plan.name;
+            s.busy[name] += seconds_since(t0);
+            if (reply.version <= s.aux_version[k]) {
+              finish(self, false, "actor '" + name + "' answered '" + message + "' with version " +
+                                      std::to_string(reply.version) + ", not newer than " +
+                                      std::to_string(s.aux_version[k]));
+              return;
+            }
+            s.aux_version[k] = reply.version;
+            add_metrics(self, reply.metrics, reply.lists);
+            route(self, node, reply.outputs, true);
+            if (!reply.stop.empty()) {
+              finish(self, false, "actor '" + name + "' (an auxiliary learner) asked to stop the run after step " +
+                                      std::to_string(step) + " (" + reply.stop + "): only the policy learner '" +
+                                      s.nodes[s.plan.learner].plan.name + "' ends a run");
+              return;
+            }
+            if (--s.trains_pending == 0) complete_step(self);
+          },
+          [=](caf::error& err) { request_failed(self, node, 0, ticket, "the driver", message, err); });
+}
+
+/// Trains the learners on `batch` (taken from the buffer) as step `step + 1`: the policy learner on
+/// the batch, each auxiliary learner on its items of the batch's origins.
+void train_on(driver self, std::vector<envelope> batch) {
+  auto& st = self->state;
+  // Arrival order depends on which replica answered first; the learner sees admission order, so
+  // that a step (and a resumed run) trains on the same batch in the same order every time.
+  auto by_origin = [](const envelope& a, const envelope& b) { return a.origin < b.origin; };
+  std::stable_sort(batch.begin(), batch.end(), by_origin);
+  st.training = true;
+  const uint64_t next_step = st.step + 1;
+  st.step_batch = batch;
+  st.step_reply.reset();
+  st.trains_pending = 1;
+  std::set<uint64_t> in_batch, waiting;
+  for (const auto& e : batch) in_batch.insert(e.origin);
+  for (const auto& e : st.buffer) waiting.insert(e.origin);
+  std::vector<std::pair<size_t, std::vector<envelope>>> aux_batches;
+  for (size_t k = 0; k < st.aux_queue.size(); ++k) {
+    std::vector<envelope> mine;
+    std::deque<envelope> rest;
+    for (auto& e : st.aux_queue[k]) {
+      if (in_batch.count(e.origin)) {
+        mine.push_back(std::move(e));
+      } else if (st.live_work.count(e.origin) || waiting.count(e.origin)) {
+        rest.push_back(std::move(e));  // its origin may still make a later batch
+      }  // else: the policy learner will never train its origin (filtered, dropped, surplus)
+    }
+    st.aux_queue[k] = std::move(rest);
+    std::stable_sort(mine.begin(), mine.end(), by_origin);
+    if (!mine.empty()) {
+      st.trains_pending++;
+      aux_batches.emplace_back(k, std::move(mine));
+    }
+  }
+  train_policy(self, next_step, std::move(batch));
+  for (auto& [k, items] : aux_batches) train_aux(self, k, next_step, std::move(items));
 }
 
 void shut_down_actors(driver self) {
@@ -862,6 +967,8 @@ std::vector<uint8_t> serialize_driver(driver self) {
   snap.source_out = st.source_out;
   snap.buffer_held = st.buffer_held;
   snap.buffer_dropped = st.buffer_dropped;
+  for (const auto& q : st.aux_queue) snap.aux_queue.emplace_back(q.begin(), q.end());
+  snap.aux_version = st.aux_version;
   std::vector<char> buf;
   caf::binary_serializer sink{self->system(), buf};
   if (auto err = sink(snap)) {
@@ -894,6 +1001,12 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   st.source_out = snap.source_out;
   st.buffer_held = snap.buffer_held;
   st.buffer_dropped = snap.buffer_dropped;
+  if (snap.aux_queue.size() != st.plan.aux_learners.size() || snap.aux_version.size() != st.plan.aux_learners.size()) {
+    throw std::runtime_error("the checkpoint was made by a graph with " + std::to_string(snap.aux_queue.size() + 1) +
+                             " learners, this one has " + std::to_string(st.plan.aux_learners.size() + 1));
+  }
+  for (size_t k = 0; k < snap.aux_queue.size(); ++k) st.aux_queue[k].assign(snap.aux_queue[k].begin(), snap.aux_queue[k].end());
+  st.aux_version = snap.aux_version;
   st.arrived_origins.clear();
 }
 
@@ -1215,6 +1328,8 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
   }
   st.source_credit.assign(st.plan.sources.size(), 0.0);
   st.source_out.assign(st.plan.sources.size(), 0);
+  st.aux_queue.assign(st.plan.aux_learners.size(), {});
+  st.aux_version.assign(st.plan.aux_learners.size(), 0);
   const uint64_t window = schedule_window(st.plan.schedule, st.plan.batch_size);
   for (size_t e = 0; e < st.plan.edges.size(); ++e) {
     auto& cap = st.plan.edges[e].capacity;
@@ -1266,7 +1381,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
       [=](start_atom) {
         auto& s = self->state;
         for (const auto& e : s.edges) {
-          if (e.plan.to == learner_feed(self) && e.plan.capacity < s.plan.batch_size) {
+          if (e.plan.to == learner_feed(self) && feeds_batches(self, e.plan) && e.plan.capacity < s.plan.batch_size) {
             // Validation refuses such a graph; a plan made by hand would wait forever.
             finish(self, false, "edge " + s.nodes[e.plan.from].plan.name + "." + e.plan.from_port + " -> " +
                                     s.nodes[e.plan.to].plan.name + "." + e.plan.to_port + ": capacity " +

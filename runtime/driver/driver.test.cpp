@@ -293,6 +293,54 @@ TEST_F(Driver, ABufferedRunResumesBitwise) {
   }
 }
 
+/// The toy graph with a second learner ("aux", metrics prefixed "aux_") fed by the stage beside the
+/// policy learner, listed after it.
+std::string two_learner_graph(const std::string& stage_extra, const std::string& schedule, const std::string& run,
+                              const std::string& learner_extra = "") {
+  auto f = testing::toy_graph(stage_extra, schedule, run);
+  const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
+  f.replace(f.find(learner), learner.size(),
+            "(name = \"learner\", kind = \"toy_learner\"" + learner_extra + "),\n(name = \"aux\", kind = \"toy_learner\", params = (custom = [(name = \"prefix\", value = (text = \"aux_\"))]))");
+  const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
+  f.replace(f.find(edge), edge.size(), edge + ", (from = \"stage.items\", to = \"aux.items\")");
+  return f;
+}
+
+// A second learner trains every step on its items of the policy learner's batch: the same items
+// (their sums agree step by step, also when a filter drops some and in async), the run's version
+// is the policy's, and a resumed run repeats an uninterrupted one.
+TEST_F(Driver, ASecondLearnerTrainsOnThePolicysItemsEachStep) {
+  const std::string filtered = ", replicas = 2, params = (custom = [(name = \"drop_every\", value = (int = 3))])";
+  // A slow policy learner: in async the stage runs ahead and the buffer holds more than a batch,
+  // of which the second learner must get the same items as the policy.
+  const std::string slow = ", params = (custom = [(name = \"delay_ms\", value = (int = 20))])";
+  for (const auto& schedule : {sync_schedule(), async_schedule(1, false), async_schedule(1, true), async_schedule(2, false)}) {
+    std::filesystem::remove_all(dir_ / "run");
+    records steps;
+    auto o = run(two_learner_graph(filtered, schedule, kRun, slow), &steps);
+    ASSERT_TRUE(o.ok) << o.error;
+    ASSERT_EQ(steps.size(), 5u);
+    check_run(o, steps, schedule != sync_schedule(), schedule == async_schedule(2, false) ? 2 : 1, 4);
+    for (const auto& r : steps) {
+      EXPECT_EQ(r.metrics.at("aux_batch_sum"), r.metrics.at("batch_sum")) << schedule << " step " << r.step;
+      EXPECT_EQ(r.metrics.at("aux_batch_items"), 4.0) << schedule << " step " << r.step;
+      EXPECT_EQ(r.version, r.step);
+    }
+    EXPECT_EQ(steps.back().metrics.at("aux_total"), steps.back().metrics.at("total"));
+  }
+  // Across a checkpoint and resume (the second learner's state and its waiting items in it).
+  const std::string run6 = "(steps = 6, batchSize = 3, checkpointInterval = 2)";
+  std::filesystem::remove_all(dir_ / "run");
+  records full, first, second;
+  ASSERT_TRUE(run(two_learner_graph(filtered, sync_schedule(), run6), &full).ok);
+  std::filesystem::remove_all(dir_ / "run");
+  ASSERT_TRUE(run(two_learner_graph(filtered, sync_schedule(), run6), &first, false, {"run.steps=4"}).ok);
+  auto c = run(two_learner_graph(filtered, sync_schedule(), run6), &second, true);
+  ASSERT_TRUE(c.ok) << c.error;
+  ASSERT_EQ(second.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(second[i].metrics, full[4 + i].metrics);
+}
+
 /// Two toy sources mixed 70/30 (`b_extra` adds to b's spec) into the toy stage and learner.
 std::string mix_graph(const std::string& b_extra, const std::string& schedule, const std::string& run) {
   return R"(name = "mix",
@@ -471,6 +519,7 @@ struct schedule_case {
   int drop_every = 0;
   int capacity = 0;
   bool buffer = false;  ///< a toy_buffer actor between the stage and the learner
+  bool aux = false;     ///< (without a buffer) a second learner fed by the stage
 };
 
 class Schedules : public testing::scratch_test {
@@ -527,6 +576,13 @@ class Schedules : public testing::scratch_test {
       f.replace(f.find("to = \"stage.items\")"), 19,
                 "to = \"stage.items\", capacity = " + std::to_string(c.capacity) + ")");
     }
+    if (c.aux && !c.buffer) {
+      const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
+      f.replace(f.find(learner), learner.size(),
+                learner + ",\n(name = \"aux\", kind = \"toy_learner\", params = (custom = [(name = \"prefix\", value = (text = \"aux_\"))]))");
+      const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
+      f.replace(f.find(edge), edge.size(), edge + ", (from = \"stage.items\", to = \"aux.items\")");
+    }
     if (c.buffer) {
       // Dropping stale items at the take is the buffer's part then (onStale = drop).
       const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
@@ -553,6 +609,7 @@ class Schedules : public testing::scratch_test {
     c.drop_every = in(0, 1) ? 0 : in(2, 4);
     c.capacity = in(0, 2);
     c.buffer = in(0, 1) == 1;
+    c.aux = in(0, 1) == 1;
     return c;
   }
 
@@ -562,7 +619,7 @@ class Schedules : public testing::scratch_test {
 TEST_F(Schedules, ThousandRandomDeliveryOrdersKeepEveryProperty) {
   std::mt19937 rng(20261202);
   const int kSchedules = 2000;
-  size_t stale_items = 0, dropped = 0;
+  size_t stale_items = 0, dropped = 0, aux_steps = 0;
   for (int i = 0; i < kSchedules && !HasFailure(); ++i) {
     auto c = random_case(rng);
     auto g = load("s" + std::to_string(i) + ".capnp", fields(c, c.steps, 0));
@@ -575,13 +632,21 @@ TEST_F(Schedules, ThousandRandomDeliveryOrdersKeepEveryProperty) {
     ASSERT_TRUE(o.ok) << o.error;
     ASSERT_EQ(o.steps, uint64_t(c.steps));
     check_run(o, steps, c.async, c.staleness, c.batch);
-    for (const auto& r : steps)
+    for (const auto& r : steps) {
       for (const auto& [staleness, n] : r.staleness) stale_items += staleness > 0 ? n : 0;
+      // A second learner trains on the policy's items, step by step.
+      if (c.aux && !c.buffer) {
+        EXPECT_EQ(r.metrics.at("aux_batch_sum"), r.metrics.at("batch_sum")) << "step " << r.step;
+        EXPECT_EQ(r.metrics.at("aux_batch_items"), double(c.batch)) << "step " << r.step;
+        aux_steps++;
+      }
+    }
     dropped += o.counters.dropped_stale;
   }
   // The async runs really ran ahead of the learner, and `drop` really dropped.
   EXPECT_GT(stale_items, 100u);
   EXPECT_GT(dropped, 10u);
+  EXPECT_GT(aux_steps, 1000u);
   EXPECT_GT(jobs_, 50000u);
 }
 

@@ -60,6 +60,7 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   }
 
   std::map<std::string, size_t> index;
+  bool has_learner = false;
   auto store = std::make_shared<process_store>();  // this process's actors share it
   for (auto actor : r.getActors()) {
     const kind_descriptor* kind = kinds.find(actor.getKind());
@@ -106,7 +107,11 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
       plan.sources.push_back(plan.nodes.size());
       plan.source_weights.push_back(actor.getWeight() > 0 ? actor.getWeight() : 1.0);
     }
-    if (kind->role == role::learner) plan.learner = plan.nodes.size();
+    if (kind->role == role::learner) {
+      if (has_learner) plan.aux_learners.push_back(plan.nodes.size());
+      else plan.learner = plan.nodes.size();
+      has_learner = true;
+    }
     if (kind->role == role::buffer) plan.buffer = plan.nodes.size();
     index[n.name] = plan.nodes.size();
     plan.nodes.push_back(std::move(n));

@@ -227,11 +227,14 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
 
   // The schedule drives one learner and one or more sources (mixed by weight); every actor must be
   // reachable from a source.
+  // In graph order: the first learner is the policy, whose version is the run's.
   std::vector<std::string> sources, learners, buffers;
-  for (const auto& [name, kind] : kind_of) {
-    if (kind->role == runtime::role::source) sources.push_back(name);
-    if (kind->role == runtime::role::learner) learners.push_back(name);
-    if (kind->role == runtime::role::buffer) buffers.push_back(name);
+  for (auto actor : graph.getActors()) {
+    auto it = kind_of.find(actor.getName());
+    if (it == kind_of.end()) continue;
+    if (it->second->role == runtime::role::source) sources.push_back(it->first);
+    if (it->second->role == runtime::role::learner) learners.push_back(it->first);
+    if (it->second->role == runtime::role::buffer) buffers.push_back(it->first);
   }
   if (kind_of.size() == graph.getActors().size()) {
     if (sources.empty()) {
@@ -248,15 +251,19 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
                                            std::string(actor.getKind()) + "' is not a source)");
       }
     }
-    if (learners.size() != 1) {
-      report("graph", "field 'actors': the schedule drives exactly one learner actor, found " +
-                          std::to_string(learners.size()));
+    if (learners.empty()) {
+      report("graph", "field 'actors': the schedule needs a learner actor, found none");
+    }
+    if (learners.size() > 1 && !buffers.empty()) {
+      report("graph", "field 'actors': a graph with a buffer actor drives one learner, found " +
+                          std::to_string(learners.size()) + " (" + learners[0] + ", " + learners[1] +
+                          (learners.size() > 2 ? ", ..." : "") + ")");
     }
     if (buffers.size() > 1) {
       report("graph", "field 'actors': a graph holds at most one buffer actor (the learner's), found " +
                           std::to_string(buffers.size()) + ": " + buffers[0] + ", " + buffers[1]);
     }
-    if (learners.size() == 1 && buffers.size() == 1) {
+    if (!learners.empty() && buffers.size() == 1) {
       // The buffer sits between the stages and the learner: it alone feeds the learner, and it
       // feeds nothing else.
       unsigned e = 0;
@@ -279,7 +286,7 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
         report("actor '" + buffers[0] + "'", "no edge leads from the buffer to the learner '" + learners[0] + "'");
       }
     }
-    if (learners.size() == 1) {
+    if (!learners.empty()) {
       // An edge into the learner (or its buffer actor) bounds what the learner's buffer holds,
       // which must be a whole batch.
       const std::string feed = buffers.size() == 1 ? buffers[0] : learners[0];

@@ -139,7 +139,8 @@ struct learner_state {
 };
 
 learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_state> self,
-                                        int64_t stall_at_step, int64_t die_at_step, int64_t delay_ms) {
+                                        int64_t stall_at_step, int64_t die_at_step, int64_t delay_ms,
+                                        std::string prefix) {
   return {
       [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
         auto& st = self->state;
@@ -158,9 +159,10 @@ learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_
         st.version++;
         train_reply reply;
         reply.version = st.version;
-        reply.metrics["batch_sum"] = double(sum);
-        reply.metrics["total"] = double(st.total);
-        reply.metrics["loss"] = 1.0 / double(st.version);
+        reply.metrics[prefix + "batch_sum"] = double(sum);
+        reply.metrics[prefix + "batch_items"] = double(batch.size());
+        reply.metrics[prefix + "total"] = double(st.total);
+        reply.metrics[prefix + "loss"] = 1.0 / double(st.version);
         envelope w;
         w.payload = caf::make_message(st.version);
         w.min_version = w.max_version = st.version;
@@ -340,16 +342,19 @@ void register_kinds(runtime::kind_registry& registry) {
        -1.0, std::nullopt},
       {"delay_ms", param_type::integer, "milliseconds each step takes (0: none)", false,
        int64_t{0}, 0.0, std::nullopt},
+      {"prefix", param_type::text, "put before its metrics' names (a second learner's, say)", false,
+       std::string(), std::nullopt, std::nullopt},
   };
   learner.spawn = [](caf::actor_system& sys, const actor_setup& s) {
     const auto delay = int_param(s, "delay_ms");
+    const auto prefix = std::get<std::string>(s.params.at("prefix"));
     // A slow learner sleeps: detached, so that it holds no shared thread.
     if (delay > 0) {
       return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(
-          learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay));
+          learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay, prefix));
     }
     return caf::actor_cast<caf::actor>(
-        sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay));
+        sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay, prefix));
   };
   registry.add(learner);
 
