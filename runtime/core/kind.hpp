@@ -38,7 +38,7 @@ struct port_spec {
   std::string type;
   std::string help;
   /// For a learner's input: items arrive one at a time through `process`, as at a stage's port
-  /// (e.g. a critic that sets values on the groups passing by), not in the learner's batches.
+  /// (e.g. a value model that annotates the items passing by), not in the learner's batches.
   bool per_item = false;
 };
 

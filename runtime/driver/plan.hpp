@@ -56,7 +56,7 @@ struct graph_plan {
   std::vector<double> source_weights;
   /// The policy learner (the first learner in the graph): its version is the run's version.
   size_t learner = 0;
-  /// Further learners (a PPO critic): each step each one trains on its items of the origins in
+  /// Further learners (a value model, say): each step each one trains on its items of the origins in
   /// the policy learner's batch, beside it; the step ends when all have answered.
   std::vector<size_t> aux_learners;
   /// The buffer actor between the stages and the learner, or no_buffer: the driver keeps the
