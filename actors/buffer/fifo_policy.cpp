@@ -1,5 +1,6 @@
-// fifo: the groups in the order they arrived; staleness is not looked at (the schedule's admission
-// keeps it bounded).
+// fifo: the groups in the order they arrived. Staleness is the schedule's: its admission keeps it
+// bounded (onStale = wait), or the buffer drops what went past the bound before any policy chooses
+// (onStale = drop), as the driver's own queue would.
 #include "actors/buffer/buffer_policy.hpp"
 
 namespace milesrt::buffer {

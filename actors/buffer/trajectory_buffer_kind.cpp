@@ -85,8 +85,23 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
         reply.size = st.held.size();
         return reply;
       },
-      [=](take_atom, uint64_t count, uint64_t learner_version, bool discard_rest) -> caf::result<buffer_reply> {
+      [=](take_atom, uint64_t count, uint64_t learner_version, bool discard_rest,
+          uint64_t drop_past) -> caf::result<buffer_reply> {
         auto& st = self->state;
+        buffer_reply reply;
+        // The schedule's bound first (onStale = drop): what went stale while it waited goes.
+        if (drop_past != UINT64_MAX) {
+          std::deque<held_group> fresh;
+          for (auto& g : st.held) {
+            if (staleness_of(g, learner_version) > drop_past) {
+              reply.dropped_stale++;
+            } else {
+              fresh.push_back(std::move(g));
+            }
+          }
+          st.held = std::move(fresh);
+          st.dropped_stale += reply.dropped_stale;
+        }
         choice c = st.policy->choose(st.held, count, learner_version, st.rules);
         // A policy (maybe a plugin's) names each held group at most once.
         std::set<size_t> named;
@@ -100,11 +115,10 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
             return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
                                    "': its policy discarded group index " + std::to_string(i) + " of " +
                                    std::to_string(st.held.size()) + " twice, out of range or also served");
-        buffer_reply reply;
         const bool serving = c.serve.size() >= count;
         std::vector<bool> gone(st.held.size(), false);
         for (size_t i : c.drop) gone[i] = true;
-        reply.dropped_stale = c.drop.size();
+        reply.dropped_stale += c.drop.size();
         st.dropped_stale += c.drop.size();
         if (serving) {
           double stale_sum = 0, spread_sum = 0;

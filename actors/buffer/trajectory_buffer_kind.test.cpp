@@ -58,8 +58,9 @@ class TrajectoryBufferKind : public ::testing::Test {
     EXPECT_TRUE(r) << system_->sys().render(r.error());
     return r ? *r : buffer_reply{};
   }
-  buffer_reply take(const caf::actor& a, uint64_t count, uint64_t learner, bool discard_rest = false) {
-    auto r = ask<buffer_reply>(system_->sys(), a, take_atom::value, count, learner, discard_rest);
+  buffer_reply take(const caf::actor& a, uint64_t count, uint64_t learner, bool discard_rest = false,
+                    uint64_t drop_past = UINT64_MAX) {
+    auto r = ask<buffer_reply>(system_->sys(), a, take_atom::value, count, learner, discard_rest, drop_past);
     EXPECT_TRUE(r) << system_->sys().render(r.error());
     return r ? *r : buffer_reply{};
   }
@@ -85,6 +86,15 @@ TEST_F(TrajectoryBufferKind, FifoServesInArrivalOrder) {
   EXPECT_EQ(ids(last), (std::vector<uint64_t>{9, 6}));
   EXPECT_EQ(last.surplus, 1u);
   EXPECT_EQ(last.size, 0u);
+  // The schedule's bound (async, onStale = drop) applies before any policy: at learner version 4,
+  // groups made with version 2 lag by 2 > 1 and go, as they would from the driver's queue.
+  put(a, 10, {0, 1}, 2, 3);
+  put(a, 11, {0, 1}, 3, 3);
+  put(a, 12, {0, 1}, 2, 3);
+  auto bounded = take(a, 1, 4, false, 1);
+  EXPECT_EQ(bounded.dropped_stale, 2u);
+  EXPECT_EQ(ids(bounded), (std::vector<uint64_t>{11}));
+  EXPECT_EQ(bounded.metrics.at("buffer_dropped_stale"), 2.0);
 }
 
 TEST_F(TrajectoryBufferKind, StalenessDropsWhatIsPastTheBoundAndCountsIt) {
@@ -188,7 +198,7 @@ TEST_F(TrajectoryBufferKind, APolicyAddedByNameIsUsedAndABadOneRefused) {
   EXPECT_EQ(ids(take(a, 2, 0)), (std::vector<uint64_t>{3, 2}));
   auto b = spawn("twice");
   for (uint64_t id : {1, 2}) put(b, id, {0, 1}, 0, 0);
-  auto r = ask<buffer_reply>(system_->sys(), b, take_atom::value, uint64_t{2}, uint64_t{0}, false);
+  auto r = ask<buffer_reply>(system_->sys(), b, take_atom::value, uint64_t{2}, uint64_t{0}, false, UINT64_MAX);
   ASSERT_FALSE(r);
   EXPECT_NE(system_->sys().render(r.error()).find("its policy chose group index 0 of 2 twice or out of range"),
             std::string::npos);

@@ -139,7 +139,7 @@ using process_atom = caf::atom_constant<caf::atom("process")>;    // (port, enve
 using train_atom = caf::atom_constant<caf::atom("train")>;        // (step, [envelope]) -> train_reply
 // (port, envelope, learner version) -> buffer_reply
 using put_atom = caf::atom_constant<caf::atom("put")>;
-// (count, learner version, discard the rest) -> buffer_reply
+// (count, learner version, discard the rest, the schedule's staleness bound) -> buffer_reply
 using take_atom = caf::atom_constant<caf::atom("take")>;
 // Checkpoints: the actor may write files of its own under `dir` (e.g. model weights) and returns
 // the small rest of its state inline; restore gets both back.

@@ -76,12 +76,14 @@ struct driver_snapshot {
   /// Per auxiliary learner: the items waiting for their origins' batch, and its version.
   std::vector<std::vector<envelope>> aux_queue;
   std::vector<uint64_t> aux_version;
+  /// Whether the graph had a buffer actor (its items are in that actor's state, not above).
+  bool buffer_actor = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, driver_snapshot& x) {
   return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
-           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held, x.buffer_dropped, x.aux_queue, x.aux_version);
+           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held, x.buffer_dropped, x.aux_queue, x.aux_version, x.buffer_actor);
 }
 
 /// An admission under way: what each source (in plan.sources order) was asked for, and its answer.
@@ -142,6 +144,8 @@ struct driver_state {
   /// Workers whose process went away, awaiting a replacement.
   std::set<std::string> lost_workers;
   std::shared_ptr<void> resume_ask;  ///< resume(): the request of one replica's restore
+  /// From the start of a resume until every actor has its state back: nothing else starts.
+  bool resuming = false;
 };
 
 using driver = caf::stateful_actor<driver_state>*;
@@ -469,7 +473,7 @@ void check_stall(driver self) {
 }
 
 void after_progress(driver self) {
-  if (self->state.done) return;
+  if (self->state.done || self->state.resuming) return;
   // Room may have opened downstream of work held on an edge.
   for (size_t e = 0; e < self->state.edges.size(); ++e) dispatch(self, e);
   try_train(self);
@@ -742,8 +746,12 @@ void take_from_buffer(driver self) {
     self->state.training = false;
     try_train(self);
   }, message);
+  // The schedule's own rule first: with onStale = drop, what went stale while it waited goes, as
+  // from the driver's queue; then the buffer's policy.
+  const uint64_t drop_past = st.plan.schedule.async && st.plan.schedule.drop_stale ? uint64_t(st.plan.schedule.max_staleness)
+                                                                                   : UINT64_MAX;
   self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, take_atom::value, count, st.version,
-                discard_rest)
+                discard_rest, drop_past)
       .then(
           [=](buffer_reply& reply) {
             auto& s = self->state;
@@ -969,6 +977,7 @@ std::vector<uint8_t> serialize_driver(driver self) {
   snap.buffer_dropped = st.buffer_dropped;
   for (const auto& q : st.aux_queue) snap.aux_queue.emplace_back(q.begin(), q.end());
   snap.aux_version = st.aux_version;
+  snap.buffer_actor = has_buffer(self);
   std::vector<char> buf;
   caf::binary_serializer sink{self->system(), buf};
   if (auto err = sink(snap)) {
@@ -982,7 +991,8 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   std::vector<char> buf(bytes.begin(), bytes.end());
   caf::binary_deserializer source{self->system(), buf};
   if (auto err = source(snap)) {
-    throw std::runtime_error("corrupt driver state: " + describe_error(self, err));
+    throw std::runtime_error("corrupt driver state (or one written by another version of milesrt): " +
+                             describe_error(self, err));
   }
   auto& st = self->state;
   st.step = snap.step;
@@ -999,6 +1009,11 @@ void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   }
   st.source_credit = snap.source_credit;
   st.source_out = snap.source_out;
+  if (snap.buffer_actor != has_buffer(self)) {
+    throw std::runtime_error(std::string("the checkpoint was made by a graph ") + (snap.buffer_actor ? "with" : "without") +
+                             " a buffer actor, this one has " + (has_buffer(self) ? "one" : "none") +
+                             ": the learner's items would be lost");
+  }
   st.buffer_held = snap.buffer_held;
   st.buffer_dropped = snap.buffer_dropped;
   if (snap.aux_queue.size() != st.plan.aux_learners.size() || snap.aux_version.size() != st.plan.aux_learners.size()) {
@@ -1108,6 +1123,7 @@ void maybe_checkpoint_or_finish(driver self) {
 /// Restores the driver and every actor from a committed checkpoint, then starts.
 void resume(driver self) {
   auto& st = self->state;
+  st.resuming = true;
   std::shared_ptr<checkpoint_reader> reader;
   try {
     reader = std::make_shared<checkpoint_reader>(st.opts.resume_dir);
@@ -1146,6 +1162,7 @@ void resume(driver self) {
               }
               if (--*waiting != 0) return;
               auto& s = self->state;
+              s.resuming = false;
               if (!s.last_publication.empty()) {
                 // The stages start from the model's files: bring them to the restored version.
                 auto outs = s.last_publication;
@@ -1389,6 +1406,12 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
                                     std::to_string(s.plan.batch_size) + ": the learner's buffer could never hold a batch");
             return;
           }
+        }
+        if (s.plan.buffer != graph_plan::no_buffer && !s.plan.aux_learners.empty()) {
+          // Validation refuses such a graph: the driver cannot see which origins the buffer holds.
+          finish(self, false, "a graph with a buffer actor drives one learner, this plan has " +
+                                  std::to_string(s.plan.aux_learners.size() + 1));
+          return;
         }
         self->state.step_start = steady::now();
         report_live(self, true);

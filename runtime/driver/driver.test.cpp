@@ -254,11 +254,10 @@ TEST_F(Driver, ABufferActorHoldsTheLearnersItems) {
     for (bool drop : {false, true}) {
       std::filesystem::remove_all(dir_ / "run");
       records steps;
-      // With onStale = drop the buffer drops what went stale while it waited, as the queue would.
-      const std::string extra = drop ? ", params = (custom = [(name = \"max_staleness\", value = (int = " +
-                                           std::to_string(s) + "))])" : "";
+      // With onStale = drop the driver has the buffer drop what went stale while it waited (the
+      // toy buffer has no staleness rule of its own here), as the queue would.
       auto o = run(buffered_toy_graph(", replicas = 2, params = (custom = [(name = \"delay_ms\", value = (int = 1))])",
-                                      extra, async_schedule(s, drop), kRun), &steps);
+                                      "", async_schedule(s, drop), kRun), &steps);
       ASSERT_TRUE(o.ok) << o.error;
       EXPECT_EQ(o.steps, 5u);
       check_run(o, steps, true, s, 4);
@@ -284,6 +283,11 @@ TEST_F(Driver, ABufferedRunResumesBitwise) {
   auto b = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &first, false, {"run.steps=4"});
   ASSERT_TRUE(b.ok) << b.error;
   ASSERT_TRUE(std::filesystem::exists(dir_ / "run" / "checkpoints" / "step-4" / "buf-0.state"));
+  // The same checkpoint resumed by a graph without the buffer is refused: its items would be lost.
+  auto without = run(testing::toy_graph(", replicas = 2", sync_schedule(), run6), nullptr, true);
+  EXPECT_FALSE(without.ok);
+  EXPECT_NE(without.error.find("the checkpoint was made by a graph with a buffer actor, this one has none"),
+            std::string::npos) << without.error;
   auto c = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &second, true);
   ASSERT_TRUE(c.ok) << c.error;
   ASSERT_EQ(second.size(), 2u);
@@ -584,11 +588,9 @@ class Schedules : public testing::scratch_test {
       f.replace(f.find(edge), edge.size(), edge + ", (from = \"stage.items\", to = \"aux.items\")");
     }
     if (c.buffer) {
-      // Dropping stale items at the take is the buffer's part then (onStale = drop).
+      // With onStale = drop the driver has the buffer drop what went stale at the take.
       const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
-      f.replace(f.find(learner), learner.size(),
-                "(name = \"buf\", kind = \"toy_buffer\", params = (custom = [(name = \"max_staleness\", value = (int = " +
-                    std::to_string(c.async && c.drop ? c.staleness : -1) + "))])),\n" + learner);
+      f.replace(f.find(learner), learner.size(), "(name = \"buf\", kind = \"toy_buffer\"),\n" + learner);
       const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
       f.replace(f.find(edge), edge.size(),
                 "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = \"learner.items\")");

@@ -128,6 +128,10 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
     if (actor.getDeadlineSeconds() < 0 || std::isnan(actor.getDeadlineSeconds())) {
       report(where, "field 'deadlineSeconds': must be >= 0");
     }
+    if (kind->role == runtime::role::buffer && kind->restartable) {
+      report(where, "field 'kind': kind '" + kind->name + "' is a buffer declared restartable: a restarted buffer " +
+                        "would lose the items it held (a buffer kind must not be restartable)");
+    }
     if (kind->role != runtime::role::stage && actor.getReplicas() != 1) {
       report(where, "field 'replicas': a " + std::string(runtime::to_string(kind->role)) +
                         " runs as exactly one replica");

@@ -170,6 +170,16 @@ TEST_F(CheckKinds, ABufferAloneFeedsTheLearner) {
              (from = "b1.items", to = "learner.items"), (from = "b2.items", to = "learner.items")])");
   EXPECT_NE(two.find("graph: field 'actors': a graph holds at most one buffer actor (the learner's), found 2: b1, b2"),
             std::string::npos) << two;
+  // A buffer kind that says it may be restarted would lose its items in a restart: refused.
+  auto restartable = *kinds_.find("toy_buffer");
+  restartable.name = "toy_restartable_buffer";
+  restartable.restartable = true;
+  kinds_.add(restartable);
+  EXPECT_NE(problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_restartable_buffer"),
+              (name = "learner", kind = "toy_learner")],
+    edges = [(from = "src.items", to = "buf.items"), (from = "buf.items", to = "learner.items")])")
+                .find("actor 'buf': field 'kind': kind 'toy_restartable_buffer' is a buffer declared restartable"),
+            std::string::npos);
   EXPECT_NE(problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_buffer", replicas = 2),
               (name = "learner", kind = "toy_learner")],
     edges = [(from = "src.items", to = "buf.items"), (from = "buf.items", to = "learner.items")])")

@@ -1,5 +1,6 @@
 #include "runtime/testing/toy_kinds.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <chrono>
@@ -202,12 +203,13 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
         reply.size = self->state.held.size();
         return reply;
       },
-      [=](take_atom, uint64_t count, uint64_t version, bool discard_rest) {
+      [=](take_atom, uint64_t count, uint64_t version, bool discard_rest, uint64_t drop_past) {
         auto& st = self->state;
         buffer_reply reply;
         std::deque<envelope> rest;
+        const uint64_t bound = max_staleness >= 0 ? std::min(uint64_t(max_staleness), drop_past) : drop_past;
         for (auto& e : st.held) {
-          if (max_staleness >= 0 && version > e.min_version && version - e.min_version > uint64_t(max_staleness)) {
+          if (version > e.min_version && version - e.min_version > bound) {
             reply.dropped_stale++;
           } else {
             rest.push_back(std::move(e));
