@@ -28,7 +28,7 @@ const fs::path& setup_dir() {
   return dir;
 }
 
-constexpr int kSteps = 6, kBatch = 4;
+constexpr int kSteps = 8, kBatch = 4;
 
 /// `milesrt run` of graphs/grpo_{mode}.capnp, reduced, its engine on the worker "w1".
 std::string run_args(const std::string& mode, const fs::path& run, int port) {
@@ -115,11 +115,13 @@ TEST(chaos, async_engine_worker_killed_at_random_points_trains_every_sample_once
   std::string err;
   const int kills = 3;
   auto wild = disturbed("async", port + 1, kills, [&](const fs::path& run, int k) {
-    // A random moment after the k-th step (model loading and the first step come first).
+    // A random moment within a step (about 0.4 s here) after the k-th step (model loading and the
+    // first step come first); 8 steps leave room for three kills and their replacements even when
+    // a replacement takes a step or two to join.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (steps_of(run).size() < size_t(k + 1) && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 800)(rng)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 300)(rng)));
   }, err);
   std::cout << err;
   EXPECT_EQ(kills_seen(err), kills) << err;
