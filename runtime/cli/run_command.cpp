@@ -1,4 +1,10 @@
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <iostream>
+#include <memory>
+#include <thread>
 #include <set>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +22,24 @@
 namespace milesrt::cli {
 
 namespace {
+
+/// Destroys the actor system, which waits for every actor to be gone, with a watchdog: past a grace
+/// period it says so and ends the process with the run's status. By then the run's results are
+/// written; an actor whose last reference outlives the run (seen, rarely, after a run with a worker
+/// process: a detached actor's thread waiting for its object to be destroyed) must not hold the
+/// exit forever.
+exit_status shut_down(std::unique_ptr<caf::actor_system> sys, exit_status status, context& ctx) {
+  std::ostream* err = &ctx.err;
+  std::thread([status, err] {
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    *err << "milesrt run: warning: an actor was still referenced 20 s after the run ended; exiting "
+            "without waiting for it (the run's results are complete)" << std::endl;
+    std::fflush(nullptr);
+    std::_Exit(static_cast<int>(status));
+  }).detach();
+  sys.reset();
+  return status;
+}
 
 /// "HOST:PORT" or "PORT"; false when malformed.
 bool parse_address(const std::string& text, std::string& host, uint16_t& port) {
@@ -123,64 +147,70 @@ command make_run_command() {
               }
               prepared->kinds.register_types(config);
               if (!opt->listen.empty()) config.load<caf::io::middleman>();
-              caf::actor_system sys{config};
+              // The run, in a scope of its own: everything it holds (the rendezvous, the sinks) is
+              // gone before the actor system is.
+              auto run = [&](caf::actor_system& sys) -> exit_status {
 
-              runtime::run_request req;
-              req.run_dir = !opt->resume.empty() ? opt->resume : opt->run_dir;
-              req.resume = !opt->resume.empty();
-              req.progress = opt->quiet ? nullptr : stderr;
-              // The run directory and the sinks (files, the server's port) before anything starts.
-              const auto run_dir = runtime::resolve_run_dir(g, req);
-              if (auto problem = runtime::unwritable_dir(run_dir); !problem.empty()) {
-                print_error(ctx.err, "run", problem);
-                return exit_status::bad_input;
-              }
-              auto sink_opts = runtime::sinks_for(g, run_dir, opt->metrics_port);
-              if (opt->metrics_port >= 0 && !sink_opts.prometheus && !sink_opts.page) {
-                sink_opts.prometheus = sink_opts.page = true;
-              }
-              try {
-                req.sinks = std::make_shared<runtime::metric_sinks>(sink_opts);
-              } catch (const std::exception& e) {
-                print_error(ctx.err, "run", e.what());
-                return exit_status::bad_input;
-              }
-              if (!req.sinks->url().empty()) {
-                const std::string url = req.sinks->url();
-                ctx.out << "milesrt run:" << (sink_opts.page ? " live page at " + url : "")
-                        << (sink_opts.page && sink_opts.prometheus ? "," : "")
-                        << (sink_opts.prometheus ? " Prometheus metrics at " + url + "metrics" : "")
-                        << std::endl;
-              }
-              std::unique_ptr<runtime::worker_rendezvous> rendezvous;
-              if (!opt->listen.empty()) {
+                runtime::run_request req;
+                req.run_dir = !opt->resume.empty() ? opt->resume : opt->run_dir;
+                req.resume = !opt->resume.empty();
+                req.progress = opt->quiet ? nullptr : stderr;
+                // The run directory and the sinks (files, the server's port) before anything starts.
+                const auto run_dir = runtime::resolve_run_dir(g, req);
+                if (auto problem = runtime::unwritable_dir(run_dir); !problem.empty()) {
+                  print_error(ctx.err, "run", problem);
+                  return exit_status::bad_input;
+                }
+                auto sink_opts = runtime::sinks_for(g, run_dir, opt->metrics_port);
+                if (opt->metrics_port >= 0 && !sink_opts.prometheus && !sink_opts.page) {
+                  sink_opts.prometheus = sink_opts.page = true;
+                }
                 try {
-                  rendezvous = std::make_unique<runtime::worker_rendezvous>(sys, host, port);
-                  ctx.out << "milesrt run: workers join at " << host << ":" << rendezvous->port()
-                          << std::endl;
-                  auto wait = std::chrono::milliseconds(
-                      static_cast<int64_t>(g.reader().getRun().getWorkerWaitSeconds() * 1000));
-                  rendezvous->wait_for(workers, wait);
+                  req.sinks = std::make_shared<runtime::metric_sinks>(sink_opts);
                 } catch (const std::exception& e) {
                   print_error(ctx.err, "run", e.what());
+                  return exit_status::bad_input;
+                }
+                if (!req.sinks->url().empty()) {
+                  const std::string url = req.sinks->url();
+                  ctx.out << "milesrt run:" << (sink_opts.page ? " live page at " + url : "")
+                          << (sink_opts.page && sink_opts.prometheus ? "," : "")
+                          << (sink_opts.prometheus ? " Prometheus metrics at " + url + "metrics" : "")
+                          << std::endl;
+                }
+                std::unique_ptr<runtime::worker_rendezvous> rendezvous;
+                if (!opt->listen.empty()) {
+                  try {
+                    rendezvous = std::make_unique<runtime::worker_rendezvous>(sys, host, port);
+                    ctx.out << "milesrt run: workers join at " << host << ":" << rendezvous->port()
+                            << std::endl;
+                    auto wait = std::chrono::milliseconds(
+                        static_cast<int64_t>(g.reader().getRun().getWorkerWaitSeconds() * 1000));
+                    rendezvous->wait_for(workers, wait);
+                  } catch (const std::exception& e) {
+                    print_error(ctx.err, "run", e.what());
+                    return exit_status::run_failed;
+                  }
+                  auto deadline = std::chrono::milliseconds(
+                      static_cast<int64_t>(g.reader().getRun().getDeadlineSeconds() * 1000));
+                  auto* r = rendezvous.get();
+                  req.worker_directory = r->directory();
+                  req.remote = [r, deadline](const std::string& w, const runtime::spawn_request& s) {
+                    return r->spawn(w, s, deadline);
+                  };
+                }
+                auto outcome = runtime::run_graph(sys, g, prepared->kinds, req);
+                if (!outcome.ok) {
+                  print_error(ctx.err, "run", outcome.error);
                   return exit_status::run_failed;
                 }
-                auto deadline = std::chrono::milliseconds(
-                    static_cast<int64_t>(g.reader().getRun().getDeadlineSeconds() * 1000));
-                auto* r = rendezvous.get();
-                req.worker_directory = r->directory();
-                req.remote = [r, deadline](const std::string& w, const runtime::spawn_request& s) {
-                  return r->spawn(w, s, deadline);
-                };
-              }
-              auto outcome = runtime::run_graph(sys, g, prepared->kinds, req);
-              if (!outcome.ok) {
-                print_error(ctx.err, "run", outcome.error);
-                return exit_status::run_failed;
-              }
-              ctx.out << "milesrt run: metrics in "
-                      << (runtime::resolve_run_dir(g, req) / "metrics.jsonl").string() << "\n";
-              return exit_status::ok;
+                ctx.out << "milesrt run: metrics in "
+                        << (runtime::resolve_run_dir(g, req) / "metrics.jsonl").string() << "\n";
+                return exit_status::ok;
+              };
+              auto sys = std::make_unique<caf::actor_system>(config);
+              const exit_status status = run(*sys);
+              return shut_down(std::move(sys), status, ctx);
             };
           }};
 }
