@@ -21,16 +21,6 @@ class fifo_policy final : public buffer_policy {
 
 }  // namespace
 
-bool buffer_policy::admit(const held_group&, uint64_t, const policy_rules&) const { return true; }
-
 std::unique_ptr<buffer_policy> make_fifo_policy() { return std::make_unique<fifo_policy>(); }
-
-policy_registry builtin_policies() {
-  policy_registry r{"buffer policy"};
-  r.add("fifo", make_fifo_policy);
-  r.add("staleness", make_staleness_policy);
-  r.add("priority", make_priority_policy);
-  return r;
-}
 
 }  // namespace milesrt::buffer

@@ -220,17 +220,21 @@ TEST_F(Driver, SyncResumeContinuesBitwise) {
   }
 }
 
-/// The toy graph with a toy_buffer actor between the stage and the learner (`buffer_extra` adds to
-/// the buffer's spec).
-std::string buffered_toy_graph(const std::string& stage_extra, const std::string& buffer_extra,
-                               const std::string& schedule, const std::string& run) {
-  auto f = testing::toy_graph(stage_extra, schedule, run);
+/// A toy graph's fields with a toy_buffer actor ("buf") put between the stage and the learner
+/// (`buffer_extra` adds to the buffer's spec).
+std::string with_buffer(std::string f, const std::string& buffer_extra) {
   const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
   f.replace(f.find(learner), learner.size(), "(name = \"buf\", kind = \"toy_buffer\"" + buffer_extra + "),\n" + learner);
   const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
   f.replace(f.find(edge), edge.size(),
             "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = \"learner.items\")");
   return f;
+}
+
+/// The toy graph with a toy_buffer actor between the stage and the learner.
+std::string buffered_toy_graph(const std::string& stage_extra, const std::string& buffer_extra,
+                               const std::string& schedule, const std::string& run) {
+  return with_buffer(testing::toy_graph(stage_extra, schedule, run), buffer_extra);
 }
 
 // With a buffer actor in the graph, the driver puts every item into it and takes the learner's
@@ -297,17 +301,20 @@ TEST_F(Driver, ABufferedRunResumesBitwise) {
   }
 }
 
-/// The toy graph with a second learner ("aux", metrics prefixed "aux_") fed by the stage beside the
-/// policy learner, listed after it.
-std::string two_learner_graph(const std::string& stage_extra, const std::string& schedule, const std::string& run,
-                              const std::string& learner_extra = "") {
-  auto f = testing::toy_graph(stage_extra, schedule, run);
+/// A toy graph's fields with a second learner ("aux", metrics prefixed "aux_") fed by the stage
+/// beside the policy learner, listed after it (`learner_extra` adds to the policy learner's spec).
+std::string with_second_learner(std::string f, const std::string& learner_extra = "") {
   const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
   f.replace(f.find(learner), learner.size(),
             "(name = \"learner\", kind = \"toy_learner\"" + learner_extra + "),\n(name = \"aux\", kind = \"toy_learner\", params = (custom = [(name = \"prefix\", value = (text = \"aux_\"))]))");
   const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
   f.replace(f.find(edge), edge.size(), edge + ", (from = \"stage.items\", to = \"aux.items\")");
   return f;
+}
+
+std::string two_learner_graph(const std::string& stage_extra, const std::string& schedule, const std::string& run,
+                              const std::string& learner_extra = "") {
+  return with_second_learner(testing::toy_graph(stage_extra, schedule, run), learner_extra);
 }
 
 // A second learner trains every step on its items of the policy learner's batch: the same items
@@ -580,21 +587,9 @@ class Schedules : public testing::scratch_test {
       f.replace(f.find("to = \"stage.items\")"), 19,
                 "to = \"stage.items\", capacity = " + std::to_string(c.capacity) + ")");
     }
-    if (c.aux && !c.buffer) {
-      const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
-      f.replace(f.find(learner), learner.size(),
-                learner + ",\n(name = \"aux\", kind = \"toy_learner\", params = (custom = [(name = \"prefix\", value = (text = \"aux_\"))]))");
-      const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
-      f.replace(f.find(edge), edge.size(), edge + ", (from = \"stage.items\", to = \"aux.items\")");
-    }
-    if (c.buffer) {
-      // With onStale = drop the driver has the buffer drop what went stale at the take.
-      const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
-      f.replace(f.find(learner), learner.size(), "(name = \"buf\", kind = \"toy_buffer\"),\n" + learner);
-      const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
-      f.replace(f.find(edge), edge.size(),
-                "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = \"learner.items\")");
-    }
+    if (c.aux && !c.buffer) f = with_second_learner(f);
+    // With onStale = drop the driver has the buffer drop what went stale at the take.
+    if (c.buffer) f = with_buffer(f, "");
     return f;
   }
 

@@ -1,6 +1,5 @@
 #include "runtime/testing/toy_kinds.hpp"
 
-#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <chrono>
@@ -185,8 +184,8 @@ learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_
   };
 }
 
-// -- toy_buffer: first in, first out; drops items staler than `max_staleness` when taking (-1:
-// never); `refuse` serves no batch at all (a broken policy).
+// -- toy_buffer: first in, first out; drops what is staler than the driver's bound when taking;
+// `refuse` serves no batch at all (a broken policy).
 
 struct buffer_state {
   std::deque<envelope> held;
@@ -194,7 +193,7 @@ struct buffer_state {
 };
 
 buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_state> self,
-                                      int64_t max_staleness, bool refuse) {
+                                      bool refuse) {
   return {
       [=](put_atom, const std::string&, const envelope& e, uint64_t) {
         self->state.held.push_back(e);
@@ -207,9 +206,8 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
         auto& st = self->state;
         buffer_reply reply;
         std::deque<envelope> rest;
-        const uint64_t bound = max_staleness >= 0 ? std::min(uint64_t(max_staleness), drop_past) : drop_past;
         for (auto& e : st.held) {
-          if (version > e.min_version && version - e.min_version > bound) {
+          if (version > e.min_version && version - e.min_version > drop_past) {
             reply.dropped_stale++;
           } else {
             rest.push_back(std::move(e));
@@ -367,13 +365,11 @@ void register_kinds(runtime::kind_registry& registry) {
   buffer.inputs = {{"items", item, ""}};
   buffer.outputs = {{"items", item, "the learner's batches"}};
   buffer.params = {
-      {"max_staleness", param_type::integer, "drop items staler than this when taking (-1: never)", false,
-       int64_t{-1}, -1.0, std::nullopt},
       {"refuse", param_type::boolean, "serve no batch, ever", false, false, std::nullopt, std::nullopt},
   };
   buffer.spawn = [](caf::actor_system& sys, const actor_setup& s) {
     return caf::actor_cast<caf::actor>(
-        sys.spawn(buffer_fn, int_param(s, "max_staleness"), std::get<bool>(s.params.at("refuse"))));
+        sys.spawn(buffer_fn, std::get<bool>(s.params.at("refuse"))));
   };
   registry.add(buffer);
 }
