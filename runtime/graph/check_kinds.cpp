@@ -104,15 +104,99 @@ bool parse_param(const std::string& text, param_type t, param_value& out) {
   return false;
 }
 
-std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
-  std::vector<diagnostic> out;
-  const std::string file = g.file().string();
-  auto report = [&](const std::string& where, const std::string& what) {
-    out.push_back({file + ": " + where + ": " + what});
-  };
-  auto graph = g.reader();
+namespace {
 
-  std::map<std::string, const kind_descriptor*> kind_of;
+/// Collects diagnostics as "<file>: <where>: <what>".
+struct reporter {
+  std::string file;
+  std::vector<diagnostic>& out;
+  void operator()(const std::string& where, const std::string& what) const {
+    out.push_back({file + ": " + where + ": " + what});
+  }
+};
+
+using kinds_by_actor = std::map<std::string, const kind_descriptor*>;
+
+std::string edge_where(unsigned i, schema::Edge::Reader edge) {
+  return "edge " + std::to_string(i) + " (" + std::string(edge.getFrom()) + " -> " +
+         std::string(edge.getTo()) + ")";
+}
+
+/// Params given as `custom = [...]` against the kind's declared list: names, types, ranges,
+/// required ones.
+void check_custom_params(schema::ActorSpec::Reader actor, const kind_descriptor& kind,
+                         const std::string& where, const reporter& report) {
+  std::set<std::string> given;
+  if (actor.getParams().isCustom()) {
+    for (auto p : actor.getParams().getCustom()) {
+      std::string pname = p.getName();
+      const param_spec* spec = nullptr;
+      for (const auto& s : kind.params)
+        if (s.name == pname) spec = &s;
+      if (spec == nullptr) {
+        std::string declared;
+        for (const auto& s : kind.params) declared += (declared.empty() ? "" : ", ") + s.name;
+        report(where, "param '" + pname + "': kind '" + kind.name + "' has no such parameter" +
+                          " (declared: " + (declared.empty() ? "none" : declared) + ")");
+        continue;
+      }
+      if (!given.insert(pname).second) report(where, "param '" + pname + "': set twice");
+      param_type t = type_of(p.getValue());
+      if (t != spec->type) {
+        report(where, "param '" + pname + "': expected " + to_string(spec->type) + ", got " +
+                          to_string(t));
+        continue;
+      }
+      double number = t == param_type::integer ? double(p.getValue().getInt())
+                      : t == param_type::real  ? p.getValue().getFloat()
+                                               : 0.0;
+      if ((t == param_type::integer || t == param_type::real) &&
+          ((spec->min && number < *spec->min) || (spec->max && number > *spec->max) ||
+           std::isnan(number))) {
+        report(where, "param '" + pname + "': value " + std::to_string(number) +
+                          " out of range [" + (spec->min ? std::to_string(*spec->min) : "-inf") +
+                          ", " + (spec->max ? std::to_string(*spec->max) : "inf") + "]");
+      }
+    }
+  }
+  for (const auto& s : kind.params) {
+    if (s.required && given.count(s.name) == 0) {
+      report(where, "param '" + s.name + "': required by kind '" + kind.name + "' (" +
+                        to_string(s.type) + (s.help.empty() ? "" : ", " + s.help) + ")");
+    }
+  }
+}
+
+/// Parameters: a params struct for built-in kinds that have one, a declared list otherwise.
+void check_params(schema::ActorSpec::Reader actor, const kind_descriptor& kind,
+                  const std::string& where, const reporter& report) {
+  std::string member = union_member(actor);
+  if (!kind.params_member.empty()) {
+    if (auto problem = params_member_problem(kind); !problem.empty()) {
+      report(where, "field 'params': " + problem);
+    } else if (member != "none" && member != kind.params_member) {
+      report(where, "field 'params': kind '" + kind.name + "' takes params (" +
+                        kind.params_member + " = (...)), not " + member);
+    } else if (kind.check_params) {
+      std::shared_ptr<capnp::MallocMessageBuilder> storage;
+      for (const auto& problem : kind.check_params(params_struct(actor, kind.params_member, storage))) {
+        report(where, "params." + kind.params_member + "." + problem);
+      }
+    }
+    return;
+  }
+  if (member != "none" && member != "custom") {
+    report(where, "field 'params': kind '" + kind.name + "' takes params (custom = [...]), not " +
+                      member);
+    return;
+  }
+  check_custom_params(actor, kind, where, report);
+}
+
+/// Each actor: a known kind, its own fields, its params. Returns the kinds found.
+kinds_by_actor check_actors(schema::Graph::Reader graph, const runtime::kind_registry& kinds,
+                            const reporter& report) {
+  kinds_by_actor kind_of;
   std::string known;
   for (const auto& n : kinds.names()) known += (known.empty() ? "" : ", ") + n;
   for (auto actor : graph.getActors()) {
@@ -136,76 +220,20 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
       report(where, "field 'replicas': a " + std::string(runtime::to_string(kind->role)) +
                         " runs as exactly one replica");
     }
-
-    // Parameters: a params struct for built-in kinds that have one, a declared list otherwise.
-    std::string member = union_member(actor);
-    if (!kind->params_member.empty()) {
-      if (auto problem = params_member_problem(*kind); !problem.empty()) {
-        report(where, "field 'params': " + problem);
-      } else if (member != "none" && member != kind->params_member) {
-        report(where, "field 'params': kind '" + kind->name + "' takes params (" +
-                          kind->params_member + " = (...)), not " + member);
-      } else if (kind->check_params) {
-        std::shared_ptr<capnp::MallocMessageBuilder> storage;
-        for (const auto& problem : kind->check_params(params_struct(actor, kind->params_member, storage))) {
-          report(where, "params." + kind->params_member + "." + problem);
-        }
-      }
-      continue;
-    }
-    if (member != "none" && member != "custom") {
-      report(where, "field 'params': kind '" + kind->name + "' takes params (custom = [...]), not " +
-                        member);
-      continue;
-    }
-    std::set<std::string> given;
-    if (member == "custom") {
-      for (auto p : actor.getParams().getCustom()) {
-        std::string pname = p.getName();
-        const param_spec* spec = nullptr;
-        for (const auto& s : kind->params)
-          if (s.name == pname) spec = &s;
-        if (spec == nullptr) {
-          std::string declared;
-          for (const auto& s : kind->params) declared += (declared.empty() ? "" : ", ") + s.name;
-          report(where, "param '" + pname + "': kind '" + kind->name + "' has no such parameter" +
-                            " (declared: " + (declared.empty() ? "none" : declared) + ")");
-          continue;
-        }
-        if (!given.insert(pname).second) report(where, "param '" + pname + "': set twice");
-        param_type t = type_of(p.getValue());
-        if (t != spec->type) {
-          report(where, "param '" + pname + "': expected " + to_string(spec->type) + ", got " +
-                            to_string(t));
-          continue;
-        }
-        double number = t == param_type::integer ? double(p.getValue().getInt())
-                        : t == param_type::real  ? p.getValue().getFloat()
-                                                 : 0.0;
-        if ((t == param_type::integer || t == param_type::real) &&
-            ((spec->min && number < *spec->min) || (spec->max && number > *spec->max) ||
-             std::isnan(number))) {
-          report(where, "param '" + pname + "': value " + std::to_string(number) +
-                            " out of range [" + (spec->min ? std::to_string(*spec->min) : "-inf") +
-                            ", " + (spec->max ? std::to_string(*spec->max) : "inf") + "]");
-        }
-      }
-    }
-    for (const auto& s : kind->params) {
-      if (s.required && given.count(s.name) == 0) {
-        report(where, "param '" + s.name + "': required by kind '" + kind->name + "' (" +
-                          to_string(s.type) + (s.help.empty() ? "" : ", " + s.help) + ")");
-      }
-    }
+    check_params(actor, *kind, where, report);
   }
+  return kind_of;
+}
 
-  // Edges: ports exist on the kinds and carry the same type.
+/// Edges: ports exist on the kinds and carry the same type. Returns who feeds whom.
+std::map<std::string, std::set<std::string>> check_edges(schema::Graph::Reader graph,
+                                                         const kinds_by_actor& kind_of,
+                                                         const reporter& report) {
   std::map<std::string, std::set<std::string>> downstream;
   unsigned i = 0;
   for (auto edge : graph.getEdges()) {
     endpoint from, to;
-    std::string where = "edge " + std::to_string(i++) + " (" + std::string(edge.getFrom()) +
-                        " -> " + std::string(edge.getTo()) + ")";
+    std::string where = edge_where(i++, edge);
     if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
     auto fk = kind_of.find(from.actor), tk = kind_of.find(to.actor);
     if (fk == kind_of.end() || tk == kind_of.end()) continue;
@@ -228,106 +256,135 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
     }
     downstream[from.actor].insert(to.actor);
   }
+  return downstream;
+}
 
-  // The schedule drives one learner and one or more sources (mixed by weight); every actor must be
-  // reachable from a source.
-  // In graph order: the first learner is the policy, whose version is the run's.
+/// The actors of each role the schedule cares about, in graph order (the first learner is the
+/// policy, whose version is the run's).
+struct roles {
   std::vector<std::string> sources, learners, buffers;
+};
+
+roles roles_of(schema::Graph::Reader graph, const kinds_by_actor& kind_of) {
+  roles r;
   for (auto actor : graph.getActors()) {
     auto it = kind_of.find(actor.getName());
     if (it == kind_of.end()) continue;
-    if (it->second->role == runtime::role::source) sources.push_back(it->first);
-    if (it->second->role == runtime::role::learner) learners.push_back(it->first);
-    if (it->second->role == runtime::role::buffer) buffers.push_back(it->first);
+    if (it->second->role == runtime::role::source) r.sources.push_back(it->first);
+    if (it->second->role == runtime::role::learner) r.learners.push_back(it->first);
+    if (it->second->role == runtime::role::buffer) r.buffers.push_back(it->first);
   }
-  if (kind_of.size() == graph.getActors().size()) {
-    if (sources.empty()) {
-      report("graph", "field 'actors': the schedule needs a source actor (one, or several mixed by weight), found none");
-    }
-    for (auto actor : graph.getActors()) {
-      const std::string name = actor.getName();
-      const double w = actor.getWeight();
-      const bool is_source = std::find(sources.begin(), sources.end(), name) != sources.end();
-      if (!(w >= 0) || std::isinf(w)) {
-        report("actor '" + name + "'", "field 'weight': " + std::to_string(w) + " is not a finite weight >= 0");
-      } else if (w > 0 && !is_source) {
-        report("actor '" + name + "'", "field 'weight': only sources are mixed by weight (kind '" +
-                                           std::string(actor.getKind()) + "' is not a source)");
-      }
-    }
-    if (learners.empty()) {
-      report("graph", "field 'actors': the schedule needs a learner actor, found none");
-    }
-    if (learners.size() > 1 && !buffers.empty()) {
-      report("graph", "field 'actors': a graph with a buffer actor drives one learner, found " +
-                          std::to_string(learners.size()) + " (" + learners[0] + ", " + learners[1] +
-                          (learners.size() > 2 ? ", ..." : "") + ")");
-    }
-    if (buffers.size() > 1) {
-      report("graph", "field 'actors': a graph holds at most one buffer actor (the learner's), found " +
-                          std::to_string(buffers.size()) + ": " + buffers[0] + ", " + buffers[1]);
-    }
-    if (!learners.empty() && buffers.size() == 1) {
-      // The buffer sits between the stages and the learner: it alone feeds the learner, and it
-      // feeds nothing else.
-      unsigned e = 0;
-      bool feeds_learner = false;
-      for (auto edge : graph.getEdges()) {
-        endpoint from, to;
-        std::string where = "edge " + std::to_string(e++) + " (" + std::string(edge.getFrom()) +
-                            " -> " + std::string(edge.getTo()) + ")";
-        if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
-        if (to.actor == learners[0] && from.actor != buffers[0]) {
-          report(where, "the learner '" + learners[0] + "' takes its batches from the buffer '" + buffers[0] +
-                            "' only: route " + from.actor + "." + from.port + " into the buffer instead");
-        }
-        if (from.actor == buffers[0] && to.actor != learners[0]) {
-          report(where, "the buffer '" + buffers[0] + "' feeds the learner '" + learners[0] + "' only");
-        }
-        feeds_learner = feeds_learner || (from.actor == buffers[0] && to.actor == learners[0]);
-      }
-      if (!feeds_learner) {
-        report("actor '" + buffers[0] + "'", "no edge leads from the buffer to the learner '" + learners[0] + "'");
-      }
-    }
-    if (!learners.empty()) {
-      // An edge into the learner (or its buffer actor) bounds what the learner's buffer holds,
-      // which must be a whole batch.
-      const std::string feed = buffers.size() == 1 ? buffers[0] : learners[0];
-      const uint32_t batch = graph.getRun().getBatchSize();
-      unsigned e = 0;
-      for (auto edge : graph.getEdges()) {
-        endpoint to;
-        std::string where = "edge " + std::to_string(e++) + " (" + std::string(edge.getFrom()) +
-                            " -> " + std::string(edge.getTo()) + ")";
-        if (!parse_endpoint(edge.getTo(), to) || to.actor != feed) continue;
-        if (edge.getCapacity() != 0 && edge.getCapacity() < batch) {
-          report(where, "field 'capacity': " + std::to_string(edge.getCapacity()) +
-                            " is below run.batchSize " + std::to_string(batch) +
-                            ": the learner's buffer could never hold a batch (0: the schedule's window)");
-        }
-      }
-    }
-    if (!sources.empty()) {
-      std::set<std::string> reached(sources.begin(), sources.end());
-      std::queue<std::string> todo;
-      for (const auto& s : sources) todo.push(s);
-      while (!todo.empty()) {
-        auto n = todo.front();
-        todo.pop();
-        for (const auto& d : downstream[n])
-          if (reached.insert(d).second) todo.push(d);
-      }
-      for (auto actor : graph.getActors()) {
-        if (reached.count(actor.getName()) == 0) {
-          report("actor '" + std::string(actor.getName()) + "'",
-                 "no schedule can drive it: no path of edges leads to it from " +
-                     (sources.size() == 1 ? "the source '" + sources[0] + "'"
-                                          : std::string("any source")));
-        }
-      }
+  return r;
+}
+
+/// One or more sources (mixed by weight, which only sources have), one or more learners, at most
+/// one buffer actor (and then one learner).
+void check_roles(schema::Graph::Reader graph, const roles& r, const reporter& report) {
+  if (r.sources.empty()) {
+    report("graph", "field 'actors': the schedule needs a source actor (one, or several mixed by weight), found none");
+  }
+  for (auto actor : graph.getActors()) {
+    const std::string name = actor.getName();
+    const double w = actor.getWeight();
+    const bool is_source = std::find(r.sources.begin(), r.sources.end(), name) != r.sources.end();
+    if (!(w >= 0) || std::isinf(w)) {
+      report("actor '" + name + "'", "field 'weight': " + std::to_string(w) + " is not a finite weight >= 0");
+    } else if (w > 0 && !is_source) {
+      report("actor '" + name + "'", "field 'weight': only sources are mixed by weight (kind '" +
+                                         std::string(actor.getKind()) + "' is not a source)");
     }
   }
+  if (r.learners.empty()) {
+    report("graph", "field 'actors': the schedule needs a learner actor, found none");
+  }
+  if (r.learners.size() > 1 && !r.buffers.empty()) {
+    report("graph", "field 'actors': a graph with a buffer actor drives one learner, found " +
+                        std::to_string(r.learners.size()) + " (" + r.learners[0] + ", " + r.learners[1] +
+                        (r.learners.size() > 2 ? ", ..." : "") + ")");
+  }
+  if (r.buffers.size() > 1) {
+    report("graph", "field 'actors': a graph holds at most one buffer actor (the learner's), found " +
+                        std::to_string(r.buffers.size()) + ": " + r.buffers[0] + ", " + r.buffers[1]);
+  }
+}
+
+/// The buffer sits between the stages and the learner: it alone feeds the learner, and it feeds
+/// nothing else.
+void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner, const std::string& buffer,
+                        const reporter& report) {
+  unsigned e = 0;
+  bool feeds_learner = false;
+  for (auto edge : graph.getEdges()) {
+    endpoint from, to;
+    std::string where = edge_where(e++, edge);
+    if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
+    if (to.actor == learner && from.actor != buffer) {
+      report(where, "the learner '" + learner + "' takes its batches from the buffer '" + buffer +
+                        "' only: route " + from.actor + "." + from.port + " into the buffer instead");
+    }
+    if (from.actor == buffer && to.actor != learner) {
+      report(where, "the buffer '" + buffer + "' feeds the learner '" + learner + "' only");
+    }
+    feeds_learner = feeds_learner || (from.actor == buffer && to.actor == learner);
+  }
+  if (!feeds_learner) {
+    report("actor '" + buffer + "'", "no edge leads from the buffer to the learner '" + learner + "'");
+  }
+}
+
+/// An edge into the learner (or its buffer actor) bounds what the learner's buffer holds, which
+/// must be a whole batch.
+void check_feed_capacity(schema::Graph::Reader graph, const std::string& feed, const reporter& report) {
+  const uint32_t batch = graph.getRun().getBatchSize();
+  unsigned e = 0;
+  for (auto edge : graph.getEdges()) {
+    endpoint to;
+    std::string where = edge_where(e++, edge);
+    if (!parse_endpoint(edge.getTo(), to) || to.actor != feed) continue;
+    if (edge.getCapacity() != 0 && edge.getCapacity() < batch) {
+      report(where, "field 'capacity': " + std::to_string(edge.getCapacity()) +
+                        " is below run.batchSize " + std::to_string(batch) +
+                        ": the learner's buffer could never hold a batch (0: the schedule's window)");
+    }
+  }
+}
+
+/// Every actor must be reachable from a source.
+void check_reachable(schema::Graph::Reader graph, const std::vector<std::string>& sources,
+                     std::map<std::string, std::set<std::string>>& downstream, const reporter& report) {
+  std::set<std::string> reached(sources.begin(), sources.end());
+  std::queue<std::string> todo;
+  for (const auto& s : sources) todo.push(s);
+  while (!todo.empty()) {
+    auto n = todo.front();
+    todo.pop();
+    for (const auto& d : downstream[n])
+      if (reached.insert(d).second) todo.push(d);
+  }
+  for (auto actor : graph.getActors()) {
+    if (reached.count(actor.getName()) == 0) {
+      report("actor '" + std::string(actor.getName()) + "'",
+             "no schedule can drive it: no path of edges leads to it from " +
+                 (sources.size() == 1 ? "the source '" + sources[0] + "'" : std::string("any source")));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
+  std::vector<diagnostic> out;
+  const reporter report{g.file().string(), out};
+  auto graph = g.reader();
+  const kinds_by_actor kind_of = check_actors(graph, kinds, report);
+  auto downstream = check_edges(graph, kind_of, report);
+  // The graph's shape, once every actor's kind is known.
+  if (kind_of.size() != graph.getActors().size()) return out;
+  const roles r = roles_of(graph, kind_of);
+  check_roles(graph, r, report);
+  if (!r.learners.empty() && r.buffers.size() == 1) check_buffer_edges(graph, r.learners[0], r.buffers[0], report);
+  if (!r.learners.empty()) check_feed_capacity(graph, r.buffers.size() == 1 ? r.buffers[0] : r.learners[0], report);
+  if (!r.sources.empty()) check_reachable(graph, r.sources, downstream, report);
   return out;
 }
 
