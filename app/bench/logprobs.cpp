@@ -8,7 +8,7 @@
 #include <string>
 
 #include "actors/lib/llm/model.hpp"
-#include "app/bench.hpp"
+#include "app/bench/bench.hpp"
 
 namespace milesrt::app {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
-/// `milesrt bench <what>`: one file per benchmark (bench_<what>.cpp), each adding its options to
-/// its CLI11 subcommand and returning the runner; bench_command.cpp lists them.
+/// `milesrt bench <what>`: one file per benchmark (app/bench/<what>.cpp), each adding its options to
+/// its CLI11 subcommand and returning the runner; command.cpp lists them.
 
 #include <CLI/CLI.hpp>
 #include <c10/core/Device.h>

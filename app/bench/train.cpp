@@ -2,7 +2,7 @@
 // groups with random rewards), so that tokens/s and MFU are measured on the code the trainer
 // actor runs. One JSON line out.
 
-#include "app/bench.hpp"
+#include "app/bench/bench.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "actors/lib/llm/model.hpp"
-#include "app/bench.hpp"
+#include "app/bench/bench.hpp"
 #include "app/commands.hpp"
 
 namespace milesrt::app {

@@ -1,6 +1,6 @@
 // `milesrt bench tokenize`: tokenizer throughput on a corpus, single thread and batch.
 #include "actors/lib/llm/tokenizer/tokenizer_bench.hpp"
-#include "app/bench.hpp"
+#include "app/bench/bench.hpp"
 
 namespace milesrt::app {
 

@@ -5,7 +5,7 @@
 // and the step alone), and a device-to-device copy of the master weights as the bandwidth yardstick.
 // One JSON line out.
 
-#include "app/bench.hpp"
+#include "app/bench/bench.hpp"
 
 #include <ATen/ATen.h>
 #include <CLI/CLI.hpp>

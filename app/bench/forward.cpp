@@ -6,7 +6,7 @@
 #include <random>
 
 #include "actors/lib/llm/model.hpp"
-#include "app/bench.hpp"
+#include "app/bench/bench.hpp"
 
 namespace milesrt::app {
 
