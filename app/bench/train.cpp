@@ -23,124 +23,147 @@ namespace milesrt::app {
 using namespace milesrt::llm;
 using namespace milesrt::trainer;
 
-cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
-  struct options {
-    std::string model, device = "cpu", dtype = "fp32", profile;
-    bool optimizer_probe = false;
-    int64_t checkpoint_layers = -1;
-    int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
-  };
-  auto opt = std::make_shared<options>();
-  app.add_option("--model", opt->model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
-  app.add_option("--layers", opt->layers, "keep only this many layers of the default model");
-  app.add_option("--seqs", opt->seqs, "sequences per step (groups of 8)");
-  app.add_option("--prompt", opt->prompt, "prompt tokens per sequence");
-  app.add_option("--response", opt->response, "response tokens per sequence");
-  app.add_option("--steps", opt->steps, "timed steps (after one warm-up step)");
-  app.add_option("--micro-batch-tokens", opt->micro, "tokens per micro-batch");
-  app.add_option("--profile", opt->profile,
+namespace {
+
+struct train_options {
+  std::string model, device = "cpu", dtype = "fp32", profile;
+  bool optimizer_probe = false;
+  int64_t checkpoint_layers = -1;
+  int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
+};
+
+void add_train_options(CLI::App& app, train_options& opt) {
+  app.add_option("--model", opt.model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
+  app.add_option("--layers", opt.layers, "keep only this many layers of the default model");
+  app.add_option("--seqs", opt.seqs, "sequences per step (groups of 8)");
+  app.add_option("--prompt", opt.prompt, "prompt tokens per sequence");
+  app.add_option("--response", opt.response, "response tokens per sequence");
+  app.add_option("--steps", opt.steps, "timed steps (after one warm-up step)");
+  app.add_option("--micro-batch-tokens", opt.micro, "tokens per micro-batch");
+  app.add_option("--profile", opt.profile,
                  "after the timed steps, profile one more step with libtorch's profiler (Kineto) and "
                  "write its Chrome trace here (test/peers/trace_table.py sums its kernels)");
-  app.add_option("--checkpoint-layers", opt->checkpoint_layers,
+  app.add_option("--checkpoint-layers", opt.checkpoint_layers,
                  "activation checkpointing: recompute the first N layers in the backward (0: all; "
                  "default: none)");
-  app.add_flag("--optimizer-probe", opt->optimizer_probe,
+  app.add_flag("--optimizer-probe", opt.optimizer_probe,
                "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
                "gradient and weights (the gradient refilled with random values), then on fresh copies of "
                "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
-  app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-  return [opt, &ctx] {
-    const auto target = bench_target_of(opt->device, opt->dtype, "bench train", ctx);
-    if (!target) return cli::exit_status::bad_input;
-    const auto device = target->device;
-    std::string name;
-    auto model = bench_model(opt->model, opt->layers, *target, name, "bench train", ctx);
-    if (!model) return cli::exit_status::bad_input;
-    const int64_t vocab = model->config().vocab_size;
-    trainer_options o;
-    o.optimizer.lr = 1e-6;
-    o.micro_batch_tokens = opt->micro;
-    if (opt->checkpoint_layers >= 0) {
-      o.activation_checkpointing = true;
-      o.checkpoint_layers = opt->checkpoint_layers;
-    }
-    policy_trainer t(std::move(model), o);
-    std::mt19937_64 rng(1);
-    std::vector<train_sequence> batch;
-    for (int64_t i = 0; i < opt->seqs; ++i) {
-      train_sequence s;
-      for (int64_t j = 0; j < opt->prompt; ++j) s.prompt.push_back(int64_t(rng() % vocab));
-      for (int64_t j = 0; j < opt->response; ++j) s.output.push_back(int64_t(rng() % vocab));
-      s.rollout_logprobs.assign(opt->response, -5.0f);
-      s.reward = float(rng() % 2);
-      s.group = i / 8;
-      batch.push_back(std::move(s));
-    }
-    auto sync = [&] { bench_sync(device); };
-    t.train(batch);  // warm-up
-    sync();
-    llm::reset_peak_memory(device);
-    double secs = 0;
-    for (int64_t k = 0; k < opt->steps; ++k) {
-      auto t0 = std::chrono::steady_clock::now();
-      t.train(batch);
-      sync();
-      secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    if (!opt->profile.empty()) {
-      namespace prof = torch::autograd::profiler;
-      using torch::profiler::impl::ActivityType;
-      const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
-      std::set<ActivityType> activities{ActivityType::CPU};
-      if (device.is_cuda()) activities.insert(ActivityType::CUDA);
-      prof::prepareProfiler(config, activities);
-      prof::enableProfiler(config, activities);
-      t.train(batch);
-      sync();
-      prof::disableProfiler()->save(opt->profile);
-    }
-    const double peak_gib = llm::peak_memory_gib(device);  // of the timed steps
-    nlohmann::json probe = nlohmann::json::object();
-    if (opt->optimizer_probe) {
-      // Where the one-pass AdamW kernel's time inside the step comes from: the tensors it runs on
-      // (their addresses and the device's history) or the values in them.
-      auto& params = t.model().mutable_params();
-      auto grad = params.grad();
-      at::Tensor weights = params.buffer().scalar_type() == at::kFloat ? at::Tensor() : params.buffer().detach();
-      auto& master = t.master_weights();
-      auto time_steps = [&](rl::adamw& a, at::Tensor& m, const at::Tensor& g, const at::Tensor& w) {
-        a.step(m, g, w, /*zero_grad=*/false);
-        sync();
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int k = 0; k < 3; ++k) a.step(m, g, w, /*zero_grad=*/false);
-        sync();
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3 * 1e3;
-      };
-      {
-        at::NoGradGuard no_grad;
-        grad.copy_(at::randn(grad.sizes(), grad.options().dtype(at::kFloat)) * 1e-4);
-      }
-      probe["optimizer_probe_own_tensors_ms"] = time_steps(t.optimizer(), master, grad, weights);
-      auto master2 = master.clone();
-      auto grad2 = grad.clone();
-      auto weights2 = weights.defined() ? weights.clone() : at::Tensor();
-      rl::adamw fresh(t.options().optimizer, master2);
-      probe["optimizer_probe_fresh_copies_ms"] = time_steps(fresh, master2, grad2, weights2);
-      probe["optimizer_probe_own_tensors_again_ms"] = time_steps(t.optimizer(), master, grad, weights);
-    }
-    const int64_t tokens = opt->seqs * (opt->prompt + opt->response);
-    nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt->device},
-                          {"dtype", opt->dtype}, {"tokens_per_step", tokens},
-                          {"checkpoint_layers", opt->checkpoint_layers},
-                          {"seconds_per_step", secs / double(opt->steps)},
-                          {"train_tokens_per_s", double(tokens) * double(opt->steps) / secs}};
-    out.update(probe);
-    if (device.is_cuda()) out["peak_gib"] = peak_gib;
-    if (device.is_cuda()) out["mfu"] = train_step_flops(batch, t.model()) * double(opt->steps) / secs / 989e12;
-    ctx.out << out.dump() << std::endl;
-    return cli::exit_status::ok;
+  app.add_option("--device", opt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", opt.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
+}
+
+/// Random sequences in GRPO groups of 8 with random rewards.
+std::vector<train_sequence> random_batch(const train_options& opt, int64_t vocab) {
+  std::mt19937_64 rng(1);
+  std::vector<train_sequence> batch;
+  for (int64_t i = 0; i < opt.seqs; ++i) {
+    train_sequence s;
+    for (int64_t j = 0; j < opt.prompt; ++j) s.prompt.push_back(int64_t(rng() % vocab));
+    for (int64_t j = 0; j < opt.response; ++j) s.output.push_back(int64_t(rng() % vocab));
+    s.rollout_logprobs.assign(opt.response, -5.0f);
+    s.reward = float(rng() % 2);
+    s.group = i / 8;
+    batch.push_back(std::move(s));
+  }
+  return batch;
+}
+
+/// One more step under libtorch's profiler (Kineto), its Chrome trace written to `path`.
+void profile_step(policy_trainer& t, const std::vector<train_sequence>& batch, const at::Device& device,
+                  const std::string& path) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  t.train(batch);
+  bench_sync(device);
+  prof::disableProfiler()->save(path);
+}
+
+/// Where the one-pass AdamW kernel's time inside the step comes from: the tensors it runs on
+/// (their addresses and the device's history) or the values in them.
+nlohmann::json optimizer_probe(policy_trainer& t, const at::Device& device) {
+  nlohmann::json probe = nlohmann::json::object();
+  auto& params = t.model().mutable_params();
+  auto grad = params.grad();
+  at::Tensor weights = params.buffer().scalar_type() == at::kFloat ? at::Tensor() : params.buffer().detach();
+  auto& master = t.master_weights();
+  auto time_steps = [&](rl::adamw& a, at::Tensor& m, const at::Tensor& g, const at::Tensor& w) {
+    a.step(m, g, w, /*zero_grad=*/false);
+    bench_sync(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < 3; ++k) a.step(m, g, w, /*zero_grad=*/false);
+    bench_sync(device);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 3 * 1e3;
   };
+  {
+    at::NoGradGuard no_grad;
+    grad.copy_(at::randn(grad.sizes(), grad.options().dtype(at::kFloat)) * 1e-4);
+  }
+  probe["optimizer_probe_own_tensors_ms"] = time_steps(t.optimizer(), master, grad, weights);
+  auto master2 = master.clone();
+  auto grad2 = grad.clone();
+  auto weights2 = weights.defined() ? weights.clone() : at::Tensor();
+  rl::adamw fresh(t.options().optimizer, master2);
+  probe["optimizer_probe_fresh_copies_ms"] = time_steps(fresh, master2, grad2, weights2);
+  probe["optimizer_probe_own_tensors_again_ms"] = time_steps(t.optimizer(), master, grad, weights);
+  return probe;
+}
+
+cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
+  const auto target = bench_target_of(opt.device, opt.dtype, "bench train", ctx);
+  if (!target) return cli::exit_status::bad_input;
+  const auto device = target->device;
+  std::string name;
+  auto model = bench_model(opt.model, opt.layers, *target, name, "bench train", ctx);
+  if (!model) return cli::exit_status::bad_input;
+  const int64_t vocab = model->config().vocab_size;
+  trainer_options o;
+  o.optimizer.lr = 1e-6;
+  o.micro_batch_tokens = opt.micro;
+  if (opt.checkpoint_layers >= 0) {
+    o.activation_checkpointing = true;
+    o.checkpoint_layers = opt.checkpoint_layers;
+  }
+  policy_trainer t(std::move(model), o);
+  const std::vector<train_sequence> batch = random_batch(opt, vocab);
+  t.train(batch);  // warm-up
+  bench_sync(device);
+  llm::reset_peak_memory(device);
+  double secs = 0;
+  for (int64_t k = 0; k < opt.steps; ++k) {
+    auto t0 = std::chrono::steady_clock::now();
+    t.train(batch);
+    bench_sync(device);
+    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (!opt.profile.empty()) profile_step(t, batch, device, opt.profile);
+  const double peak_gib = llm::peak_memory_gib(device);  // of the timed steps
+  nlohmann::json probe = opt.optimizer_probe ? optimizer_probe(t, device) : nlohmann::json::object();
+  const int64_t tokens = opt.seqs * (opt.prompt + opt.response);
+  nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt.device},
+                        {"dtype", opt.dtype}, {"tokens_per_step", tokens},
+                        {"checkpoint_layers", opt.checkpoint_layers},
+                        {"seconds_per_step", secs / double(opt.steps)},
+                        {"train_tokens_per_s", double(tokens) * double(opt.steps) / secs}};
+  out.update(probe);
+  if (device.is_cuda()) out["peak_gib"] = peak_gib;
+  if (device.is_cuda()) out["mfu"] = train_step_flops(batch, t.model()) * double(opt.steps) / secs / 989e12;
+  ctx.out << out.dump() << std::endl;
+  return cli::exit_status::ok;
+}
+
+}  // namespace
+
+cli::runner define_bench_train(CLI::App& app, cli::context& ctx) {
+  auto opt = std::make_shared<train_options>();
+  add_train_options(app, *opt);
+  return [opt, &ctx] { return bench_train(*opt, ctx); };
 }
 
 }  // namespace milesrt::app
