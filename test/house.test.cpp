@@ -1,5 +1,7 @@
-// The house rules (README, "The house"), checked on the source tree: which folder may include
-// which, and no LLM word in runtime/. A failure names the file, the line and the rule it breaks.
+// The house rules (docs/architecture.md), checked on the source tree: which folder may include
+// which, no LLM word in runtime/, and no room doing three jobs (files of at most 800 lines,
+// functions of at most 120, in runtime/, actors/ and app/, tests and generated code aside).
+// A failure names the file, the line and the rule it breaks.
 //
 //   runtime/            includes runtime/ and its own schema (milesrt/graph.capnp.h) only, and
 //                       names no LLM concept and no built-in kind
@@ -10,6 +12,11 @@
 //   app/                the top floor: anything
 //   examples/, test/    anything public, but never app/
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 
 #include <algorithm>
 #include <filesystem>
@@ -245,6 +252,104 @@ TEST(house, the_generic_graph_schema_imports_no_kind) {
   EXPECT_EQ(judge_schema_line("graph.capnp", "#   using import \"/milesrt/graph.capnp\".Graph;"), "");
   EXPECT_NE(judge_schema_line("param.capnp", "using import \"/milesrt/kinds.capnp\".Params;"), "");
   EXPECT_EQ(judge_schema_line("graph.capnp", "  params @4 :import \"/milesrt/kinds.capnp\".Params;"), "");
+}
+
+/// The product's own sources (runtime/, actors/, app/), tests left out.
+std::vector<fs::path> product_sources() {
+  std::vector<fs::path> out;
+  for (const char* folder : {"runtime", "actors", "app"}) {
+    for (const auto& p : sources_under(folder)) {
+      if (p.string().find(".test.") == std::string::npos) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+constexpr int kMaxFileLines = 800;
+constexpr int kMaxFunctionLines = 120;
+
+TEST(house, no_source_file_is_over_800_lines) {
+  std::string over;
+  for (const auto& p : product_sources()) {
+    std::ifstream in(root / p);
+    int lines = 0;
+    for (std::string l; std::getline(in, l);) ++lines;
+    if (lines > kMaxFileLines) over += p.string() + ": " + std::to_string(lines) + " lines\n";
+  }
+  EXPECT_TRUE(over.empty()) << "split these by job (at most " << kMaxFileLines << " lines):\n" << over;
+}
+
+/// Functions longer than kMaxFunctionLines, as lizard (a C/C++ code-metrics tool, PyPI) measures
+/// them: "path:line: name (N lines)".
+std::vector<std::string> long_functions(const std::vector<fs::path>& files) {
+  const fs::path list = fs::temp_directory_path() / ("milesrt_house_" + std::to_string(::getpid()) + ".txt");
+  {
+    std::ofstream out(list);
+    for (const auto& f : files) out << (root / f).string() << "\n";
+  }
+  const std::string cmd = std::string(MILESRT_PYTHON) + " -m lizard -l cpp --csv -f " + list.string() + " 2>&1";
+  std::vector<std::string> over;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return {"cannot run: " + cmd};
+  std::string text;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) text.append(buf, n);
+  const int rc = ::pclose(pipe);
+  fs::remove(list);
+  if (rc != 0) return {"lizard failed (" + cmd + "): " + text.substr(0, 500)};
+  // CSV: NLOC, CCN, tokens, params, length, "location", "file", "name", "long name", start, end
+  std::istringstream lines(text);
+  size_t rows = 0;
+  for (std::string l; std::getline(lines, l);) {
+    std::vector<std::string> f;
+    std::string cell;
+    bool quoted = false;
+    for (char c : l) {
+      if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        f.push_back(cell);
+        cell.clear();
+      } else {
+        cell += c;
+      }
+    }
+    f.push_back(cell);
+    if (f.size() < 11) continue;
+    ++rows;
+    const int length = std::atoi(f[4].c_str());
+    if (length > kMaxFunctionLines) {
+      over.push_back(fs::relative(f[6], root).string() + ":" + f[9] + ": " + f[7] + " (" + std::to_string(length) +
+                     " lines)");
+    }
+  }
+  if (rows == 0) return {"lizard measured no function: " + text.substr(0, 500)};
+  return over;
+}
+
+TEST(house, no_function_is_over_120_lines) {
+  const auto over = long_functions(product_sources());
+  std::string all;
+  for (const auto& o : over) all += o + "\n";
+  EXPECT_TRUE(over.empty()) << "split these into named steps (at most " << kMaxFunctionLines << " lines):\n" << all;
+}
+
+TEST(house, the_length_checks_catch_a_long_function) {
+  // A made-up source with one function of 130 lines and one of 10.
+  const fs::path dir = fs::temp_directory_path() / ("milesrt_house_long_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream out(dir / "long.cpp");
+    out << "int too_long(int x) {\n";
+    for (int i = 0; i < 128; ++i) out << "  x += " << i << ";\n";
+    out << "  return x;\n}\n\nint short_one(int x) {\n";
+    for (int i = 0; i < 8; ++i) out << "  x -= " << i << ";\n";
+    out << "  return x;\n}\n";
+  }
+  const auto over = long_functions({fs::relative(dir / "long.cpp", root)});
+  fs::remove_all(dir);
+  ASSERT_EQ(over.size(), 1u) << (over.empty() ? "" : over[0]);
+  EXPECT_NE(over[0].find("too_long (130 lines)"), std::string::npos) << over[0];
 }
 
 }  // namespace
