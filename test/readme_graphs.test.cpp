@@ -1,10 +1,12 @@
-// Every graph a README shows is a graph milesrt accepts: each ```capnp block that defines
-// `const graph` in README.md and examples/*/README.md is written out and checked with
-// `milesrt validate` (other capnp blocks are fragments of a graph). The custom-reward README shows
-// its graph file verbatim.
+// Every graph the documentation shows is a graph milesrt accepts: each ```capnp block that defines
+// `const graph` in README.md, docs/**/*.md and examples/*/README.md is written out and checked with
+// `milesrt validate` (other capnp blocks are fragments of a graph). The README's graph is
+// graphs/grpo_sync.capnp (its comments and spacing aside), and the custom-reward README shows its
+// graph file verbatim.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -27,11 +29,68 @@ std::vector<std::string> capnp_blocks(const std::string& markdown) {
   return out;
 }
 
-TEST(readme_graphs, every_graph_a_readme_shows_validates) {
-  const fs::path src = source_dir();
-  std::vector<fs::path> readmes = {src / "README.md"};
+std::vector<std::string> graph_blocks(const std::string& markdown) {
+  std::vector<std::string> out;
+  for (auto& b : capnp_blocks(markdown))
+    if (b.find("const graph") != std::string::npos) out.push_back(b);
+  return out;
+}
+
+/// The Markdown files whose graphs are checked: README.md, every .md under docs/ (sorted, so the
+/// order and the scratch names do not depend on the file system), examples/*/README.md.
+std::vector<fs::path> markdown_files(const fs::path& src) {
+  std::vector<fs::path> files = {src / "README.md"};
+  std::vector<fs::path> docs;
+  if (fs::is_directory(src / "docs"))
+    for (const auto& e : fs::recursive_directory_iterator(src / "docs"))
+      if (e.is_regular_file() && e.path().extension() == ".md") docs.push_back(e.path());
+  std::sort(docs.begin(), docs.end());
+  files.insert(files.end(), docs.begin(), docs.end());
+  std::vector<fs::path> examples;
   for (const auto& e : fs::directory_iterator(src / "examples"))
-    if (fs::exists(e.path() / "README.md")) readmes.push_back(e.path() / "README.md");
+    if (fs::exists(e.path() / "README.md")) examples.push_back(e.path() / "README.md");
+  std::sort(examples.begin(), examples.end());
+  files.insert(files.end(), examples.begin(), examples.end());
+  return files;
+}
+
+/// A file name for block n of `file`: its path in the tree with '/' as '-' (docs-design-x.md-3).
+std::string scratch_name(const fs::path& src, const fs::path& file, int n) {
+  std::string rel = fs::relative(file, src).string();
+  std::replace(rel.begin(), rel.end(), '/', '-');
+  return rel + "-" + std::to_string(n) + ".capnp";
+}
+
+/// Cap'n Proto text without its comments and without whitespace outside string literals: two
+/// graphs that differ only in comments and layout compare equal.
+std::string without_comments_and_spacing(const std::string& text) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+    } else if (c == '#') {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      out += c;
+    }
+  }
+  return out;
+}
+
+TEST(readme_graphs, every_graph_the_docs_show_validates) {
+  const fs::path src = source_dir();
   // Graphs name files relative to where milesrt runs (the arithmetic example's runs/arith/...):
   // validate them in a folder that has those files, made the way the example makes them.
   const fs::path cwd = scratch("readme-graphs-cwd");
@@ -42,24 +101,41 @@ TEST(readme_graphs, every_graph_a_readme_shows_validates) {
     ASSERT_EQ(std::system(make.c_str()), 0);
     fs::copy(setup / "model", cwd / "runs" / "arith" / "sft_model", fs::copy_options::recursive);
   }
-  int graphs = 0;
-  for (const auto& readme : readmes) {
+  int graphs = 0, in_docs = 0;
+  for (const auto& md : markdown_files(src)) {
     int n = 0;
-    for (const auto& block : capnp_blocks(slurp(readme))) {
+    for (const auto& block : capnp_blocks(slurp(md))) {
       ++n;
       if (block.find("const graph") == std::string::npos) continue;  // a fragment
-      fs::path file = scratch("readme-graphs") / (readme.parent_path().filename().string() + "-" +
-                                                   std::to_string(n) + ".capnp");
+      fs::path file = scratch("readme-graphs") / scratch_name(src, md, n);
       std::ofstream(file) << block;
       const fs::path log = scratch("readme-validate") / "out.txt";
       const std::string cmd = "cd '" + cwd.string() + "' && '" + exe() + "' validate '" + file.string() + "' > '" +
                               log.string() + "' 2>&1";
       const int status = std::system(cmd.c_str());
-      EXPECT_EQ(status, 0) << readme << " block " << n << ":\n" << block << "\n" << slurp(log);
+      EXPECT_EQ(status, 0) << md << " block " << n << ":\n" << block << "\n" << slurp(log);
       ++graphs;
+      if (fs::relative(md, src).begin()->string() == "docs") ++in_docs;
     }
   }
-  EXPECT_GE(graphs, 2) << "README.md's and examples/custom_reward's graphs at least";
+  EXPECT_GE(graphs, 3) << "README.md's, docs/graph-files.md's and examples/custom_reward's graphs at least";
+  EXPECT_GE(in_docs, 1) << "docs/graph-files.md shows a whole graph";
+}
+
+TEST(readme_graphs, the_readme_shows_the_grpo_sync_graph) {
+  const fs::path src = source_dir();
+  auto blocks = graph_blocks(slurp(src / "README.md"));
+  ASSERT_FALSE(blocks.empty()) << "README.md shows no graph";
+  EXPECT_EQ(without_comments_and_spacing(blocks[0]),
+            without_comments_and_spacing(slurp(src / "graphs" / "grpo_sync.capnp")))
+      << "README.md's graph is not graphs/grpo_sync.capnp: update the one or the other";
+}
+
+TEST(readme_graphs, comments_and_spacing_do_not_count_but_strings_do) {
+  EXPECT_EQ(without_comments_and_spacing("a = \"x y\",  # one\n  b = 1,\n"), "a=\"x y\",b=1,");
+  EXPECT_EQ(without_comments_and_spacing("s = \"a # not a comment\""), "s=\"a # not a comment\"");
+  EXPECT_EQ(without_comments_and_spacing("s = \"q\\\" # still in\" # out"), "s=\"q\\\" # still in\"");
+  EXPECT_NE(without_comments_and_spacing("s = \"a b\""), without_comments_and_spacing("s = \"ab\""));
 }
 
 TEST(readme_graphs, the_custom_reward_readme_shows_its_graph_file) {
