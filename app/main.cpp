@@ -39,7 +39,7 @@ std::string version_text() {
 /// evaluation overlap where the schedule allows), and an OpenMP team per actor thread on top of
 /// that oversubscribes the cores; on the main job's small models each operator is too small to
 /// split anyway, and the teams' fork/join costs more than it saves (SFT steps 1.5x faster with 1,
-/// BENCHMARKS.md). Ray's workers make the same choice (OMP_NUM_THREADS=1).
+/// docs/benchmarks.md). Ray's workers make the same choice (OMP_NUM_THREADS=1).
 class intra_op_threads : public caf::thread_hook {
  public:
   explicit intra_op_threads(int n) : n_(n) {}

@@ -1,7 +1,7 @@
 # Stage 1 of the arithmetic example: supervised warm start on the sloppy teacher's demonstrations,
 # until held-out accuracy stops improving (no gain over evalPatience = 2 evaluations, counted from
 # step evalMinSteps = 400 on); the best model is exported for stage 2. The model learns to add
-# suddenly, somewhere between steps 125 and 375 depending on the seed (BENCHMARKS.md): the plateau
+# suddenly, somewhere between steps 125 and 375 depending on the seed (docs/benchmarks.md): the plateau
 # is looked for only after that.
 @0xe1f2a3b4c5d6e7f8;
 using import "/milesrt/graph.capnp".Graph;

@@ -173,7 +173,7 @@ void register_data_kind(runtime::kind_registry& registry) {
     const uint64_t order_seed = splitmix64(p.getSeed() ^ splitmix64(s.seed));
     return caf::actor_cast<caf::actor>(sys.spawn(data_fn, std::move(records), o, order_seed));
   };
-  // A restarted source continues from its last snapshot.
+  // A restarted source starts afresh; the driver asks it again for what the dead one owed.
   k.restartable = true;
   registry.add(k);
   registry.add_types([](caf::actor_system_config& cfg) {

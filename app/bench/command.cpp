@@ -41,7 +41,7 @@ std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers
 }
 
 cli::command make_bench_command() {
-  return {"bench", "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, publish (see BENCHMARKS.md)",
+  return {"bench", "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, publish (see docs/benchmarks.md)",
           [](CLI::App& app, cli::context& ctx) -> cli::runner {
             const std::vector<std::tuple<const char*, const char*, bench_define>> benches = {
                 {"forward", "Forward tokens/s of a model (packed sequences, no cache)", define_bench_forward},

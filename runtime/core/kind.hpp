@@ -98,7 +98,8 @@ struct kind_descriptor {
   /// before anything starts: one "field: problem" line per problem.
   std::function<std::vector<std::string>(capnp::DynamicStruct::Reader)> check_params;
   actor_factory spawn;
-  /// A dead actor of this kind is restarted (from its last snapshot) instead of failing the run.
+  /// A dead actor of this kind is replaced by a fresh one (its state is not restored; it gets the
+  /// newest publication, then the work its predecessor had not answered) instead of failing the run.
   bool restartable = false;
 };
 

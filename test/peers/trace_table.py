@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sums the GPU kernels of a Chrome trace (libtorch's profiler: `milesrt bench train --profile`, or
 torch.profiler's export) by name: total time, calls and share, largest first, with the GPU time and
-the span of the trace. A profiling aid for BENCHMARKS.md, not part of milesrt.
+the span of the trace. A profiling aid for docs/benchmarks.md, not part of milesrt.
 
     trace_table.py TRACE.json [--top 30]
 """
