@@ -24,6 +24,8 @@
 namespace milesrt::runtime {
 namespace {
 
+using namespace driver_testing;
+
 TEST_F(Driver, SyncIsLockstep) {
   records steps;
   auto o = run(testing::toy_graph(", replicas = 3", sync_schedule(), kRun), &steps);

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,8 @@
 
 namespace milesrt::runtime {
 namespace {
+
+using namespace driver_testing;
 
 // A restartable replica that dies at every message dies before answering anything, each
 // incarnation: a failure at start-up, which a restart repeats. The third such death in a row ends
@@ -57,8 +60,8 @@ TEST_F(Driver, AFailedMetricsWriteEndsTheRun) {
 }
 
 
-// Stages that start from their files after a resume (the version is not in their state, as an
-// engine's parameters are not) and a publication of two hops (learner -> relay -> stage): async
+// Stages that start from their files after a resume (the version is not in their state, as a
+// stage's parameters read from files are not) and a publication of two hops (learner -> relay -> stage): async
 // runs resumed at random steps, with and without random kills of the stage, under random
 // delivery orders. No item is admitted before every stage holds the restored version: every
 // item trained after the resume was made with it or a newer one, and the bound holds.
@@ -71,7 +74,8 @@ TEST_F(Schedules, AsyncResumeAdmitsNothingBeforeStagesHoldTheRestoredVersion) {
     c.async = true;
     c.drop = in(0, 3) == 0;
     const bool kills = in(0, 1) == 1;
-    const int interval = in(1, 3), first_steps = interval + in(0, interval - 1), total = first_steps + 3;
+    // The first run ends at its checkpoint: what it admitted is what the checkpoint knows of.
+    const int interval = in(1, 3), first_steps = interval, total = first_steps + 3;
     auto graph_of = [&](int steps) {
       auto f = fields(c, steps, interval);
       const std::string drop = "value = (int = " + std::to_string(c.drop_every) + "))";
@@ -101,9 +105,17 @@ TEST_F(Schedules, AsyncResumeAdmitsNothingBeforeStagesHoldTheRestoredVersion) {
     auto o2 = run_random(*g2, rng, second, run_dir, true);
     ASSERT_TRUE(o2.ok) << o2.error;
     ASSERT_EQ(second.front().step, uint64_t(interval + 1));
-    check_run(o2, second, true, c.staleness, c.batch);
+    std::set<uint64_t> trained;
+    records kept(first.begin(), first.begin() + interval);
+    check_run(o1, kept, true, c.staleness, c.batch, &trained);
+    check_run(o2, second, true, c.staleness, c.batch, &trained);
     // Step k trains at version k - 1: an item of staleness s there was made with version k - 1 - s.
+    // Checked on the steps made only of items admitted after the resume (the others may hold
+    // items made before the checkpoint, with older versions and within the bound).
     for (const auto& r : second) {
+      bool fresh = true;
+      for (auto origin : r.batch_origins) fresh = fresh && origin > o1.counters.admitted;
+      if (!fresh) continue;
       for (const auto& [staleness, n] : r.staleness) {
         EXPECT_GE(int64_t(r.step) - 1 - int64_t(staleness), interval)
             << n << " items of step " << r.step << " were made before the restored version";
@@ -111,7 +123,7 @@ TEST_F(Schedules, AsyncResumeAdmitsNothingBeforeStagesHoldTheRestoredVersion) {
       }
     }
   }
-  EXPECT_GT(checked, 1000u);
+  EXPECT_GT(checked, 500u);
 }
 
 }  // namespace

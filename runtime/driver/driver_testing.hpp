@@ -21,8 +21,8 @@
 #include "runtime/graph/validate.hpp"
 #include "runtime/testing/scratch_graph.hpp"
 
-namespace milesrt::runtime {
-namespace {
+// Not in an unnamed namespace: the fixtures are one class each across the test files.
+namespace milesrt::runtime::driver_testing {
 
 using records = std::vector<step_record>;
 
@@ -226,5 +226,4 @@ class Schedules : public testing::scratch_test {
   size_t jobs_ = 0;
 };
 
-}  // namespace
-}  // namespace milesrt::runtime
+}  // namespace milesrt::runtime::driver_testing

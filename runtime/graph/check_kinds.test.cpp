@@ -93,7 +93,7 @@ TEST_F(CheckKinds, ParameterErrors) {
   EXPECT_NE(s.find("actor 'stage': param 'die_after': expected int, got text"), std::string::npos)
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'colour': kind 'toy_stage' has no such parameter "
-                   "(declared: stall_after, die_after, drop_every, delay_ms)"),
+                   "(declared: stall_after, die_after, drop_every, delay_ms, restores_version)"),
             std::string::npos) << s;
   EXPECT_NE(s.find("actor 'stage': param 'drop_every': set twice"), std::string::npos) << s;
 }
@@ -271,7 +271,7 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
   EXPECT_EQ(msg("run.stepz=3"),
             "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
             "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot, sinks, chart, "
-            "metricsPort, workerGraceSeconds)");
+            "metricsPort, workerGraceSeconds, maxRestarts, restartWindowSeconds, maxStartupFailures)");
   EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
   EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
   EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");

@@ -81,7 +81,7 @@ struct stage_knobs {
                              // snapshots included: kill points at random, from `seed`
   uint64_t seed = 0;         // this incarnation's stream of kill points
   bool restores_version = true;  // false: its state leaves out the version, which starts at 0
-                                 // (held in files, as an engine's parameters are)
+                                 // (held in files the stage reads at start)
 };
 
 /// True (and the actor quits) when this message is one of the stage's random kill points.
