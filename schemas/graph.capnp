@@ -106,6 +106,14 @@ struct Run {
   # How long the run waits for a worker process that went away (killed, crashed, its host lost)
   # to be replaced: a worker that joins under the same name gets the same actors (their kinds must
   # be restartable); past it, the run fails naming the worker, its actors and what was in flight.
+  maxRestarts @13 :UInt32 = 10;
+  # The most restarts of one replica of a restartable kind within restartWindowSeconds; one more
+  # death ends the run naming the actor and its cause. 0: a dead replica is never restarted.
+  restartWindowSeconds @14 :Float64 = 600;
+  # The window over which maxRestarts counts.
+  maxStartupFailures @15 :UInt32 = 3;
+  # A replica that dies this many times in a row before answering anything (a failure at
+  # start-up, which a restart repeats) ends the run naming the actor and its cause.
 
   enum Sink {
     tensorboard @0;

@@ -49,6 +49,9 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
     rt.plan = n;
     rt.inflight.assign(n.replicas.size(), 0);
     rt.tickets.resize(n.replicas.size());
+    rt.restarted.resize(n.replicas.size());
+    rt.answered.assign(n.replicas.size(), 0);
+    rt.startup_failures.assign(n.replicas.size(), 0);
     st.nodes.push_back(std::move(rt));
   }
   st.durable.sources.credit.assign(st.plan.sources.size(), 0.0);

@@ -43,7 +43,10 @@ static void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
                              " learners, this one has " + std::to_string(aux + 1));
   }
   st.durable = std::move(snap);
-  st.flow.published = st.durable.version;
+  // The stages start from their files, not from the restored version: none of them holds it
+  // until the last publication, sent again once every actor has its state back, has arrived.
+  st.flow.published = 0;
+  st.recovery.restored_version = st.durable.version;
   st.flow.arrived_origins.clear();
 }
 
@@ -185,12 +188,11 @@ void resume(driver self) {
               if (--*waiting != 0) return;
               auto& s = self->state;
               s.recovery.resuming = false;
-              if (!s.durable.last_publication.empty()) {
-                // The stages start from the model's files: bring them to the restored version.
-                auto outs = s.durable.last_publication;
-                route(self, s.plan.learner, outs, true);
-                if (s.flow.live_publish == 0) s.flow.published = s.durable.version;
-              }
+              // The stages start from their files: bring them to the restored version. Until
+              // every hop of it has been applied, admission waits (admit(): restored_version).
+              auto outs = s.durable.last_publication;
+              if (!outs.empty()) route(self, s.plan.learner, outs, true);
+              if (s.flow.live_publish == 0) s.flow.published = s.durable.version;
               after_progress(self);
             },
             [=](caf::error& err) {

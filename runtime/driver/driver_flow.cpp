@@ -56,7 +56,10 @@ bool unavailable(driver self, size_t node) {
 /// Closes a ticket when its answer arrives; false when the request was abandoned because its
 /// replica died and was restarted (the request was then sent again).
 bool close_ticket(driver self, size_t node, uint32_t replica, uint64_t ticket) {
-  return self->state.nodes[node].tickets[replica].erase(ticket) > 0;
+  auto& n = self->state.nodes[node];
+  if (n.tickets[replica].erase(ticket) == 0) return false;
+  n.answered[replica] = 1;
+  return true;
 }
 
 static uint32_t pick_replica(driver self, size_t node) {
@@ -374,7 +377,7 @@ static void produce_from(driver self, size_t i, uint64_t n) {
 static void admit(driver self) {
   auto& st = self->state;
   if (st.done || st.recovery.checkpoint_due || st.durable.sources.exhausted || st.admission.producing > 0) return;
-  if (st.durable.step >= st.plan.steps) return;
+  if (st.durable.step >= st.plan.steps || st.flow.published < st.recovery.restored_version) return;
   for (size_t src : st.plan.sources)
     if (unavailable(self, src)) return;
   uint64_t n = std::min(st.policy->admissible(view_of(self)), admission_room(self));

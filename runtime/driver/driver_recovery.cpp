@@ -174,6 +174,32 @@ static void lose_worker(driver self, const std::string& worker, const caf::node_
           });
 }
 
+/// Why replica r of node i, which just died, must not be restarted again, or "": it died more
+/// than run.maxRestarts times within run.restartWindowSeconds, or run.maxStartupFailures times in a
+/// row before answering anything (a failure at start-up, which every restart repeats).
+static std::string restart_refused(driver self, size_t i, uint32_t r) {
+  auto& s = self->state;
+  auto& n = s.nodes[i];
+  const auto now = steady::now();
+  auto& times = n.restarted[r];
+  while (!times.empty() && now - times.front() > s.plan.restart_window) times.pop_front();
+  n.startup_failures[r] = n.answered[r] ? 0 : n.startup_failures[r] + 1;
+  char secs[32];
+  if (n.startup_failures[r] >= s.plan.max_startup_failures) {
+    return "died at start-up (before answering anything) " + std::to_string(n.startup_failures[r]) +
+           " times in a row (run.maxStartupFailures " + std::to_string(s.plan.max_startup_failures) + ")";
+  }
+  if (times.size() >= s.plan.max_restarts) {
+    std::snprintf(secs, sizeof secs, "%g", s.plan.restart_window.count() / 1000.0);
+    return "was restarted " + std::to_string(times.size()) + " times within " + secs +
+           " s and died again (run.maxRestarts " + std::to_string(s.plan.max_restarts) +
+           ", run.restartWindowSeconds " + secs + ")";
+  }
+  times.push_back(now);
+  n.answered[r] = 0;
+  return "";
+}
+
 /// An actor the driver monitors went down: a lost worker is awaited, a restartable replica is
 /// replaced, anything else ends the run naming the actor.
 void on_actor_down(driver self, const caf::down_msg& dm) {
@@ -190,6 +216,12 @@ void on_actor_down(driver self, const caf::down_msg& dm) {
         return;
       }
       if (n.plan.kind->restartable && n.plan.respawn) {
+        if (auto why = restart_refused(self, i, r); !why.empty()) {
+          finish(self, false, "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
+                                  n.plan.kind->name + ") " + why + "; last cause: " +
+                                  describe_error(self, dm.reason));
+          return;
+        }
         caf::actor fresh;
         try {
           fresh = n.plan.respawn(r);

@@ -71,6 +71,11 @@ struct node_rt {
   std::vector<std::map<uint64_t, ticket_rt>> tickets;
   /// out port -> indices of the edges leaving it
   std::map<std::string, std::vector<size_t>> routes;
+  /// Per replica: when it was restarted (within plan.restart_window); whether its current actor
+  /// has answered anything; its deaths in a row before answering anything (start-up failures).
+  std::vector<std::deque<steady::time_point>> restarted;
+  std::vector<uint8_t> answered;
+  std::vector<uint32_t> startup_failures;
 };
 
 /// The sources' side of admission that a checkpoint keeps.
@@ -156,6 +161,9 @@ struct recovery_state {
   std::shared_ptr<void> resume_ask;    ///< resume(): the request of one replica's restore
   /// From the start of a resume until every actor has its state back: nothing else starts.
   bool resuming = false;
+  /// The version a resume restored: no new work is admitted until every stage holds it
+  /// (flow.published reaches it), or work would be made with the stages' initial state.
+  uint64_t restored_version = 0;
 };
 
 struct telemetry_state {

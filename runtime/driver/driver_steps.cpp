@@ -162,7 +162,15 @@ static void complete_step(driver self) {
   if (s.plan.checkpoint_interval > 0 && s.durable.step % s.plan.checkpoint_interval == 0) {
     s.recovery.checkpoint_due = s.durable.step;
   }
-  if (s.opts.on_step) s.opts.on_step(rec);
+  if (s.opts.on_step) {
+    // A step that cannot be recorded (a full disk, a file-size limit) ends the run.
+    try {
+      s.opts.on_step(rec);
+    } catch (const std::exception& e) {
+      finish(self, false, "step " + std::to_string(rec.step) + " was not recorded: " + e.what());
+      return;
+    }
+  }
   report_live(self, true);
   if (!reply.stop.empty()) {
     // The learner ends the run: nothing new is admitted, in-flight work drains.

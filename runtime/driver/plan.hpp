@@ -73,6 +73,11 @@ struct graph_plan {
   caf::actor worker_directory;
   /// How long a lost worker's replacement is awaited.
   std::chrono::milliseconds worker_grace{0};
+  /// Restarts of one replica of a restartable kind: at most max_restarts within restart_window,
+  /// and fewer than max_startup_failures deaths in a row before answering anything.
+  uint32_t max_restarts = 10;
+  std::chrono::milliseconds restart_window{600000};
+  uint32_t max_startup_failures = 3;
 };
 
 }  // namespace milesrt::runtime

@@ -52,6 +52,9 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   plan.checkpoint_interval = run.getCheckpointInterval();
   plan.progress_metric = run.getProgressMetric();
   plan.worker_grace = std::chrono::milliseconds(static_cast<int64_t>(run.getWorkerGraceSeconds() * 1000.0));
+  plan.max_restarts = run.getMaxRestarts();
+  plan.restart_window = std::chrono::milliseconds(static_cast<int64_t>(run.getRestartWindowSeconds() * 1000.0));
+  plan.max_startup_failures = run.getMaxStartupFailures();
   if (r.getSchedule().isAsync()) {
     plan.schedule.async = true;
     plan.schedule.max_staleness = r.getSchedule().getAsync().getMaxStaleness();
@@ -229,12 +232,22 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   self->receive([](const caf::down_msg&) {});
   if (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
     failed.error = "the schedule driver stopped without a result";
-    writer->on_finish(failed);
+    try {
+      writer->on_finish(failed);
+    } catch (const std::exception&) {  // the run failed already; the first error is the one told
+    }
     return failed;
   }
   auto outcome = result.get();
   sinks->on_finish();
-  std::string line = writer->on_finish(outcome);
+  std::string line;
+  try {
+    line = writer->on_finish(outcome);
+  } catch (const std::exception& e) {
+    // A summary that cannot be written fails the run (unless it failed already: keep that error).
+    if (outcome.ok) outcome.error = e.what();
+    outcome.ok = false;
+  }
   if (g.reader().getRun().getPlot().size() > 0) {
     std::vector<std::string> names;
     for (auto m : g.reader().getRun().getPlot()) names.push_back(m);

@@ -31,7 +31,8 @@ TEST_F(CheckKinds, TheToyPipelineIsRunnable) {
 TEST_F(CheckKinds, UnknownKindNamesActorAndKnownKinds) {
   auto s = problems(R"(actors = [(name = "x", kind = "nope")])");
   EXPECT_NE(s.find(file() + "actor 'x': field 'kind': unknown actor kind 'nope' (known: "
-                            "toy_buffer, toy_flaky_stage, toy_learner, toy_mortal_stage, toy_source, toy_stage)"),
+                            "toy_buffer, toy_flaky_stage, toy_learner, toy_mortal_stage, toy_relay, toy_source, "
+                            "toy_stage)"),
             std::string::npos) << s;
 }
 
@@ -92,7 +93,7 @@ TEST_F(CheckKinds, ParameterErrors) {
   EXPECT_NE(s.find("actor 'stage': param 'die_after': expected int, got text"), std::string::npos)
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'colour': kind 'toy_stage' has no such parameter "
-                   "(declared: stall_after, die_after, drop_every, delay_ms)"),
+                   "(declared: stall_after, die_after, drop_every, delay_ms, restores_version)"),
             std::string::npos) << s;
   EXPECT_NE(s.find("actor 'stage': param 'drop_every': set twice"), std::string::npos) << s;
 }
@@ -270,7 +271,7 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
   EXPECT_EQ(msg("run.stepz=3"),
             "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
             "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot, sinks, chart, "
-            "metricsPort, workerGraceSeconds)");
+            "metricsPort, workerGraceSeconds, maxRestarts, restartWindowSeconds, maxStartupFailures)");
   EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
   EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
   EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");

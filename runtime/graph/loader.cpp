@@ -11,6 +11,7 @@
 #include <kj/exception.h>
 
 #include "runtime/graph/enum_hints.hpp"
+#include "runtime/graph/validate.hpp"
 
 namespace milesrt::graph {
 namespace fs = std::filesystem;
@@ -53,6 +54,41 @@ std::vector<fs::path> default_import_dirs() {
 
 namespace {
 
+/// "" or, when brackets ('(', '[', '{') nest deeper than limits::max_nesting outside strings and
+/// comments, where: checked before the Cap'n Proto compiler, which recurses once per level.
+std::string nesting_problem(const std::string& text) {
+  size_t depth = 0, line = 1;
+  bool in_string = false, in_comment = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      in_comment = false;
+    } else if (in_comment) {
+    } else if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '#') {
+      in_comment = true;
+    } else if (c == '(' || c == '[' || c == '{') {
+      if (++depth > limits::max_nesting) {
+        return "line " + std::to_string(line) + ": brackets nested deeper than " +
+               std::to_string(limits::max_nesting) + " levels";
+      }
+    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return "";
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 /// A schema file on disk. Unlike capnp's own disk file, it reports errors with 1-based lines and
 /// columns into a shared list instead of printing 0-based lines to stderr.
 class disk_schema_file final : public capnp::SchemaFile {
@@ -86,7 +122,12 @@ class disk_schema_file final : public capnp::SchemaFile {
     }
     fs::path candidate = path_.parent_path() / target;
     if (fs::is_regular_file(candidate)) {
-      return open(candidate, (fs::path(display_name_).parent_path() / target).string());
+      const std::string display = (fs::path(display_name_).parent_path() / target).string();
+      if (auto p = nesting_problem(read_text(candidate)); !p.empty()) {
+        errors_->push_back({display + ": " + p});
+        return nullptr;
+      }
+      return open(candidate, display);
     }
     return nullptr;
   }
@@ -144,6 +185,10 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
     return result;
   }
 
+  if (auto p = nesting_problem(read_text(file)); !p.empty()) {
+    result.errors.push_back(file_error(file, p));
+    return result;
+  }
   auto errors = std::make_shared<std::vector<diagnostic>>();
   capnp::SchemaParser parser;
   try {

@@ -164,5 +164,84 @@ const graph :Graph = (
   EXPECT_NE(s.find(f + "run: field 'steps': must be at least 1"), std::string::npos) << s;
 }
 
+/// Every structural problem of a graph with `run` as its run section (and `schedule`).
+std::string run_problems(const fs::path& file, const std::string& run,
+                         const std::string& schedule = "(sync = void)") {
+  std::ofstream(file) << kHeader << "const graph :Graph = (actors = [(name = \"a\", kind = \"k\")],\n"
+                      << "  schedule = " << schedule << ", run = " << run << ");\n";
+  auto r = load_graph(file, default_import_dirs());
+  if (!r.ok()) return "<load failed>";
+  std::string s;
+  for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
+  return s;
+}
+
+// Durations that are not finite, not positive or too large for the millisecond conversion are
+// refused by validation, naming the field and the limit.
+TEST_F(GraphLoader, DurationsMustBeFinitePositiveAndBounded) {
+  const auto file = dir_ / "durations.capnp";
+  const std::string bound = "must be above 0 and at most 1e+07 seconds (finite)";
+  for (const std::string v : {"1e300", "nan", "inf", "0", "-1"}) {
+    for (const std::string field : {"deadlineSeconds", "workerWaitSeconds", "restartWindowSeconds"}) {
+      auto s = run_problems(file, "(" + field + " = " + v + ")");
+      EXPECT_EQ(s, file.string() + ": run: field '" + field + "': " + bound + "\n") << field << " = " << v;
+    }
+    // A grace of 0 is allowed: a lost worker then ends the run at once.
+    auto s = run_problems(file, "(workerGraceSeconds = " + v + ")");
+    EXPECT_EQ(s, v == "0" ? "" : file.string() + ": run: field 'workerGraceSeconds': must be between 0 and at most "
+                                                 "1e+07 seconds (finite)\n") << v;
+  }
+  EXPECT_EQ(run_problems(file, "(deadlineSeconds = 1e7, workerWaitSeconds = 0.5)"), "");
+}
+
+// Work without bound: a batch, a staleness window or a number of steps beyond the limits.
+TEST_F(GraphLoader, BatchSizeStalenessWindowAndStepsAreBounded) {
+  const auto file = dir_ / "work.capnp";
+  const std::string f = file.string() + ": ";
+  EXPECT_EQ(run_problems(file, "(batchSize = 4000000000)"), f + "run: field 'batchSize': at most 100000\n");
+  EXPECT_EQ(run_problems(file, "(batchSize = 4)", "(async = (maxStaleness = 4294967295))"),
+            f + "schedule: field 'async.maxStaleness': (maxStaleness + 1) x batchSize is 17179869184 items, "
+                "at most 1000000\n");
+  EXPECT_EQ(run_problems(file, "(steps = 4000000000)"), f + "run: field 'steps': at most 100000000\n");
+  EXPECT_EQ(run_problems(file, "(batchSize = 1000, steps = 100000000)", "(async = (maxStaleness = 999))"), "");
+}
+
+// Names of 50,000 characters are refused by their length (a std::regex over them overflowed the
+// stack), and so are edge endpoints.
+TEST_F(GraphLoader, LongNamesAndEndpointsAreRefusedByLength) {
+  const std::string longname(50000, 'a');
+  auto file = write("long.capnp", std::string(kHeader) + "const graph :Graph = (actors = [(name = \"" +
+                                      longname + "\", kind = \"k\")], edges = [(from = \"" + longname +
+                                      ".x\", to = \"b." + longname + "\")]);\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_TRUE(r.ok()) << all(r);
+  std::string s;
+  for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
+  const std::string f = file.string() + ": ";
+  EXPECT_EQ(s, f + "actors[0]: field 'name': longer than 128 characters (50000)\n" +
+                   f + "edge 0: field 'from': longer than 257 characters (50002)\n" +
+                   f + "edge 0: field 'to': longer than 257 characters (50002)\n");
+  // A name of the limit's length, and a bad character, are told apart.
+  endpoint ep;
+  EXPECT_TRUE(parse_endpoint(std::string(128, 'x') + ".y", ep));
+  EXPECT_FALSE(parse_endpoint("a.b.c", ep));
+  EXPECT_FALSE(parse_endpoint("1a.b", ep));
+  EXPECT_FALSE(parse_endpoint("a.", ep));
+}
+
+// Brackets nested 3,000 deep are refused before the Cap'n Proto compiler (which recursed on them
+// until the stack overflowed); brackets inside strings and comments do not count.
+TEST_F(GraphLoader, DeepNestingIsRefusedBeforeTheCompiler) {
+  auto file = write("deep.capnp", std::string(kHeader) + "const graph :Graph = (name = \"((((\", # [[[[\n  description = " +
+                                      std::string(3000, '(') + "\"x\"" + std::string(3000, ')') + ");\n");
+  auto r = load_graph(file, default_import_dirs());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(all(r), file.string() + ": line 4: brackets nested deeper than 64 levels\n");
+  auto ok = write("ok.capnp", std::string(kHeader) + "const graph :Graph = (name = \"" + std::string(100, '(') +
+                                  "\", # " + std::string(100, '[') + "\n  actors = [(name = \"a\", kind = \"k\")]);\n");
+  auto r2 = load_graph(ok, default_import_dirs());
+  EXPECT_TRUE(r2.ok()) << all(r2);
+}
+
 }  // namespace
 }  // namespace milesrt::graph

@@ -1,6 +1,12 @@
 #include "runtime/metrics/metrics_writer.hpp"
 
+#include <algorithm>
+#include <set>
+
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 namespace milesrt::runtime {
 namespace fs = std::filesystem;
@@ -56,23 +62,35 @@ void keep_steps_through(const fs::path& jsonl, uint64_t step) {
   std::ifstream in(jsonl);
   if (!in) return;  // nothing written yet
   std::string kept, line;
+  std::set<uint64_t> steps;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    // A line cut short by a crash does not parse; it belonged to a step after the checkpoint.
+    // A line cut short (by a crash, a full disk) does not parse: dropped. It must belong to a step
+    // after the checkpoint, which the resumed run records again; checked below.
     if (j.is_discarded() || !j.contains("step") || !j["step"].is_number_unsigned()) continue;
     if (j["step"].get<uint64_t>() > step) continue;
+    if (!steps.insert(j["step"].get<uint64_t>()).second) continue;  // a step logged twice: once
     kept += line;
     kept += '\n';
   }
   in.close();
+  // Every step up to the checkpoint must be there, or the resumed run would go on without it.
+  if (steps.size() != step || (step > 0 && *steps.rbegin() != step)) {
+    uint64_t missing = 1;
+    while (steps.count(missing)) ++missing;
+    throw std::runtime_error(jsonl.string() + " lacks step " + std::to_string(missing) + " of the " +
+                             std::to_string(step) + " the checkpoint holds (a line cut short or lost): "
+                             "it cannot be resumed without losing that step's record");
+  }
   fs::path tmp = jsonl;
   tmp += ".tmp";
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
     out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    if (!out) throw std::runtime_error("cannot write " + tmp.string() + (errno ? std::string(": ") + std::strerror(errno) : ""));
   }
   fs::rename(tmp, jsonl);
 }
@@ -92,8 +110,16 @@ metrics_writer::metrics_writer(const fs::path& run_dir, std::string graph_name,
 }
 
 void metrics_writer::on_step(const step_record& r) {
-  jsonl_ << to_json(r).dump() << "\n";
-  jsonl_.flush();
+  if (!unrecorded_) {
+    errno = 0;
+    jsonl_ << to_json(r).dump() << "\n";
+    jsonl_.flush();
+    if (!jsonl_) unrecorded_ = r.step;
+  }
+  if (unrecorded_) {
+    throw std::runtime_error("cannot write " + (run_dir_ / "metrics.jsonl").string() +
+                             (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+  }
   last_metrics_ = r.metrics;
   ++steps_seen_;
   if (progress_ == nullptr) return;
@@ -129,12 +155,23 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
   s["ok"] = o.ok;
   s["error"] = o.error;
   s["note"] = o.note;
-  s["steps"] = o.steps;
+  // Only the steps metrics.jsonl holds: none after one that could not be written.
+  s["steps"] = unrecorded_ ? std::min(o.steps, unrecorded_ - 1) : o.steps;
   s["version"] = o.version;
   s["seconds"] = elapsed;
   s["counters"] = to_json(o.counters);
   s["last_metrics"] = last_metrics_;
-  std::ofstream(run_dir_ / "summary.json") << s.dump(2) << "\n";
+  {
+    const auto path = run_dir_ / "summary.json";
+    errno = 0;
+    std::ofstream out(path, std::ios::trunc);
+    out << s.dump(2) << "\n";
+    out.flush();
+    if (!out) {
+      throw std::runtime_error("cannot write " + path.string() +
+                               (errno ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
+  }
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", elapsed);
   std::string line = graph_name_ + ": " + std::to_string(o.steps) + " steps in " + buf +

@@ -31,8 +31,11 @@ class metrics_writer {
   metrics_writer(const std::filesystem::path& run_dir, std::string graph_name,
                  std::string progress_metric, uint64_t total_steps, std::FILE* progress,
                  bool append);
+  /// Appends the step to metrics.jsonl; throws naming the file and the reason when it cannot (and
+  /// for every step after: nothing is recorded past a gap).
   void on_step(const step_record& r);
-  /// Writes summary.json; returns the one-line summary printed at the end.
+  /// Writes summary.json (throws naming it when it cannot); returns the one-line summary printed
+  /// at the end.
   std::string on_finish(const run_outcome& o);
 
  private:
@@ -44,6 +47,7 @@ class metrics_writer {
   std::ofstream jsonl_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   uint64_t steps_seen_ = 0;
+  uint64_t unrecorded_ = 0;  ///< the first step metrics.jsonl could not take, or 0
   nlohmann::json last_metrics_ = nlohmann::json::object();
 };
 

@@ -60,5 +60,50 @@ TEST(MetricsWriter, ResumeCutsTheLogBackToTheCheckpoint) {
   fs::remove_all(dir);
 }
 
+// A write that fails (metrics.jsonl on a full device) throws naming the file and the reason, and
+// so does every step after it; the summary claims only the steps the log holds, and a summary
+// that cannot be written throws too.
+TEST(MetricsWriter, AFailedWriteThrowsAndTheSummaryClaimsOnlyRecordedSteps) {
+  fs::path dir = fs::temp_directory_path() / ("milesrt-metrics-full-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::create_symlink("/dev/full", dir / "metrics.jsonl");
+  metrics_writer w(dir, "g", "", 10, nullptr, true);
+  step_record r;
+  r.step = r.version = 4;
+  try {
+    w.on_step(r);
+    ADD_FAILURE() << "a failed write went unnoticed";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write " + (dir / "metrics.jsonl").string() + ": No space left on device");
+  }
+  r.step = 5;
+  EXPECT_THROW(w.on_step(r), std::runtime_error);
+  run_outcome o;
+  o.steps = 5;
+  w.on_finish(o);
+  EXPECT_EQ(nlohmann::json::parse(read(dir / "summary.json"))["steps"], 3u);
+  fs::remove(dir / "summary.json");
+  fs::create_symlink("/dev/full", dir / "summary.json");
+  EXPECT_THROW(w.on_finish(o), std::runtime_error);
+  fs::remove_all(dir);
+}
+
+// A log with a line cut short before the checkpoint's step (a write that failed, then a run that
+// went on) is refused by a resume, naming the step it lacks, rather than resumed without it.
+TEST(MetricsWriter, ResumeRefusesALogLackingAStepBeforeTheCheckpoint) {
+  fs::path dir = fs::temp_directory_path() / ("milesrt-metrics-cut-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "metrics.jsonl") << "{\"step\": 1}\n{\"step\": 2, \"vers\n{\"step\": 3}\n{\"step\": 4}\n";
+  try {
+    keep_steps_through(dir / "metrics.jsonl", 3);
+    ADD_FAILURE() << "a log lacking step 2 was resumed";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "metrics.jsonl").string() +
+                                         " lacks step 2 of the 3 the checkpoint holds (a line cut short or lost): "
+                                         "it cannot be resumed without losing that step's record");
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace milesrt::runtime

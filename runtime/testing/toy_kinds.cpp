@@ -80,6 +80,8 @@ struct stage_knobs {
   int64_t die_per_mille = 0; // chance (in 1000) of dying at each message, publications and
                              // snapshots included: kill points at random, from `seed`
   uint64_t seed = 0;         // this incarnation's stream of kill points
+  bool restores_version = true;  // false: its state leaves out the version, which starts at 0
+                                 // (held in files the stage reads at start)
 };
 
 /// True (and the actor quits) when this message is one of the stage's random kill points.
@@ -126,7 +128,10 @@ stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> s
       },
       [=](restore_atom, const std::string&, const actor_state& s) -> caf::result<bool> {
         if (dies_now(self, knobs, *rng, "restore")) return caf::delegated<bool>();
-        return unpack(s.bytes, {&self->state.version, &self->state.processed});
+        uint64_t version = 0;
+        if (!unpack(s.bytes, {&version, &self->state.processed})) return false;
+        if (knobs.restores_version) self->state.version = version;
+        return true;
       },
   };
 }
@@ -245,6 +250,20 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
   };
 }
 
+// -- toy_relay: passes each version on from `weights` to `updates` (a second hop of publication).
+
+stage_actor::behavior_type relay_fn(stage_actor::pointer) {
+  return {
+      [=](process_atom, const std::string&, envelope& e) -> caf::result<node_reply> {
+        node_reply reply;
+        reply.outputs.push_back({"updates", std::move(e)});
+        return reply;
+      },
+      [=](snapshot_atom, const std::string&) { return actor_state{}; },
+      [=](restore_atom, const std::string&, const actor_state&) { return true; },
+  };
+}
+
 /// A stage spawned with its knobs: detached when it sleeps, so that it holds no shared thread.
 caf::actor spawn_stage(caf::actor_system& sys, const stage_knobs& k) {
   if (k.delay_ms > 0) return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(stage_fn, k));
@@ -252,6 +271,84 @@ caf::actor spawn_stage(caf::actor_system& sys, const stage_knobs& k) {
 }
 
 }  // namespace
+
+/// toy_stage, toy_flaky_stage and toy_mortal_stage; toy_relay.
+static void register_stages(runtime::kind_registry& registry, const std::string& item,
+                            const std::string& version) {
+  using runtime::param_type;
+  kind_descriptor stage;
+  stage.name = "toy_stage";
+  stage.summary = "stamps each item with the version last received on `weights`";
+  stage.role = role::stage;
+  stage.inputs = {{"items", item, ""}, {"weights", version, "new versions from the learner"}};
+  stage.outputs = {{"items", item, ""}};
+  stage.params = {
+      {"stall_after", param_type::integer, "stop answering after this many items (-1: never)",
+       false, int64_t{-1}, -1.0, std::nullopt},
+      {"die_after", param_type::integer, "fail after this many items (-1: never)", false,
+       int64_t{-1}, -1.0, std::nullopt},
+      {"drop_every", param_type::integer, "filter out every k-th item (0: none)", false,
+       int64_t{0}, 0.0, std::nullopt},
+      {"delay_ms", param_type::integer, "milliseconds each item takes (0: none)", false,
+       int64_t{0}, 0.0, std::nullopt},
+      {"restores_version", param_type::boolean,
+       "false: a restore leaves the version at 0 (held in files, sent again by the learner)", false,
+       true, std::nullopt, std::nullopt},
+  };
+  stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
+    stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
+                  int_param(s, "drop_every"), int_param(s, "delay_ms")};
+    k.restores_version = std::get<bool>(s.params.at("restores_version"));
+    return spawn_stage(sys, k);
+  };
+  registry.add(stage);
+
+  kind_descriptor flaky = stage;
+  flaky.name = "toy_flaky_stage";
+  flaky.summary = "toy_stage whose dead replicas the runtime restarts";
+  flaky.restartable = true;
+  // A restarted replica is healthy: the knobs apply to the first incarnation only.
+  flaky.spawn = [incarnations = std::make_shared<std::map<std::string, int>>()](
+                    caf::actor_system& sys, const actor_setup& s) {
+    auto key = s.name + "/" + std::to_string(s.replica);
+    stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms")};
+    if ((*incarnations)[key]++ == 0) k.die_after = int_param(s, "die_after");
+    k.restores_version = std::get<bool>(s.params.at("restores_version"));
+    return spawn_stage(sys, k);
+  };
+  registry.add(flaky);
+
+  kind_descriptor mortal = stage;
+  mortal.name = "toy_mortal_stage";
+  mortal.summary = "toy_stage that dies at random messages; the runtime restarts it";
+  mortal.restartable = true;
+  mortal.params.push_back({"die_per_mille", param_type::integer,
+                           "chance in 1000 of dying at each message (publications, snapshots too)",
+                           false, int64_t{0}, 0.0, 1000.0});
+  // Each incarnation draws its kill points from its own stream: the run's seed, the replica and
+  // how many incarnations came before.
+  mortal.spawn = [incarnations = std::make_shared<std::map<std::string, uint64_t>>()](
+                     caf::actor_system& sys, const actor_setup& s) {
+    auto key = s.name + "/" + std::to_string(s.replica);
+    stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms"),
+                  int_param(s, "die_per_mille")};
+    k.seed = s.seed * 1000003 + s.replica * 7919 + (*incarnations)[key]++;
+    k.restores_version = std::get<bool>(s.params.at("restores_version"));
+    return spawn_stage(sys, k);
+  };
+  registry.add(mortal);
+
+  kind_descriptor relay;
+  relay.name = "toy_relay";
+  relay.summary = "passes each version on from `weights` to `updates`";
+  relay.role = role::stage;
+  relay.inputs = {{"weights", version, "new versions from the learner"}};
+  relay.outputs = {{"updates", version, "the same versions, one hop on"}};
+  relay.spawn = [](caf::actor_system& sys, const actor_setup&) {
+    return caf::actor_cast<caf::actor>(sys.spawn(relay_fn));
+  };
+  registry.add(relay);
+}
 
 void register_kinds(runtime::kind_registry& registry) {
   using runtime::param_type;
@@ -273,61 +370,7 @@ void register_kinds(runtime::kind_registry& registry) {
   };
   registry.add(source);
 
-  kind_descriptor stage;
-  stage.name = "toy_stage";
-  stage.summary = "stamps each item with the version last received on `weights`";
-  stage.role = role::stage;
-  stage.inputs = {{"items", item, ""}, {"weights", version, "new versions from the learner"}};
-  stage.outputs = {{"items", item, ""}};
-  stage.params = {
-      {"stall_after", param_type::integer, "stop answering after this many items (-1: never)",
-       false, int64_t{-1}, -1.0, std::nullopt},
-      {"die_after", param_type::integer, "fail after this many items (-1: never)", false,
-       int64_t{-1}, -1.0, std::nullopt},
-      {"drop_every", param_type::integer, "filter out every k-th item (0: none)", false,
-       int64_t{0}, 0.0, std::nullopt},
-      {"delay_ms", param_type::integer, "milliseconds each item takes (0: none)", false,
-       int64_t{0}, 0.0, std::nullopt},
-  };
-  stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
-    stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
-                  int_param(s, "drop_every"), int_param(s, "delay_ms")};
-    return spawn_stage(sys, k);
-  };
-  registry.add(stage);
-
-  kind_descriptor flaky = stage;
-  flaky.name = "toy_flaky_stage";
-  flaky.summary = "toy_stage whose dead replicas the runtime restarts";
-  flaky.restartable = true;
-  // A restarted replica is healthy: the knobs apply to the first incarnation only.
-  flaky.spawn = [incarnations = std::make_shared<std::map<std::string, int>>()](
-                    caf::actor_system& sys, const actor_setup& s) {
-    auto key = s.name + "/" + std::to_string(s.replica);
-    stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms")};
-    if ((*incarnations)[key]++ == 0) k.die_after = int_param(s, "die_after");
-    return spawn_stage(sys, k);
-  };
-  registry.add(flaky);
-
-  kind_descriptor mortal = stage;
-  mortal.name = "toy_mortal_stage";
-  mortal.summary = "toy_stage that dies at random messages; the runtime restarts it";
-  mortal.restartable = true;
-  mortal.params.push_back({"die_per_mille", param_type::integer,
-                           "chance in 1000 of dying at each message (publications, snapshots too)",
-                           false, int64_t{0}, 0.0, 1000.0});
-  // Each incarnation draws its kill points from its own stream: the run's seed, the replica and
-  // how many incarnations came before.
-  mortal.spawn = [incarnations = std::make_shared<std::map<std::string, uint64_t>>()](
-                     caf::actor_system& sys, const actor_setup& s) {
-    auto key = s.name + "/" + std::to_string(s.replica);
-    stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms"),
-                  int_param(s, "die_per_mille")};
-    k.seed = s.seed * 1000003 + s.replica * 7919 + (*incarnations)[key]++;
-    return spawn_stage(sys, k);
-  };
-  registry.add(mortal);
+  register_stages(registry, item, version);
 
   kind_descriptor learner;
   learner.name = "toy_learner";

@@ -7,7 +7,8 @@
 
 namespace milesrt::toy {
 
-/// Adds toy_source, toy_stage, toy_flaky_stage (restartable), toy_learner and toy_buffer.
+/// Adds toy_source, toy_stage, toy_flaky_stage (restartable), toy_relay, toy_learner and
+/// toy_buffer.
 void register_kinds(runtime::kind_registry& registry);
 
 }  // namespace milesrt::toy
