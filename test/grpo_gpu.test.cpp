@@ -15,7 +15,7 @@
 
 #include "actors/lib/llm/model.hpp"
 #include "kernels/device.hpp"
-#include "test/support.hpp"
+#include "test/support/arith_setup.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -46,9 +46,7 @@ gpu_run run_sync(const fs::path& setup, const std::string& name, const std::stri
 
 fs::path tiny_setup() {
   fs::path setup = scratch("grpo-gpu-setup");
-  std::string make = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + setup.string() +
-                     "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
-  EXPECT_EQ(std::system(make.c_str()), 0);
+  EXPECT_EQ(make_arith_setup(setup), 0);
   return setup;
 }
 
