@@ -74,7 +74,7 @@ struct forward_options {
   /// input, calls this with the final hidden states [tokens, hidden] (autograd on) for a scalar
   /// loss, and back-propagates it through every layer computed again; the parameters' gradients
   /// are then accumulated and the returned hidden states are detached.
-  std::function<at::Tensor(const at::Tensor& hidden)> checkpoint_head;
+  std::function<at::Tensor(const at::Tensor& hidden)> checkpoint_head = nullptr;
   /// With checkpoint_head: how many layers, from the first, are computed again in the backward
   /// (the later ones keep their activations, as autograd does); 0 = all of them.
   int64_t checkpoint_layers = 0;

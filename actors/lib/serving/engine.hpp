@@ -64,7 +64,7 @@ struct engine_config {
   int64_t max_tokens_per_step = 256;  ///< prefill chunks and decode tokens share this budget
   int64_t max_running = 0;            ///< 0: no cap but the KV blocks
   /// Turns output ids into text, for stop strings (null: stop strings are refused).
-  std::function<std::string(const std::vector<int64_t>&)> detokenize;
+  std::function<std::string(const std::vector<int64_t>&)> detokenize = nullptr;
   /// On a GPU, > 0: num_blocks is this fraction of the device memory free when the engine starts
   /// (after the weights are loaded), instead of the number above.
   double kv_memory_fraction = 0;
