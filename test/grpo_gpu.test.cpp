@@ -107,7 +107,9 @@ TEST(grpo_gpu, releasing_the_kv_pool_between_phases_lowers_the_trainers_peak) {
     // The pool is tens of GiB on an H200; the tiny model's step needs well under 1 GiB.
     EXPECT_LT(freed, kept - 1.0) << "held " << h.dump() << "\nreleased " << r.dump();
     // Every phase after the first takes the pool back (the first finds it held).
-    if (i > 0) EXPECT_GE(r.value("rollout_kv_retake_seconds", -1.0), 0.0) << r.dump();
+    if (i > 0) {
+      EXPECT_GE(r.value("rollout_kv_retake_seconds", -1.0), 0.0) << r.dump();
+    }
     std::cout << "step " << i + 1 << ": trainer peak GiB " << kept << " with the pool held, " << freed
               << " released; retake " << r.value("rollout_kv_retake_seconds", -1.0) << " s\n";
   }
