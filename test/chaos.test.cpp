@@ -12,20 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test/support.hpp"
+#include "test/support/arith_setup.hpp"
 
 namespace {
 using namespace milesrt::testing;
 
 const fs::path& setup_dir() {
-  static fs::path dir = [] {
-    fs::path d = scratch("chaos-setup");
-    std::string cmd = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + d.string() +
-                      "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
-    return d;
-  }();
-  return dir;
+  return shared_arith_setup("chaos-setup");
 }
 
 constexpr int kSteps = 8, kBatch = 4;

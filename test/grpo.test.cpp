@@ -9,21 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test/support.hpp"
+#include "test/support/arith_setup.hpp"
 
 namespace {
 using namespace milesrt::testing;
 
 /// The tiny setup, made once per test binary.
 const fs::path& setup_dir() {
-  static fs::path dir = [] {
-    fs::path d = scratch("grpo-setup");
-    std::string cmd = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + d.string() +
-                      "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
-    return d;
-  }();
-  return dir;
+  return shared_arith_setup("grpo-setup");
 }
 
 /// --set overrides that point a graph at the tiny setup.
@@ -65,7 +58,9 @@ TEST(grpo_graphs, sync_three_steps_versions_staleness_and_exact_logprobs) {
     EXPECT_EQ(s["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
     EXPECT_TRUE(s["metrics"].contains("reward_mean"));
     // The publication after step k is measured while step k+1 runs.
-    if (i > 0) EXPECT_TRUE(s["metrics"].contains("publish_seconds"));
+    if (i > 0) {
+      EXPECT_TRUE(s["metrics"].contains("publish_seconds"));
+    }
   }
   EXPECT_TRUE(steps[2]["metrics"].contains("eval_accuracy"));
   EXPECT_TRUE(fs::exists(run / "export" / "model.safetensors"));
@@ -311,8 +306,9 @@ TEST(grpo_graphs, a_fifo_buffer_actor_trains_as_the_drivers_queue_and_resumes_bi
   for (int i = 0; i < 4; ++i) {
     for (const char* m : {"loss", "grad_norm", "reward_mean"}) {
       EXPECT_EQ(sq[i]["metrics"][m].get<double>(), sa[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
-      if (i >= 2)
+      if (i >= 2) {
         EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+      }
     }
     EXPECT_EQ(sa[i]["origins"], sq[i]["origins"]) << "step " << i + 1;
     // Lockstep: the buffer hands out all it holds each step.
@@ -448,7 +444,9 @@ TEST(grpo_graphs, ipc_feeds_an_engine_in_a_worker_process) {
     EXPECT_EQ(steps[i]["version"].get<int>(), int(i) + 1);
     // The engine in the other process holds the trainer's weights bit for bit.
     EXPECT_EQ(steps[i]["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
-    if (i > 0) EXPECT_TRUE(steps[i]["metrics"].contains("publish_apply_seconds"));
+    if (i > 0) {
+      EXPECT_TRUE(steps[i]["metrics"].contains("publish_apply_seconds"));
+    }
   }
 }
 

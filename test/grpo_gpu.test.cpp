@@ -15,7 +15,7 @@
 
 #include "actors/lib/llm/model.hpp"
 #include "kernels/device.hpp"
-#include "test/support.hpp"
+#include "test/support/arith_setup.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -46,9 +46,7 @@ gpu_run run_sync(const fs::path& setup, const std::string& name, const std::stri
 
 fs::path tiny_setup() {
   fs::path setup = scratch("grpo-gpu-setup");
-  std::string make = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + setup.string() +
-                     "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
-  EXPECT_EQ(std::system(make.c_str()), 0);
+  EXPECT_EQ(make_arith_setup(setup), 0);
   return setup;
 }
 
@@ -109,7 +107,9 @@ TEST(grpo_gpu, releasing_the_kv_pool_between_phases_lowers_the_trainers_peak) {
     // The pool is tens of GiB on an H200; the tiny model's step needs well under 1 GiB.
     EXPECT_LT(freed, kept - 1.0) << "held " << h.dump() << "\nreleased " << r.dump();
     // Every phase after the first takes the pool back (the first finds it held).
-    if (i > 0) EXPECT_GE(r.value("rollout_kv_retake_seconds", -1.0), 0.0) << r.dump();
+    if (i > 0) {
+      EXPECT_GE(r.value("rollout_kv_retake_seconds", -1.0), 0.0) << r.dump();
+    }
     std::cout << "step " << i + 1 << ": trainer peak GiB " << kept << " with the pool held, " << freed
               << " released; retake " << r.value("rollout_kv_retake_seconds", -1.0) << " s\n";
   }

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "test/support.hpp"
+#include "test/support/arith_setup.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -96,9 +96,7 @@ TEST(readme_graphs, every_graph_the_docs_show_validates) {
   const fs::path cwd = scratch("readme-graphs-cwd");
   const fs::path setup = cwd / "runs" / "arith" / "setup";
   if (!fs::exists(setup / "rl.jsonl")) {
-    const std::string make = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + setup.string() +
-                             "' --sft-size 16 --rl-size 16 --heldout 4 --max-operand 9 > /dev/null";
-    ASSERT_EQ(std::system(make.c_str()), 0);
+    ASSERT_EQ(make_arith_setup(setup, 16, 16, 4), 0);
     fs::copy(setup / "model", cwd / "runs" / "arith" / "sft_model", fs::copy_options::recursive);
   }
   int graphs = 0, in_docs = 0;

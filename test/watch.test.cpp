@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "test/support.hpp"
+#include "test/support/arith_setup.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -18,14 +18,7 @@ using namespace milesrt::testing;
 const char* kActors = "data,rollout,reward,filter,trainer,publisher";
 
 const fs::path& setup_dir() {
-  static fs::path dir = [] {
-    fs::path d = scratch("watch-setup");
-    std::string cmd = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + d.string() +
-                      "' --sft-size 64 --rl-size 64 --heldout 8 --max-operand 9 > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
-    return d;
-  }();
-  return dir;
+  return shared_arith_setup("watch-setup");
 }
 
 /// `run graphs/grpo_async.capnp` on the tiny setup, `steps` steps of 4 groups.

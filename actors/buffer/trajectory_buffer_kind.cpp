@@ -58,110 +58,144 @@ void add_counters(const buffer_state& st, metric_map& m) {
   m["buffer_stale_served"] = double(st.stale_served);
 }
 
+/// A put on port "groups": the group is held when the policy admits it.
+caf::result<buffer_reply> put_group(buffer_state& st, const std::string& port, const envelope& e,
+                                    uint64_t learner_version) {
+  const std::string who = "trajectory_buffer '" + st.name + "'";
+  if (port != "groups") {
+    return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
+  }
+  if (!e.payload.match_elements<sample_group>()) {
+    return caf::make_error(caf::sec::unexpected_message, who + ": port 'groups' expects a sample_group");
+  }
+  held_group g{e, st.next_arrival++, reward_spread(e.payload.get_as<sample_group>(0))};
+  st.put++;
+  buffer_reply reply;
+  if (st.policy->admit(g, learner_version, st.rules)) {
+    st.held.push_back(std::move(g));
+    reply.kept = 1;
+  } else {
+    st.dropped_stale++;
+    reply.dropped_stale = 1;
+  }
+  reply.size = st.held.size();
+  return reply;
+}
+
+/// The schedule's bound (onStale = drop) at a take: what went stale while it waited goes.
+void drop_stale_past(buffer_state& st, uint64_t learner_version, uint64_t drop_past, buffer_reply& reply) {
+  std::deque<held_group> fresh;
+  for (auto& g : st.held) {
+    if (staleness_of(g, learner_version) > drop_past) {
+      reply.dropped_stale++;
+    } else {
+      fresh.push_back(std::move(g));
+    }
+  }
+  st.held = std::move(fresh);
+  st.dropped_stale += reply.dropped_stale;
+}
+
+/// A take: the schedule's bound, then the policy's choice (served, discarded, kept), and with
+/// `discard_rest` the surplus of a served batch.
+caf::result<buffer_reply> take_groups(buffer_state& st, uint64_t count, uint64_t learner_version,
+                                      bool discard_rest, uint64_t drop_past) {
+  buffer_reply reply;
+  // The schedule's bound first (onStale = drop): what went stale while it waited goes.
+  if (drop_past != UINT64_MAX) drop_stale_past(st, learner_version, drop_past, reply);
+  choice c = st.policy->choose(st.held, count, learner_version, st.rules);
+  // A policy (maybe a plugin's) names each held group at most once.
+  std::set<size_t> named;
+  for (size_t i : c.serve)
+    if (i >= st.held.size() || !named.insert(i).second)
+      return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
+                             "': its policy chose group index " + std::to_string(i) + " of " +
+                             std::to_string(st.held.size()) + " twice or out of range");
+  for (size_t i : c.drop)
+    if (i >= st.held.size() || !named.insert(i).second)
+      return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
+                             "': its policy discarded group index " + std::to_string(i) + " of " +
+                             std::to_string(st.held.size()) + " twice, out of range or also served");
+  const bool serving = c.serve.size() >= count;
+  std::vector<bool> gone(st.held.size(), false);
+  for (size_t i : c.drop) gone[i] = true;
+  reply.dropped_stale += c.drop.size();
+  st.dropped_stale += c.drop.size();
+  if (serving) {
+    double stale_sum = 0, spread_sum = 0;
+    for (size_t i : c.serve) {
+      reply.items.push_back(st.held[i].item);
+      stale_sum += double(staleness_of(st.held[i], learner_version));
+      spread_sum += st.held[i].reward_spread;
+      gone[i] = true;
+    }
+    st.served += c.serve.size();
+    st.stale_served += c.stale_served;
+    reply.stale_served = c.stale_served;
+    if (!c.serve.empty()) {
+      reply.metrics["buffer_served_staleness_mean"] = stale_sum / double(c.serve.size());
+      reply.metrics["buffer_served_spread_mean"] = spread_sum / double(c.serve.size());
+    }
+  }
+  std::deque<held_group> rest;
+  for (size_t i = 0; i < st.held.size(); ++i)
+    if (!gone[i]) rest.push_back(std::move(st.held[i]));
+  st.held = std::move(rest);
+  if (serving && discard_rest) {
+    reply.surplus = st.held.size();
+    st.surplus += st.held.size();
+    st.held.clear();
+  }
+  reply.size = st.held.size();
+  add_counters(st, reply.metrics);
+  return reply;
+}
+
+/// The state as a snapshot: the held groups in order, and the counters.
+buffer_snapshot snapshot_of(const buffer_state& st) {
+  buffer_snapshot snap;
+  for (const auto& g : st.held) {
+    snap.items.push_back(g.item);
+    snap.arrivals.push_back(g.arrival);
+  }
+  snap.next_arrival = st.next_arrival;
+  snap.put = st.put;
+  snap.served = st.served;
+  snap.dropped_stale = st.dropped_stale;
+  snap.stale_served = st.stale_served;
+  snap.surplus = st.surplus;
+  return snap;
+}
+
+/// Takes a snapshot's groups and counters; false when one of its items holds no sample group.
+bool restore_from(buffer_state& st, const buffer_snapshot& snap) {
+  st.held.clear();
+  for (size_t i = 0; i < snap.items.size(); ++i) {
+    const auto& e = snap.items[i];
+    if (!e.payload.match_elements<sample_group>()) return false;
+    st.held.push_back({e, snap.arrivals[i], reward_spread(e.payload.get_as<sample_group>(0))});
+  }
+  st.next_arrival = snap.next_arrival;
+  st.put = snap.put;
+  st.served = snap.served;
+  st.dropped_stale = snap.dropped_stale;
+  st.stale_served = snap.stale_served;
+  st.surplus = snap.surplus;
+  return true;
+}
+
 buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_state> self,
                                       std::shared_ptr<buffer_state> init) {
   self->state = std::move(*init);
   return {
       [=](put_atom, const std::string& port, const envelope& e, uint64_t learner_version)
-          -> caf::result<buffer_reply> {
-        auto& st = self->state;
-        const std::string who = "trajectory_buffer '" + st.name + "'";
-        if (port != "groups") {
-          return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
-        }
-        if (!e.payload.match_elements<sample_group>()) {
-          return caf::make_error(caf::sec::unexpected_message, who + ": port 'groups' expects a sample_group");
-        }
-        held_group g{e, st.next_arrival++, reward_spread(e.payload.get_as<sample_group>(0))};
-        st.put++;
-        buffer_reply reply;
-        if (st.policy->admit(g, learner_version, st.rules)) {
-          st.held.push_back(std::move(g));
-          reply.kept = 1;
-        } else {
-          st.dropped_stale++;
-          reply.dropped_stale = 1;
-        }
-        reply.size = st.held.size();
-        return reply;
-      },
+          -> caf::result<buffer_reply> { return put_group(self->state, port, e, learner_version); },
       [=](take_atom, uint64_t count, uint64_t learner_version, bool discard_rest,
           uint64_t drop_past) -> caf::result<buffer_reply> {
-        auto& st = self->state;
-        buffer_reply reply;
-        // The schedule's bound first (onStale = drop): what went stale while it waited goes.
-        if (drop_past != UINT64_MAX) {
-          std::deque<held_group> fresh;
-          for (auto& g : st.held) {
-            if (staleness_of(g, learner_version) > drop_past) {
-              reply.dropped_stale++;
-            } else {
-              fresh.push_back(std::move(g));
-            }
-          }
-          st.held = std::move(fresh);
-          st.dropped_stale += reply.dropped_stale;
-        }
-        choice c = st.policy->choose(st.held, count, learner_version, st.rules);
-        // A policy (maybe a plugin's) names each held group at most once.
-        std::set<size_t> named;
-        for (size_t i : c.serve)
-          if (i >= st.held.size() || !named.insert(i).second)
-            return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
-                                   "': its policy chose group index " + std::to_string(i) + " of " +
-                                   std::to_string(st.held.size()) + " twice or out of range");
-        for (size_t i : c.drop)
-          if (i >= st.held.size() || !named.insert(i).second)
-            return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
-                                   "': its policy discarded group index " + std::to_string(i) + " of " +
-                                   std::to_string(st.held.size()) + " twice, out of range or also served");
-        const bool serving = c.serve.size() >= count;
-        std::vector<bool> gone(st.held.size(), false);
-        for (size_t i : c.drop) gone[i] = true;
-        reply.dropped_stale += c.drop.size();
-        st.dropped_stale += c.drop.size();
-        if (serving) {
-          double stale_sum = 0, spread_sum = 0;
-          for (size_t i : c.serve) {
-            reply.items.push_back(st.held[i].item);
-            stale_sum += double(staleness_of(st.held[i], learner_version));
-            spread_sum += st.held[i].reward_spread;
-            gone[i] = true;
-          }
-          st.served += c.serve.size();
-          st.stale_served += c.stale_served;
-          reply.stale_served = c.stale_served;
-          if (!c.serve.empty()) {
-            reply.metrics["buffer_served_staleness_mean"] = stale_sum / double(c.serve.size());
-            reply.metrics["buffer_served_spread_mean"] = spread_sum / double(c.serve.size());
-          }
-        }
-        std::deque<held_group> rest;
-        for (size_t i = 0; i < st.held.size(); ++i)
-          if (!gone[i]) rest.push_back(std::move(st.held[i]));
-        st.held = std::move(rest);
-        if (serving && discard_rest) {
-          reply.surplus = st.held.size();
-          st.surplus += st.held.size();
-          st.held.clear();
-        }
-        reply.size = st.held.size();
-        add_counters(st, reply.metrics);
-        return reply;
+        return take_groups(self->state, count, learner_version, discard_rest, drop_past);
       },
       [=](snapshot_atom, const std::string&) -> caf::result<actor_state> {
-        auto& st = self->state;
-        buffer_snapshot snap;
-        for (const auto& g : st.held) {
-          snap.items.push_back(g.item);
-          snap.arrivals.push_back(g.arrival);
-        }
-        snap.next_arrival = st.next_arrival;
-        snap.put = st.put;
-        snap.served = st.served;
-        snap.dropped_stale = st.dropped_stale;
-        snap.stale_served = st.stale_served;
-        snap.surplus = st.surplus;
+        buffer_snapshot snap = snapshot_of(self->state);
         std::vector<char> buf;
         caf::binary_serializer sink{self->system(), buf};
         if (auto err = sink(snap)) return err;
@@ -173,20 +207,7 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
         caf::binary_deserializer source{self->system(), buf};
         if (source(snap) || snap.tag != "trajectory-buffer-1" || snap.items.size() != snap.arrivals.size())
           return false;
-        auto& st = self->state;
-        st.held.clear();
-        for (size_t i = 0; i < snap.items.size(); ++i) {
-          const auto& e = snap.items[i];
-          if (!e.payload.match_elements<sample_group>()) return false;
-          st.held.push_back({e, snap.arrivals[i], reward_spread(e.payload.get_as<sample_group>(0))});
-        }
-        st.next_arrival = snap.next_arrival;
-        st.put = snap.put;
-        st.served = snap.served;
-        st.dropped_stale = snap.dropped_stale;
-        st.stale_served = snap.stale_served;
-        st.surplus = snap.surplus;
-        return true;
+        return restore_from(self->state, snap);
       },
   };
 }

@@ -4,31 +4,19 @@
 #include <ATen/core/grad_mode.h>
 
 #include <chrono>
-#include <fstream>
 #include <stdexcept>
 
 #include "actors/lib/llm/safetensors.hpp"
 #include "actors/lib/rl/advantages.hpp"
 #include "actors/lib/rl/builtin.hpp"
 #include "actors/lib/rl/losses.hpp"
+#include "actors/lib/rl/master_weights.hpp"
 
 namespace milesrt::critic {
 namespace fs = std::filesystem;
 using llm::sample_msg;
 
 namespace {
-
-void write_file(const fs::path& path, const void* data, size_t n) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
-
-std::vector<char> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 /// The head [hidden + 1] fp32 from a value_head.safetensors file.
 at::Tensor read_head(const fs::path& file, int64_t hidden) {
@@ -210,10 +198,7 @@ void critic_core::publish_master() {
     at::NoGradGuard no_grad;
     params.buffer().detach().copy_(master_.narrow(0, 0, decoder_numel_));
     head_.detach().copy_(master_.narrow(0, decoder_numel_, head_.numel()));
-    if (!at::isfinite(master_).all().item<bool>()) {
-      throw std::runtime_error("critic: the weights are no longer finite after optimizer step " +
-                               std::to_string(adam_->steps()));
-    }
+    rl::check_finite_weights(master_, "critic", adam_->steps());
   }
   // Outside the guard: views made under no-grad would not carry gradients to the buffer.
   params.rebuild_views();
@@ -232,12 +217,7 @@ void critic_core::save(const fs::path& dir) const {
                                {"value_head.bias", llm::dtype::f32, {1}, head.data_ptr<float>() + h, 4}});
   fs::rename(tmp / "model.safetensors", model_dir / value_head_file);
   fs::remove_all(tmp);
-  auto bytes = adam_->save();
-  write_file(dir / "optimizer.bin", bytes.data(), bytes.size());
-  if (model_->dtype() != at::kFloat) {
-    auto cpu = master_.to(at::kCPU).contiguous();
-    write_file(dir / "master.bin", cpu.data_ptr(), cpu.nbytes());
-  }
+  rl::save_optimizer_state(dir, *adam_, master_, model_->dtype() != at::kFloat);
 }
 
 void critic_core::restore(const fs::path& dir) {
@@ -247,17 +227,11 @@ void critic_core::restore(const fs::path& dir) {
     throw std::runtime_error(model_dir.string() + ": the saved model has other parameters than this critic");
   }
   auto head = read_head(model_dir / value_head_file, model_->config().hidden_size);
-  auto opt = read_file(dir / "optimizer.bin");
-  adam_->load(std::vector<uint8_t>(opt.begin(), opt.end()));
+  rl::load_optimizer_state(dir, *adam_);
   // fp32 saves are exact; a bf16 decoder resumes its fp32 master weights from master.bin.
   at::Tensor master;
   if (model_->dtype() != at::kFloat) {
-    auto raw = read_file(dir / "master.bin");
-    if (static_cast<int64_t>(raw.size()) != master_.numel() * 4) {
-      throw std::runtime_error((dir / "master.bin").string() + ": expected " + std::to_string(master_.numel() * 4) +
-                               " bytes of fp32 master weights");
-    }
-    master = at::from_blob(raw.data(), {master_.numel()}, at::kFloat).clone();
+    master = rl::read_master(dir, master_.numel());
   } else {
     master = at::cat({saved->params().buffer().detach().flatten(), head});
   }

@@ -15,6 +15,7 @@
 
 #include "actors/critic/critic_core.hpp"
 #include "actors/lib/llm/safetensors.hpp"
+#include "actors/lib/llm/tiny_model_testing.hpp"
 #include "runtime/testing/kind_testing.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "milesrt/critic.capnp.h"
@@ -26,12 +27,6 @@ using namespace milesrt::kind_testing;
 using llm::sample_group;
 using llm::sample_msg;
 namespace fs = std::filesystem;
-
-const char* kTinyQwen3 = R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
-  "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-  "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6,
-  "hidden_act": "silu", "max_position_embeddings": 128, "rope_theta": 10000.0,
-  "tie_word_embeddings": true})";
 
 /// Toy problem: prompt = [3 or 4, two random tokens], output = 3 random tokens; reward 1 when the
 /// prompt starts with 3, else 0. With gamma = lambda = 1 the return at every output token is the
@@ -60,7 +55,7 @@ class CriticKind : public ::testing::Test {
     at::set_num_threads(1);
     dir_ = fs::temp_directory_path() / ("milesrt-critic-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
-    llm::decoder::random(kTinyQwen3, at::kFloat, at::kCPU, 11)->save(dir_ / "init");
+    llm::testing::tiny_model(11)->save(dir_ / "init");
     register_critic_kind(registry_);
   }
   void TearDown() override { fs::remove_all(dir_); }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
@@ -28,11 +29,6 @@ using namespace milesrt::kind_testing;
 namespace fs = std::filesystem;
 using Transport = schema::PublisherParams::Transport;
 using Handover = schema::PublisherParams::Handover;
-
-const std::string config = R"({"model_type": "qwen3", "vocab_size": 32, "hidden_size": 32,
-  "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-  "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-  "tie_word_embeddings": true, "hidden_act": "silu"})";
 
 void nudge(llm::decoder& m, uint64_t seed) {
   at::NoGradGuard no_grad;
@@ -95,8 +91,8 @@ class PublisherKind : public ::testing::Test {
   fs::path dir_ = fs::temp_directory_path() /
                   ("milesrt_publisher_kind_" + std::to_string(::getpid()) + "_" +
                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::unique_ptr<llm::decoder> trainer_ = llm::decoder::random(config, at::kFloat, at::kCPU, 1);
-  std::unique_ptr<llm::decoder> engine_ = llm::decoder::random(config, at::kFloat, at::kCPU, 2);
+  std::unique_ptr<llm::decoder> trainer_ = llm::testing::tiny_model(1);
+  std::unique_ptr<llm::decoder> engine_ = llm::testing::tiny_model(2);
   std::shared_ptr<process_store> store_ = std::make_shared<process_store>();
   std::shared_ptr<local_versions> versions_ = [this] {
     auto v = store_->get_or_make<local_versions>();

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include "actors/lib/llm/tiny_model_testing.hpp"
 #include "runtime/testing/kind_testing.hpp"
 #include "milesrt/reference.capnp.h"
 
@@ -19,19 +20,12 @@ using llm::sample_group;
 using llm::sample_msg;
 namespace fs = std::filesystem;
 
-// A tiny Qwen3 (sizes multiples of 16: the packed and single-sequence paths agree bitwise).
-const char* kTinyQwen3 = R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
-  "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-  "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6,
-  "hidden_act": "silu", "max_position_embeddings": 128, "rope_theta": 10000.0,
-  "tie_word_embeddings": true})";
-
 class ReferenceKind : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("milesrt-reference-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
-    llm::decoder::random(kTinyQwen3, at::kFloat, at::kCPU, 7)->save(dir_);
+    llm::testing::tiny_model(7)->save(dir_);
     register_reference_kind(registry_);
   }
   void TearDown() override { fs::remove_all(dir_); }

@@ -49,7 +49,9 @@ void register_test_kinds(kind_registry& kinds, std::shared_ptr<seen> log, bool c
             node_reply r;
             for (uint64_t i = 0; i < n; ++i) {
               uint64_t g = self->state++;
-              prompt_msg p{g, {}, "label-" + std::to_string(g)};
+              prompt_msg p;
+              p.group_id = g;
+              p.label = "label-" + std::to_string(g);
               if (chat) {
                 p.messages_json = R"([{"role": "user", "content": "What is )" + std::to_string(g) +
                                   R"( + 2? Answer briefly."}])";
@@ -218,7 +220,9 @@ class AbortedSamples : public RolloutKind {
     auto plan = build_plan(sys, *loaded.graph, kinds, dir_ / "run", nullptr);
     auto rollout = plan.nodes[1].replicas[0];
     auto prompt = [](uint64_t group) {
-      prompt_msg p{group, {}, "label-" + std::to_string(group)};
+      prompt_msg p;
+      p.group_id = group;
+      p.label = "label-" + std::to_string(group);
       for (int t = 0; t < 11; ++t) p.ids.push_back((group * 13 + t * 7) % 128);
       envelope e;
       e.payload = caf::make_message(p);

@@ -3,14 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/rl/master_weights.hpp"
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/update.hpp"
@@ -20,9 +18,6 @@ using namespace milesrt::rl;  // losses, estimators, AdamW
 namespace fs = std::filesystem;
 
 namespace {
-
-/// ": <reason>" from errno after a failed write (a full disk, a file-size limit), or nothing.
-std::string why_not() { return errno != 0 ? std::string(": ") + std::strerror(errno) : std::string(); }
 
 /// The loss metrics of the step: RL terms as token-weighted means over micro-batches, losses
 /// averaged over the updates, and how far the first forward's log-probs are from the rollout's.
@@ -141,10 +136,8 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
       loss_(losses.policy_losses.make(options_.policy_loss)) {
   auto& params = model_->mutable_params();
   params.enable_grad();
-  const auto& buffer = params.buffer();
   // fp32 models train their own buffer; bf16 ones keep fp32 master weights beside it.
-  master_ = buffer.scalar_type() == at::kFloat ? buffer.detach()
-                                               : buffer.detach().to(at::kFloat).clone();
+  master_ = fp32_master(params.buffer());
   adam_ = std::make_unique<adamw>(options_.optimizer, master_);
 }
 
@@ -226,20 +219,7 @@ at::Tensor policy_trainer::old_logprobs(const std::vector<train_sequence>& batch
 void policy_trainer::save(const fs::path& dir) const {
   fs::create_directories(dir);
   model_->save(dir / "model");
-  auto bytes = adam_->save();
-  errno = 0;
-  std::ofstream out(dir / "optimizer.bin", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.flush();
-  if (!out) throw std::runtime_error("cannot write " + (dir / "optimizer.bin").string() + why_not());
-  if (model_->dtype() != at::kFloat) {
-    auto cpu = master_.to(at::kCPU).contiguous();
-    errno = 0;
-    std::ofstream m(dir / "master.bin", std::ios::binary);
-    m.write(static_cast<const char*>(cpu.data_ptr()), static_cast<std::streamsize>(cpu.nbytes()));
-    m.flush();
-    if (!m) throw std::runtime_error("cannot write " + (dir / "master.bin").string() + why_not());
-  }
+  save_optimizer_state(dir, *adam_, master_, model_->dtype() != at::kFloat);
 }
 
 void policy_trainer::load(const fs::path& dir) {
@@ -248,21 +228,12 @@ void policy_trainer::load(const fs::path& dir) {
   if (saved->params().names() != names || saved->params().shapes() != model_->params().shapes()) {
     throw std::runtime_error((dir / "model").string() + ": the saved model has other parameters than this one");
   }
-  std::ifstream in(dir / "optimizer.bin", std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + (dir / "optimizer.bin").string());
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  adam_->load(bytes);
+  load_optimizer_state(dir, *adam_);
   at::NoGradGuard no_grad;
   auto& params = model_->mutable_params();
   // fp32 saves are exact; a bf16 model resumes its fp32 master weights from master.bin.
   if (model_->dtype() != at::kFloat) {
-    std::ifstream m(dir / "master.bin", std::ios::binary);
-    std::vector<char> raw((std::istreambuf_iterator<char>(m)), std::istreambuf_iterator<char>());
-    if (static_cast<int64_t>(raw.size()) != master_.numel() * 4) {
-      throw std::runtime_error((dir / "master.bin").string() + ": expected " +
-                               std::to_string(master_.numel() * 4) + " bytes of fp32 master weights");
-    }
-    master_.copy_(at::from_blob(raw.data(), {master_.numel()}, at::kFloat).to(master_.device()));
+    master_.copy_(read_master(dir, master_.numel()).to(master_.device()));
   } else {
     master_.copy_(saved->params().buffer().to(master_.device()));
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/local_versions.hpp"
@@ -22,19 +23,11 @@ using namespace milesrt::rl;
 namespace {
 namespace fs = std::filesystem;
 
-const std::string dense_config = R"({"model_type": "qwen3", "vocab_size": 32, "hidden_size": 32,
-  "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-  "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-  "tie_word_embeddings": true, "hidden_act": "silu"})";
-
-const std::string moe_config = R"({"model_type": "qwen3_moe", "vocab_size": 32, "hidden_size": 32,
-  "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-  "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-  "tie_word_embeddings": true, "hidden_act": "silu", "num_experts": 4, "num_experts_per_tok": 2,
-  "moe_intermediate_size": 32, "decoder_sparse_step": 1, "norm_topk_prob": true})";
+const std::string& dense_config = llm::testing::kTinyQwen3;
+const std::string& moe_config = llm::testing::kTinyQwen3Moe;
 
 std::unique_ptr<llm::decoder> tiny(const std::string& config = dense_config, uint64_t seed = 5) {
-  return llm::decoder::random(config, at::kFloat, at::kCPU, seed);
+  return llm::testing::tiny_model(seed, config);
 }
 
 at::Tensor weights(policy_trainer& t) { return t.model().params().buffer().detach().clone(); }

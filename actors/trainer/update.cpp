@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "actors/lib/rl/master_weights.hpp"
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/trainer_core.hpp"
@@ -101,14 +102,7 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
     totals.skipped++;
     return;
   }
-  {
-    at::NoGradGuard no_grad;
-    // One reduction pass: a non-finite weight makes the sum non-finite.
-    if (!std::isfinite(params.buffer().detach().sum(at::kFloat).item<double>())) {
-      throw std::runtime_error("trainer: the weights are no longer finite after optimizer step " +
-                               std::to_string(adam_->steps()) + "; nothing is published");
-    }
-  }
+  rl::check_finite_weights(params.buffer(), "trainer", adam_->steps(), "; nothing is published");
   params.rebuild_views();
 }
 

@@ -34,7 +34,9 @@ template <typename T>
 T* to_device(const std::vector<T>& v) {
   T* d = nullptr;
   EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(1, v.size()) * sizeof(T)), cudaSuccess);
-  if (!v.empty()) EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  if (!v.empty()) {
+    EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
   return d;
 }
 

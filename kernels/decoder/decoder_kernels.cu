@@ -6,16 +6,12 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/decoder/bf16.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
+#include "kernels/warp_reduce.cuh"
 
 namespace milesrt::kernels {
 namespace {
 
 constexpr int kNormThreads = 256;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // One block per row: h += delta (bf16), x = RMSNorm(h) * w. The row lives in registers/shared
 // memory between the two passes; the sum of squares is reduced in a fixed order.

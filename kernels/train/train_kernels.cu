@@ -9,16 +9,12 @@
 #include "kernels/cuda_check.cuh"
 #include "kernels/decoder/bf16.hpp"
 #include "kernels/train/train_kernels.hpp"
+#include "kernels/warp_reduce.cuh"
 
 namespace milesrt::kernels {
 namespace {
 
 constexpr int kMaxColsPerThread = 32;  // cols up to 8192 with 256 threads
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 /// The sum of v over the block (every thread gets it); `scratch` holds one float per warp.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {

@@ -5,7 +5,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/paged_forward.hpp"
+#include "actors/lib/llm/row_ops.hpp"
 #include "actors/lib/llm/safetensors.hpp"
 #include "actors/lib/llm/train_ops.hpp"
 #include "kernels/attention/paged_attention.hpp"
@@ -20,84 +21,6 @@
 
 namespace milesrt::llm {
 namespace fs = std::filesystem;
-
-// -- flat parameters ---------------------------------------------------------------------------
-
-flat_params::flat_params(const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs,
-                         at::ScalarType dtype, at::Device device) {
-  int64_t total = 0;
-  for (const auto& [name, shape] : specs) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    total += n;
-  }
-  buffer_ = at::zeros({total}, at::TensorOptions().dtype(dtype).device(device));
-  for (const auto& [name, shape] : specs) {
-    names_.push_back(name);
-    shapes_.push_back(shape);
-  }
-  rebuild_views();
-}
-
-void flat_params::rebuild_views() {
-  views_.clear();
-  int64_t offset = 0;
-  for (const auto& shape : shapes_) {
-    int64_t n = 1;
-    for (auto s : shape) n *= s;
-    if (grad_.defined()) {
-      // A leaf per parameter whose .grad is its slice of the flat gradient: autograd accumulates
-      // into it in place (a view of the flat buffer would route every parameter's gradient
-      // through a buffer-sized zero tensor).
-      auto leaf = buffer_.narrow(0, offset, n).view(shape).detach();
-      leaf.requires_grad_(true);
-      leaf.mutable_grad() = grad_.narrow(0, offset, n).view(shape);
-      views_.push_back(std::move(leaf));
-    } else {
-      views_.push_back(buffer_.narrow(0, offset, n).view(shape));
-    }
-    offset += n;
-  }
-}
-
-std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (size_t i = 0; i < names_.size(); ++i) {
-    int64_t n = 1;
-    for (auto s : shapes_[i]) n *= s;
-    out.emplace_back(names_[i], n);
-  }
-  return out;
-}
-
-std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {
-  // Not through the constructor, which zeroes the buffer: one pass over the bytes, not two. The
-  // views are made on the host while the device copies.
-  auto out = std::make_shared<flat_params>(std::vector<std::pair<std::string, std::vector<int64_t>>>{}, dtype, device);
-  out->names_ = names_;
-  out->shapes_ = shapes_;
-  out->buffer_ = at::empty({buffer_.numel()}, at::TensorOptions().dtype(dtype).device(device));
-  out->buffer_.copy_(buffer_.detach());
-  out->rebuild_views();
-  return out;
-}
-
-void flat_params::enable_grad() {
-  if (!grad_.defined()) grad_ = at::zeros_like(buffer_, at::MemoryFormat::Contiguous);
-  rebuild_views();
-}
-
-const at::Tensor& flat_params::get(const std::string& name) const {
-  for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return views_[i];
-  throw std::out_of_range("model has no parameter '" + name + "'");
-}
-
-bool flat_params::contains(const std::string& name) const {
-  for (const auto& n : names_)
-    if (n == name) return true;
-  return false;
-}
 
 std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
                                          at::Device device, std::string& name) {
@@ -156,75 +79,9 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const 
   return s;
 }
 
-// -- batch-invariant building blocks -------------------------------------------------------------
+// -- rotary frequencies, checkpoint dtypes -----------------------------------------------------
 
 namespace {
-
-/// Pads rows to a multiple of 8 (at least 8): MKL's sgemm then computes each row the same way
-/// whatever the number of rows, which is what makes the two forward paths agree bitwise.
-at::Tensor pad_rows(const at::Tensor& x) {
-  const int64_t n = x.size(0);
-  const int64_t padded = std::max<int64_t>(8, (n + 7) / 8 * 8);
-  if (padded == n) return x;
-  return at::cat({x, at::zeros({padded - n, x.size(1)}, x.options())});
-}
-
-/// MKL's sgemm computes a row the same way whatever else is in the call only within one regime of
-/// row counts: 8 rows and 2048 rows take other kernels for some inner sizes (K = 192 already).
-/// With every CPU GEMM cut into calls of exactly kGemmRows rows, a row's result depends on nothing
-/// but its own values (checked at K from 64 to 3072, any position inside the block).
-constexpr int64_t kGemmRows = 16;
-
-/// x [n, in] times w [out, in]^T in calls of kGemmRows rows: a row-invariant GEMM on the CPU.
-at::Tensor blocked_mm(const at::Tensor& x, const at::Tensor& w) {
-  const int64_t n = x.size(0);
-  auto one = [&](const at::Tensor& rows) {
-    const int64_t m = rows.size(0);
-    if (m == kGemmRows) return at::mm(rows, w.t());
-    auto padded = at::cat({rows, at::zeros({kGemmRows - m, rows.size(1)}, rows.options())});
-    return at::mm(padded, w.t()).narrow(0, 0, m);
-  };
-  if (n <= kGemmRows) return one(x);
-  std::vector<at::Tensor> parts;
-  for (int64_t i = 0; i < n; i += kGemmRows) parts.push_back(one(x.narrow(0, i, std::min(kGemmRows, n - i))));
-  return at::cat(parts);
-}
-
-/// x [n, in] times w [out, in]^T: a row-invariant GEMM on the CPU.
-at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w) {
-  if (x.is_cuda()) return at::mm(x, w.t());
-  return blocked_mm(x, w);
-}
-
-at::Tensor linear_rows(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return linear_rows(x, w) + b;
-}
-
-/// RMSNorm over the last dimension, in fp32 as transformers computes it.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  auto xf = x.to(at::kFloat);
-  auto var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return w * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
-}
-
-at::Tensor rotate_half(const at::Tensor& x) {
-  auto half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-/// The rotary tables of `positions` [n]: cos and sin [n, 1, d] in `dtype` (computed once per
-/// forward, shared by every layer).
-std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const at::Tensor& inv_freq,
-                                              at::ScalarType dtype) {
-  auto freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, d/2]
-  auto emb = at::cat({freqs, freqs}, -1);
-  return {emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)};
-}
-
-/// Rotary embedding of x [n, heads, d] with the tables of its positions.
-at::Tensor apply_rope(const at::Tensor& x, const std::pair<at::Tensor, at::Tensor>& table) {
-  return x * table.first + rotate_half(x) * table.second;
-}
 
 at::Tensor make_inv_freq(const model_config& c) {
   auto idx = at::arange(0, c.head_dim, 2, at::kLong).to(at::kFloat);
@@ -398,37 +255,6 @@ at::Tensor slots(const std::vector<int32_t>& table, int64_t block_size, int64_t 
   return at::tensor(s, at::kLong).to(device);
 }
 
-/// Attention of the new rows of one sequence: q [n, heads, d] at positions start..start+n-1,
-/// against keys/values k_all, v_all [start+n, kv_heads, d]. Each position p attends with the same
-/// calls and shapes in both paths: its kv group's queries padded to 8 rows, keys/values 0..p.
-at::Tensor attend(const at::Tensor& q, const at::Tensor& k_all, const at::Tensor& v_all,
-                  int64_t start, int64_t kv_heads) {
-  const int64_t n = q.size(0), heads = q.size(1), d = q.size(2), group = heads / kv_heads;
-  const double scale = 1.0 / std::sqrt(double(d));
-  auto out = at::empty_like(q);
-  if (q.is_cuda()) {
-    // GPU: one fused call per sequence (bf16; bitwise agreement is a CPU fp32 property).
-    auto qh = q.transpose(0, 1).unsqueeze(0);
-    auto kh = k_all.repeat_interleave(group, 1).transpose(0, 1).unsqueeze(0);
-    auto vh = v_all.repeat_interleave(group, 1).transpose(0, 1).unsqueeze(0);
-    auto mask = at::ones({n, start + n}, q.options().dtype(at::kBool)).tril(start);
-    auto o = at::scaled_dot_product_attention(qh, kh, vh, mask);
-    return o.squeeze(0).transpose(0, 1);
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t p = start + i;
-    for (int64_t g = 0; g < kv_heads; ++g) {
-      auto qg = q[i].narrow(0, g * group, group);                 // [group, d]
-      auto kg = k_all.narrow(0, 0, p + 1).select(1, g).contiguous();  // [p+1, d]
-      auto vg = v_all.narrow(0, 0, p + 1).select(1, g).contiguous();
-      auto scores = at::mm(pad_rows(qg), kg.t()).narrow(0, 0, group) * scale;
-      auto probs = at::softmax(scores.to(at::kFloat), -1).to(q.scalar_type());
-      out[i].narrow(0, g * group, group).copy_(at::mm(pad_rows(probs), vg).narrow(0, 0, group));
-    }
-  }
-  return out;
-}
-
 /// The packed training batch's cumulative sequence lengths for variable-length attention
 /// (undefined where the training path does not use it).
 struct varlen_batch {
@@ -467,188 +293,6 @@ at::Tensor varlen_attention(const varlen_batch& b, const at::Tensor& q, const at
 }  // namespace
 
 namespace {
-
-paged_step make_paged_step(const std::vector<segment>& segments, const std::vector<int64_t>& ids,
-                             const std::vector<int64_t>& positions, kv_cache& cache,
-                             const model_config& c) {
-  const int64_t T = static_cast<int64_t>(ids.size());
-  const int64_t B = static_cast<int64_t>(segments.size());
-  const int64_t bs = cache.block_size;
-  // One int32 buffer: ids | positions | slots | qo_indptr | kv_indptr | kv_last | kv_indices.
-  std::vector<int32_t> meta(3 * T + 3 * B + 2);
-  int32_t* mid = meta.data();
-  int32_t* mpos = mid + T;
-  int32_t* mslot = mpos + T;
-  int32_t* qo = mslot + T;
-  int32_t* kvp = qo + B + 1;
-  int32_t* last = kvp + B + 1;
-  qo[0] = 0;
-  kvp[0] = 0;
-  std::vector<int32_t> indices;
-  bool decode_only = true;
-  int64_t row = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& s = segments[b];
-    TORCH_CHECK(s.block_table != nullptr, "the paged forward needs a block table for every segment");
-    const int64_t n = static_cast<int64_t>(s.ids.size());
-    const int64_t len = s.start + n;
-    const int64_t pages = (len + bs - 1) / bs;
-    TORCH_CHECK(pages <= static_cast<int64_t>(s.block_table->size()), "block table of ",
-                s.block_table->size(), " blocks is too short for position ", len - 1);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t p = s.start + i;
-      mslot[row + i] = static_cast<int32_t>(int64_t((*s.block_table)[p / bs]) * bs + p % bs);
-    }
-    indices.insert(indices.end(), s.block_table->begin(), s.block_table->begin() + pages);
-    qo[b + 1] = static_cast<int32_t>(row + n);
-    kvp[b + 1] = static_cast<int32_t>(indices.size());
-    last[b] = static_cast<int32_t>(len - (pages - 1) * bs);
-    decode_only = decode_only && n == 1;
-    row += n;
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    mid[t] = static_cast<int32_t>(ids[t]);
-    mpos[t] = static_cast<int32_t>(positions[t]);
-  }
-  const int64_t head = static_cast<int64_t>(meta.size());
-  auto pinned = at::empty({head + static_cast<int64_t>(indices.size())},
-                          at::TensorOptions().dtype(at::kInt).pinned_memory(true));
-  std::memcpy(pinned.data_ptr<int32_t>(), meta.data(), meta.size() * sizeof(int32_t));
-  std::memcpy(pinned.data_ptr<int32_t>() + head, indices.data(), indices.size() * sizeof(int32_t));
-  auto dev = pinned.to(cache.k.front().device(), /*non_blocking=*/true);
-  paged_step out;
-  out.ids = dev.narrow(0, 0, T).to(at::kLong);
-  out.positions = dev.narrow(0, T, T).to(at::kLong);
-  out.slots = dev.narrow(0, 2 * T, T).to(at::kLong);
-  out.qo_indptr = dev.narrow(0, 3 * T, B + 1);
-  out.kv_indptr = dev.narrow(0, 3 * T + B + 1, B + 1);
-  out.kv_last = dev.narrow(0, 3 * T + 2 * B + 2, B);
-  out.kv_indices = dev.narrow(0, head, static_cast<int64_t>(indices.size()));
-  out.sequences = B;
-  out.decode_only = decode_only;
-  out.attention = std::make_shared<kernels::paged_attention>(cache.attention_float_ws.data_ptr(),
-                                                             cache.attention_int_ws.data_ptr(),
-                                                             cache.attention_pinned_ws.data_ptr());
-  const int H = static_cast<int>(c.num_heads), KH = static_cast<int>(c.num_kv_heads),
-            D = static_cast<int>(c.head_dim);
-  if (decode_only) {
-    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false, current_cuda_stream());
-  } else {
-    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), current_cuda_stream());
-  }
-  return out;
-}
-
-/// One layer's attention over the paged cache, the new tokens' K/V already in it: one kernel call
-/// for the whole batch. q [T, heads, d] (contiguous) -> [T, heads, d].
-at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
-                                const model_config& c) {
-  auto out = at::empty_like(q);
-  kernels::paged_kv_desc kv;
-  kv.k = cache.k[layer].data_ptr();
-  kv.v = cache.v[layer].data_ptr();
-  kv.page_size = static_cast<int>(cache.block_size);
-  kv.kv_heads = static_cast<int>(c.num_kv_heads);
-  kv.head_dim = static_cast<int>(c.head_dim);
-  kv.indptr = b.kv_indptr.data_ptr<int32_t>();
-  kv.indices = b.kv_indices.data_ptr<int32_t>();
-  kv.last_page_len = b.kv_last.data_ptr<int32_t>();
-  const float scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
-  const int B = static_cast<int>(b.sequences), H = static_cast<int>(c.num_heads);
-  if (b.decode_only) {
-    b.attention->run_decode(q.data_ptr(), out.data_ptr(), kv, B, H, scale, current_cuda_stream());
-  } else {
-    b.attention->run_prefill(q.data_ptr(), b.qo_indptr.data_ptr<int32_t>(), out.data_ptr(), kv, B, H, scale,
-                             current_cuda_stream());
-  }
-  return out;
-}
-
-/// One layer's attention over the paged cache: writes the new tokens' K/V into their slots, then
-/// the kernel. q [T, heads, d] -> [T, heads, d].
-at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
-                        const at::Tensor& k, const at::Tensor& v, const model_config& c) {
-  cache.k[layer].index_copy_(0, b.slots, k);
-  cache.v[layer].index_copy_(0, b.slots, v);
-  return paged_attention_only(b, cache, layer, q.contiguous(), c);
-}
-
-/// Whether the serving forward uses the fused bf16 kernels (kernels/decoder): dense layers,
-/// head_dim 128, bf16 on the GPU.
-bool fused_serving(const model_config& c, at::ScalarType dtype) {
-  return dtype == at::kBFloat16 && c.num_experts == 0 && c.head_dim == kernels::kFusedHeadDim;
-}
-
-/// The weights of consecutive parameters that the flat buffer holds back to back (q/k/v, gate/up)
-/// as one matrix [sum of rows, in] (or one vector for biases), for one GEMM instead of several.
-at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
-  const auto& first = P.get(names.front());
-  int64_t rows = 0;
-  const char* next = static_cast<const char*>(first.data_ptr());
-  for (const auto& n : names) {
-    const auto& t = P.get(n);
-    TORCH_CHECK(t.data_ptr() == next, "joined weights: '", n, "' does not follow the previous one in the buffer");
-    next += t.numel() * t.element_size();
-    rows += t.size(0);
-  }
-  if (first.dim() == 1) return first.as_strided({rows}, {1});
-  return first.as_strided({rows, first.size(1)}, {first.size(1), 1});
-}
-
-/// The serving forward over a paged step with the fused kernels: per layer one fused add+RMSNorm,
-/// the QKV GEMM, QK-norm+RoPE+KV append, paged attention, the output GEMM, add+RMSNorm, the
-/// gate/up GEMM, SiLU*mul and the down GEMM (about 10 kernels). Returns the final-norm hidden
-/// states [T, hidden].
-at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b, kv_cache& cache,
-                         at::Tensor h, const std::pair<at::Tensor, at::Tensor>& rope) {
-  const int64_t T = h.size(0);
-  void* stream = current_cuda_stream();
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  auto x = at::empty_like(h);
-  // h += delta (when given); x = RMSNorm(h) * w.
-  auto norm = [&](const at::Tensor& delta, const at::Tensor& w) {
-    kernels::add_rmsnorm_cuda(h.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr, w.data_ptr(),
-                              x.data_ptr(), T, c.hidden_size, eps, stream);
-  };
-  const auto cos = rope.first.reshape({T, c.head_dim}).contiguous();
-  const auto sin = rope.second.reshape({T, c.head_dim}).contiguous();
-  norm(at::Tensor(), P.get("model.layers.0.input_layernorm.weight"));
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    const std::string p = "model.layers." + std::to_string(layer) + ".";
-    auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
-    auto qkv = c.attention_bias ? at::addmm(joined(P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
-                                                       p + "self_attn.v_proj.bias"}),
-                                            x, w_qkv.t())
-                                : at::mm(x, w_qkv.t());
-    auto q = at::empty({T, c.num_heads, c.head_dim}, h.options());
-    kernels::qk_rope_args a;
-    a.qkv = qkv.data_ptr();
-    a.q_norm = c.qk_norm ? P.get(p + "self_attn.q_norm.weight").data_ptr() : nullptr;
-    a.k_norm = c.qk_norm ? P.get(p + "self_attn.k_norm.weight").data_ptr() : nullptr;
-    a.cos = cos.data_ptr();
-    a.sin = sin.data_ptr();
-    a.slots = b.slots.data_ptr<int64_t>();
-    a.q_out = q.data_ptr();
-    a.k_cache = cache.k[layer].data_ptr();
-    a.v_cache = cache.v[layer].data_ptr();
-    a.tokens = T;
-    a.heads = c.num_heads;
-    a.kv_heads = c.num_kv_heads;
-    a.eps = eps;
-    kernels::qk_rope_append_cuda(a, stream);
-    auto attn = paged_attention_only(b, cache, layer, q, c);
-    norm(at::mm(attn.view({T, c.num_heads * c.head_dim}), P.get(p + "self_attn.o_proj.weight").t()),
-         P.get(p + "post_attention_layernorm.weight"));
-    auto gate_up = at::mm(x, joined(P, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}).t());
-    auto act = at::empty({T, c.intermediate_size}, h.options());
-    kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), T, c.intermediate_size, stream);
-    const std::string next = layer + 1 < c.num_layers
-                                 ? "model.layers." + std::to_string(layer + 1) + ".input_layernorm.weight"
-                                 : "model.norm.weight";
-    norm(at::mm(act, P.get(p + "mlp.down_proj.weight").t()), P.get(next));
-  }
-  return x;
-}
 
 /// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
 /// autograd (serving, scoring), with the expert weights laid out as the grouped GEMM needs them
@@ -689,13 +333,63 @@ at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at:
   return by_slot.view({T, k, H}).sum(1);
 }
 
-}  // namespace
+/// One forward's inputs on the device, the paths they take (the paged serving batch, the training
+/// path's variable-length attention and kernels), and the decoder's blocks over them.
+struct forward_pass {
+  forward_pass(const model_config& config, const flat_params& params, const std::vector<segment>& segs,
+               const forward_options& options, at::Device dev, at::ScalarType type, const at::Tensor& inv_freq);
 
-forward_result decoder::forward(const std::vector<segment>& segments,
-                                const forward_options& opt) const {
-  const auto& c = config_;
-  const auto& P = *params_;
-  std::vector<int64_t> ids, positions;
+  /// One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
+  /// result (off when a checkpointed layer is computed again).
+  at::Tensor run_layer(int64_t layer, at::Tensor h, bool record);
+  at::Tensor norm(const at::Tensor& x, const at::Tensor& w) const {
+    return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps) : row_ops::rms_norm(x, w, c.rms_norm_eps);
+  }
+
+  const model_config& c;
+  const flat_params& P;
+  const std::vector<segment>& segments;
+  const forward_options& opt;
+  const at::Device device;
+  const at::ScalarType dtype;
+  int64_t T = 0;   ///< tokens
+  int64_t Tp = 0;  ///< rows: on the CPU T padded to a multiple of 8 (at least 8)
+  bool paged = false;
+  paged_step batch;          ///< the paged serving batch (when `paged`)
+  at::Tensor ids, pos;       ///< [Tp] int64 on the device
+  std::pair<at::Tensor, at::Tensor> rope;
+  varlen_batch varlen;
+  bool train_kernels = false;
+  forward_result result;
+
+ private:
+  /// The router's choice for a MoE layer: probabilities [Tp, E], top-k weights and experts [Tp, k].
+  struct routing {
+    at::Tensor probs, weights, chosen;
+  };
+
+  at::Tensor rotate(const at::Tensor& x) const {
+    return train_kernels ? train_ops::rope(x, rope.first, rope.second) : row_ops::apply_rope(x, rope);
+  }
+  at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) const {
+    return train_kernels ? train_ops::silu_mul(gate, up) : at::silu(gate) * up;
+  }
+  /// h plus the layer's self-attention of RMSNorm(h).
+  at::Tensor attention(int64_t layer, const std::string& p, const at::Tensor& h) const;
+  at::Tensor segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
+  /// The dense MLP of x (the post-attention norm's output).
+  at::Tensor dense_ffn(const std::string& p, const at::Tensor& x) const;
+  /// The mixture of experts of x (the post-attention norm's output).
+  at::Tensor moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x, bool record);
+  routing route(int64_t layer, const std::string& p, const at::Tensor& x) const;
+  at::Tensor moe_by_expert(const std::string& p, const at::Tensor& x, const routing& r) const;
+};
+
+forward_pass::forward_pass(const model_config& config, const flat_params& params, const std::vector<segment>& segs,
+                           const forward_options& options, at::Device dev, at::ScalarType type,
+                           const at::Tensor& inv_freq)
+    : c(config), P(params), segments(segs), opt(options), device(dev), dtype(type) {
+  std::vector<int64_t> host_ids, host_pos;
   static const std::vector<segment> kPrepared;  // a prepared step has its ids on the device
   for (const auto& s : opt.step != nullptr ? kPrepared : segments) {
     TORCH_CHECK(s.block_table != nullptr || s.start == 0,
@@ -704,8 +398,8 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     for (size_t i = 0; i < s.ids.size(); ++i) {
       TORCH_CHECK(s.ids[i] >= 0 && s.ids[i] < c.vocab_size, "token id ", s.ids[i],
                   " is outside the vocabulary of ", c.vocab_size);
-      ids.push_back(s.ids[i]);
-      positions.push_back(s.start + static_cast<int64_t>(i));
+      host_ids.push_back(s.ids[i]);
+      host_pos.push_back(s.start + static_cast<int64_t>(i));
     }
   }
   // Every activation keeps a multiple of 8 rows (padding rows hold token 0 at position 0): GEMMs are
@@ -713,234 +407,242 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   // multiples of 16 each element meets the same vectorized code in both paths.
   // The serving path on the GPU: one batch over the paged cache, its metadata sent in one copy
   // (or a step prepared by the caller).
-  const bool paged = opt.cache != nullptr && opt.cache->paged_kernels();
+  paged = opt.cache != nullptr && opt.cache->paged_kernels();
   TORCH_CHECK(opt.step == nullptr || paged, "a prepared step needs a cache with paged kernels");
-  const int64_t T = opt.step != nullptr ? opt.step->ids.size(0) : static_cast<int64_t>(ids.size());
-  const int64_t Tp = device_.is_cuda() ? T : std::max<int64_t>(8, (T + 7) / 8 * 8);
-  ids.resize(Tp, 0);
-  positions.resize(Tp, 0);
-  paged_step batch;
-  at::Tensor ids_t, pos_t;
+  T = opt.step != nullptr ? opt.step->ids.size(0) : static_cast<int64_t>(host_ids.size());
+  Tp = device.is_cuda() ? T : std::max<int64_t>(8, (T + 7) / 8 * 8);
+  host_ids.resize(Tp, 0);
+  host_pos.resize(Tp, 0);
   if (paged) {
-    batch = opt.step != nullptr ? *opt.step : make_paged_step(segments, ids, positions, *opt.cache, c);
-    ids_t = batch.ids;
-    pos_t = batch.positions;
+    batch = opt.step != nullptr ? *opt.step : paged::make_paged_step(segments, host_ids, host_pos, *opt.cache, c);
+    ids = batch.ids;
+    pos = batch.positions;
   } else {
-    ids_t = at::tensor(ids, at::kLong).to(device_);
-    pos_t = at::tensor(positions, at::kLong).to(device_);
+    ids = at::tensor(host_ids, at::kLong).to(device);
+    pos = at::tensor(host_pos, at::kLong).to(device);
   }
-  const auto rope = rope_tables(pos_t, inv_freq_, dtype_);
-  forward_result result;
-  const bool checkpointing = static_cast<bool>(opt.checkpoint_head);
-  TORCH_CHECK(!checkpointing || opt.cache == nullptr, "activation checkpointing is for the training path (no cache)");
+  rope = row_ops::rope_tables(pos, inv_freq, dtype);
+  TORCH_CHECK(!opt.checkpoint_head || opt.cache == nullptr,
+              "activation checkpointing is for the training path (no cache)");
 
   // The training path on the GPU: one variable-length flash-attention call over all segments
   // (forward and backward), from their cumulative lengths.
-  const auto varlen = training_varlen(segments, opt, c, device_, dtype_);
+  varlen = training_varlen(segments, opt, c, device, dtype);
 
   // With it, the element-wise layers run as the training kernels (forward and backward).
-  const bool train_kernels = varlen.cu_seqlens.defined() && train_ops::available(device_, dtype_);
-  auto norm = [&](const at::Tensor& x, const at::Tensor& w) {
-    return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps) : rms_norm(x, w, c.rms_norm_eps);
-  };
-  auto rotate = [&](const at::Tensor& x) {
-    return train_kernels ? train_ops::rope(x, rope.first, rope.second) : apply_rope(x, rope);
-  };
-  auto swiglu = [&](const at::Tensor& gate, const at::Tensor& up) {
-    return train_kernels ? train_ops::silu_mul(gate, up) : at::silu(gate) * up;
-  };
+  train_kernels = varlen.cu_seqlens.defined() && train_ops::available(device, dtype);
+}
 
-  // Attention one segment at a time (the CPU path, which keeps each position's calls
-  // batch-invariant, and caches the paged kernels do not cover).
-  auto segment_attention = [&](int64_t layer, const at::Tensor& q, const at::Tensor& k,
-                               const at::Tensor& v) -> at::Tensor {
-    if (varlen.cu_seqlens.defined()) return varlen_attention(varlen, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
-    std::vector<at::Tensor> outs;
-    int64_t row = 0;
-    for (const auto& s : segments) {
-      const int64_t n = static_cast<int64_t>(s.ids.size());
-      auto qs = q.narrow(0, row, n), ks = k.narrow(0, row, n), vs = v.narrow(0, row, n);
-      at::Tensor k_all = ks, v_all = vs;
-      if (s.block_table != nullptr) {
-        auto& kc = opt.cache->k[layer];
-        auto& vc = opt.cache->v[layer];
-        auto write = slots(*s.block_table, opt.cache->block_size, s.start, s.start + n, device_);
-        kc.index_copy_(0, write, ks.detach());
-        vc.index_copy_(0, write, vs.detach());
-        auto read = slots(*s.block_table, opt.cache->block_size, 0, s.start + n, device_);
-        k_all = kc.index_select(0, read);
-        v_all = vc.index_select(0, read);
-      }
-      outs.push_back(attend(qs, k_all, v_all, s.start, c.num_kv_heads));
-      row += n;
-    }
-    if (Tp > T) outs.push_back(at::zeros({Tp - T, c.num_heads, c.head_dim}, q.options()));
-    return at::cat(outs, 0).reshape({Tp, c.num_heads * c.head_dim});
-  };
+at::Tensor forward_pass::run_layer(int64_t layer, at::Tensor h, bool record) {
+  const std::string p = "model.layers." + std::to_string(layer) + ".";
+  h = attention(layer, p, h);
+  // MLP or mixture of experts.
+  auto x = norm(h, P.get(p + "post_attention_layernorm.weight"));
+  return h + (c.is_moe_layer(layer) ? moe_ffn(layer, p, x, record) : dense_ffn(p, x));
+}
 
-  // One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
-  // result (off when a checkpointed layer is computed again).
-  auto run_layer = [&](int64_t layer, at::Tensor h, bool record) -> at::Tensor {
-    int64_t moe_index = 0;
-    for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
-    const std::string p = "model.layers." + std::to_string(layer) + ".";
-    // Attention.
-    auto x = norm(h, P.get(p + "input_layernorm.weight"));
-    at::Tensor q, k, v;
-    if (c.attention_bias) {
-      q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"), P.get(p + "self_attn.q_proj.bias"));
-      k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"), P.get(p + "self_attn.k_proj.bias"));
-      v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"), P.get(p + "self_attn.v_proj.bias"));
-    } else {
-      q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"));
-      k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"));
-      v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"));
-    }
-    q = q.view({Tp, c.num_heads, c.head_dim});
-    k = k.view({Tp, c.num_kv_heads, c.head_dim});
-    v = v.view({Tp, c.num_kv_heads, c.head_dim});
-    if (c.qk_norm) {
-      q = norm(q, P.get(p + "self_attn.q_norm.weight"));
-      k = norm(k, P.get(p + "self_attn.k_norm.weight"));
-    }
-    q = rotate(q);
-    k = rotate(k);
+at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at::Tensor& h) const {
+  using row_ops::linear_rows;
+  auto x = norm(h, P.get(p + "input_layernorm.weight"));
+  at::Tensor q, k, v;
+  if (c.attention_bias) {
+    q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"), P.get(p + "self_attn.q_proj.bias"));
+    k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"), P.get(p + "self_attn.k_proj.bias"));
+    v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"), P.get(p + "self_attn.v_proj.bias"));
+  } else {
+    q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"));
+    k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"));
+    v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"));
+  }
+  q = q.view({Tp, c.num_heads, c.head_dim});
+  k = k.view({Tp, c.num_kv_heads, c.head_dim});
+  v = v.view({Tp, c.num_kv_heads, c.head_dim});
+  if (c.qk_norm) {
+    q = norm(q, P.get(p + "self_attn.q_norm.weight"));
+    k = norm(k, P.get(p + "self_attn.k_norm.weight"));
+  }
+  q = rotate(q);
+  k = rotate(k);
 
-    const auto attn = paged ? paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
-                                  .reshape({T, c.num_heads * c.head_dim})
-                            : segment_attention(layer, q, k, v);
-    h = h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
+  const auto attn = paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
+                                .reshape({T, c.num_heads * c.head_dim})
+                          : segment_attention(layer, q, k, v);
+  return h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
+}
 
-    // MLP or mixture of experts.
-    x = norm(h, P.get(p + "post_attention_layernorm.weight"));
-    if (!c.is_moe_layer(layer)) {
-      auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
-      auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
-      h = h + linear_rows(swiglu(gate, up), P.get(p + "mlp.down_proj.weight"));
-      return h;
+// Attention one segment at a time (the CPU path, which keeps each position's calls
+// batch-invariant, and caches the paged kernels do not cover).
+at::Tensor forward_pass::segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                                           const at::Tensor& v) const {
+  if (varlen.cu_seqlens.defined()) return varlen_attention(varlen, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
+  std::vector<at::Tensor> outs;
+  int64_t row = 0;
+  for (const auto& s : segments) {
+    const int64_t n = static_cast<int64_t>(s.ids.size());
+    auto qs = q.narrow(0, row, n), ks = k.narrow(0, row, n), vs = v.narrow(0, row, n);
+    at::Tensor k_all = ks, v_all = vs;
+    if (s.block_table != nullptr) {
+      auto& kc = opt.cache->k[layer];
+      auto& vc = opt.cache->v[layer];
+      auto write = slots(*s.block_table, opt.cache->block_size, s.start, s.start + n, device);
+      kc.index_copy_(0, write, ks.detach());
+      vc.index_copy_(0, write, vs.detach());
+      auto read = slots(*s.block_table, opt.cache->block_size, 0, s.start + n, device);
+      k_all = kc.index_select(0, read);
+      v_all = vc.index_select(0, read);
     }
-    auto router_logits = linear_rows(x, P.get(p + "mlp.gate.weight"));
-    auto probs = at::softmax(router_logits.to(at::kFloat), -1);
-    at::Tensor weights, chosen;
-    if (opt.replay_experts != nullptr) {
-      TORCH_CHECK(moe_index < static_cast<int64_t>(opt.replay_experts->size()),
-                  "routing replay has experts for ", opt.replay_experts->size(), " MoE layers");
-      chosen = (*opt.replay_experts)[moe_index].to(device_).to(at::kLong);
-      TORCH_CHECK(chosen.size(0) == T && chosen.size(1) == c.num_experts_per_tok,
-                  "routing replay for MoE layer ", moe_index, " must be [", T, ", ",
-                  c.num_experts_per_tok, "]");
-      if (Tp > T) chosen = at::cat({chosen, chosen.narrow(0, 0, 1).expand({Tp - T, chosen.size(1)})});
-      weights = probs.gather(1, chosen);
-    } else {
-      auto top = at::topk(probs, c.num_experts_per_tok, -1);
-      weights = std::get<0>(top);
-      chosen = std::get<1>(top);
-    }
-    if (c.norm_topk_prob) weights = weights / weights.sum(-1, true);
-    weights = weights.to(x.scalar_type());
-    if (grouped_experts(x, P, p, c)) {  // on the GPU without autograd: no host synchronisation
-      h = h + moe_grouped(x, weights, chosen, P, p, c);
-      if (record) {
-        result.experts.push_back(chosen.narrow(0, 0, T));
-        result.router_probs.push_back(probs.narrow(0, 0, T));
-      }
-      return h;
-    }
-    auto moe_out = at::zeros_like(x);
-    auto chosen_cpu = chosen.to(at::kCPU);
-    std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_expert;  // expert -> (row, slot)
-    auto acc = chosen_cpu.accessor<int64_t, 2>();
-    for (int64_t t = 0; t < T; ++t)  // padding rows are routed nowhere
-      for (int64_t s = 0; s < c.num_experts_per_tok; ++s) by_expert[acc[t][s]].push_back({t, s});
-    // Each expert runs once on its rows; the weighted outputs are then added slot by slot, so
-    // each token's sum has the same order whatever else is in the batch.
-    std::vector<at::Tensor> contrib;  // per slot: [T, hidden]
-    for (int64_t s = 0; s < c.num_experts_per_tok; ++s) contrib.push_back(at::zeros_like(x));
-    for (auto& [e, rows] : by_expert) {
-      std::vector<int64_t> r;
-      for (auto& rs : rows) r.push_back(rs.first);
-      auto idx = at::tensor(r, at::kLong).to(device_);
-      auto xe = pad_rows(x.index_select(0, idx));
-      const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
-      auto ye = linear_rows(at::silu(linear_rows(xe, P.get(ep + "gate_proj.weight"))) *
-                                linear_rows(xe, P.get(ep + "up_proj.weight")),
-                            P.get(ep + "down_proj.weight"));
-      for (int64_t s = 0; s < c.num_experts_per_tok; ++s) {
-        std::vector<int64_t> sel_rows, sel_idx;
-        for (size_t j = 0; j < rows.size(); ++j) {
-          if (rows[j].second == s) {
-            sel_rows.push_back(rows[j].first);
-            sel_idx.push_back(static_cast<int64_t>(j));
-          }
+    outs.push_back(row_ops::attend(qs, k_all, v_all, s.start, c.num_kv_heads));
+    row += n;
+  }
+  if (Tp > T) outs.push_back(at::zeros({Tp - T, c.num_heads, c.head_dim}, q.options()));
+  return at::cat(outs, 0).reshape({Tp, c.num_heads * c.head_dim});
+}
+
+at::Tensor forward_pass::dense_ffn(const std::string& p, const at::Tensor& x) const {
+  using row_ops::linear_rows;
+  auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
+  auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
+  return linear_rows(swiglu(gate, up), P.get(p + "mlp.down_proj.weight"));
+}
+
+at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x, bool record) {
+  const routing r = route(layer, p, x);
+  // On the GPU without autograd: no host synchronisation.
+  auto out = grouped_experts(x, P, p, c) ? moe_grouped(x, r.weights, r.chosen, P, p, c) : moe_by_expert(p, x, r);
+  if (record) {
+    result.experts.push_back(r.chosen.narrow(0, 0, T));
+    result.router_probs.push_back(r.probs.narrow(0, 0, T));
+  }
+  return out;
+}
+
+forward_pass::routing forward_pass::route(int64_t layer, const std::string& p, const at::Tensor& x) const {
+  int64_t moe_index = 0;
+  for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
+  routing r;
+  auto router_logits = row_ops::linear_rows(x, P.get(p + "mlp.gate.weight"));
+  r.probs = at::softmax(router_logits.to(at::kFloat), -1);
+  if (opt.replay_experts != nullptr) {
+    TORCH_CHECK(moe_index < static_cast<int64_t>(opt.replay_experts->size()),
+                "routing replay has experts for ", opt.replay_experts->size(), " MoE layers");
+    r.chosen = (*opt.replay_experts)[moe_index].to(device).to(at::kLong);
+    TORCH_CHECK(r.chosen.size(0) == T && r.chosen.size(1) == c.num_experts_per_tok,
+                "routing replay for MoE layer ", moe_index, " must be [", T, ", ",
+                c.num_experts_per_tok, "]");
+    if (Tp > T) r.chosen = at::cat({r.chosen, r.chosen.narrow(0, 0, 1).expand({Tp - T, r.chosen.size(1)})});
+    r.weights = r.probs.gather(1, r.chosen);
+  } else {
+    auto top = at::topk(r.probs, c.num_experts_per_tok, -1);
+    r.weights = std::get<0>(top);
+    r.chosen = std::get<1>(top);
+  }
+  if (c.norm_topk_prob) r.weights = r.weights / r.weights.sum(-1, true);
+  r.weights = r.weights.to(x.scalar_type());
+  return r;
+}
+
+// Each expert runs once on its rows; the weighted outputs are then added slot by slot, so each
+// token's sum has the same order whatever else is in the batch.
+at::Tensor forward_pass::moe_by_expert(const std::string& p, const at::Tensor& x, const routing& r) const {
+  using row_ops::linear_rows;
+  auto moe_out = at::zeros_like(x);
+  auto chosen_cpu = r.chosen.to(at::kCPU);
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_expert;  // expert -> (row, slot)
+  auto acc = chosen_cpu.accessor<int64_t, 2>();
+  for (int64_t t = 0; t < T; ++t)  // padding rows are routed nowhere
+    for (int64_t s = 0; s < c.num_experts_per_tok; ++s) by_expert[acc[t][s]].push_back({t, s});
+  std::vector<at::Tensor> contrib;  // per slot: [T, hidden]
+  for (int64_t s = 0; s < c.num_experts_per_tok; ++s) contrib.push_back(at::zeros_like(x));
+  for (auto& [e, rows] : by_expert) {
+    std::vector<int64_t> rs;
+    for (auto& row_slot : rows) rs.push_back(row_slot.first);
+    auto idx = at::tensor(rs, at::kLong).to(device);
+    auto xe = row_ops::pad_rows(x.index_select(0, idx));
+    const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
+    auto ye = linear_rows(at::silu(linear_rows(xe, P.get(ep + "gate_proj.weight"))) *
+                              linear_rows(xe, P.get(ep + "up_proj.weight")),
+                          P.get(ep + "down_proj.weight"));
+    for (int64_t s = 0; s < c.num_experts_per_tok; ++s) {
+      std::vector<int64_t> sel_rows, sel_idx;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        if (rows[j].second == s) {
+          sel_rows.push_back(rows[j].first);
+          sel_idx.push_back(static_cast<int64_t>(j));
         }
-        if (sel_rows.empty()) continue;
-        auto tr = at::tensor(sel_rows, at::kLong).to(device_);
-        auto ti = at::tensor(sel_idx, at::kLong).to(device_);
-        auto w = weights.index_select(0, tr).select(1, s).unsqueeze(1);
-        contrib[s] = contrib[s].index_add(0, tr, ye.index_select(0, ti) * w);
       }
+      if (sel_rows.empty()) continue;
+      auto tr = at::tensor(sel_rows, at::kLong).to(device);
+      auto ti = at::tensor(sel_idx, at::kLong).to(device);
+      auto w = r.weights.index_select(0, tr).select(1, s).unsqueeze(1);
+      contrib[s] = contrib[s].index_add(0, tr, ye.index_select(0, ti) * w);
     }
-    for (int64_t s = 0; s < c.num_experts_per_tok; ++s) moe_out = moe_out + contrib[s];
-    h = h + moe_out;
-    if (record) {
-      result.experts.push_back(chosen.narrow(0, 0, T));
-      result.router_probs.push_back(probs.narrow(0, 0, T));
-    }
-    return h;
-  };
-
-  const auto& embed = P.get("model.embed_tokens.weight");
-  if (paged && fused_serving(c, dtype_)) {
-    result.hidden = fused_forward(P, c, batch, *opt.cache, embed.index_select(0, ids_t), rope);
-    return result;
   }
-  if (!checkpointing) {
-    at::Tensor h = embed.index_select(0, ids_t);
-    for (int64_t layer = 0; layer < c.num_layers; ++layer) h = run_layer(layer, h, true);
-    result.hidden = norm(h, P.get("model.norm.weight")).narrow(0, 0, T);
-    return result;
-  }
+  for (int64_t s = 0; s < c.num_experts_per_tok; ++s) moe_out = moe_out + contrib[s];
+  return moe_out;
+}
 
-  // Activation checkpointing: a forward without autograd keeps only the input of each of the first
-  // `recomputed` layers; the later layers run with autograd, the head computes the loss from the
-  // final hidden states and the backward runs through them; then each recomputed layer is
-  // computed again, last to first, with autograd on, and back-propagated on its own.
-  const int64_t recomputed = opt.checkpoint_layers > 0 ? std::min(opt.checkpoint_layers, c.num_layers) : c.num_layers;
+/// Activation checkpointing: a forward without autograd keeps only the input of each of the first
+/// `recomputed` layers; the later layers run with autograd, the head computes the loss from the
+/// final hidden states and the backward runs through them; then each recomputed layer is
+/// computed again, last to first, with autograd on, and back-propagated on its own.
+forward_result checkpointed_forward(forward_pass& f) {
+  const auto& c = f.c;
+  const auto& embed = f.P.get("model.embed_tokens.weight");
+  const int64_t recomputed =
+      f.opt.checkpoint_layers > 0 ? std::min(f.opt.checkpoint_layers, c.num_layers) : c.num_layers;
   std::vector<at::Tensor> inputs;
   at::Tensor boundary;
   {
     at::NoGradGuard no_grad;
-    at::Tensor h = embed.index_select(0, ids_t);
+    at::Tensor h = embed.index_select(0, f.ids);
     for (int64_t layer = 0; layer < recomputed; ++layer) {
       inputs.push_back(h);
-      h = run_layer(layer, h, true);
+      h = f.run_layer(layer, h, true);
     }
     boundary = h;
   }
   auto x = boundary.detach().requires_grad_(true);
   at::Tensor kept = x;
-  for (int64_t layer = recomputed; layer < c.num_layers; ++layer) kept = run_layer(layer, kept, true);
-  auto hidden = norm(kept, P.get("model.norm.weight")).narrow(0, 0, T);
-  at::Tensor loss = opt.checkpoint_head(hidden);
-  result.hidden = hidden.detach();
-  if (!loss.defined() || !loss.requires_grad()) return result;
+  for (int64_t layer = recomputed; layer < c.num_layers; ++layer) kept = f.run_layer(layer, kept, true);
+  auto hidden = f.norm(kept, f.P.get("model.norm.weight")).narrow(0, 0, f.T);
+  at::Tensor loss = f.opt.checkpoint_head(hidden);
+  f.result.hidden = hidden.detach();
+  if (!loss.defined() || !loss.requires_grad()) return std::move(f.result);
   loss.backward();
   at::Tensor g = x.grad();
   for (int64_t layer = recomputed - 1; layer >= 0 && g.defined(); --layer) {
     auto xin = inputs[layer].detach().requires_grad_(true);
-    auto out = run_layer(layer, xin, false);
+    auto out = f.run_layer(layer, xin, false);
     out.backward(g);
     g = xin.grad();
   }
-  if (g.defined()) embed.index_select(0, ids_t).backward(g);
-  return result;
+  if (g.defined()) embed.index_select(0, f.ids).backward(g);
+  return std::move(f.result);
+}
+
+}  // namespace
+
+forward_result decoder::forward(const std::vector<segment>& segments,
+                                const forward_options& opt) const {
+  forward_pass f(config_, *params_, segments, opt, device_, dtype_, inv_freq_);
+  const auto& embed = params_->get("model.embed_tokens.weight");
+  if (f.paged && paged::fused_serving(config_, dtype_)) {
+    f.result.hidden =
+        paged::fused_forward(*params_, config_, f.batch, *opt.cache, embed.index_select(0, f.ids), f.rope);
+    return std::move(f.result);
+  }
+  if (opt.checkpoint_head) return checkpointed_forward(f);
+  at::Tensor h = embed.index_select(0, f.ids);
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) h = f.run_layer(layer, h, true);
+  f.result.hidden = f.norm(h, params_->get("model.norm.weight")).narrow(0, 0, f.T);
+  return std::move(f.result);
 }
 
 /// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
 /// same layout in both paths.
 at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature) {
   if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
-  return blocked_mm(pad_rows(hidden), head).to(at::kFloat) / temperature;
+  return row_ops::blocked_mm(row_ops::pad_rows(hidden), head).to(at::kFloat) / temperature;
 }
 
 at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) const {

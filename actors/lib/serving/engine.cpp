@@ -239,18 +239,7 @@ sample engine::finish(sequence& s, const std::string& reason) {
   return out;
 }
 
-std::vector<sample> engine::step() {
-  if (kv_released_) {
-    throw std::logic_error("rollout engine: step() while the KV pool is released (retake_kv() first)");
-  }
-  // The model may share a trainer's parameters, which require grad: build no autograd graph.
-  at::NoGradGuard no_grad;
-  std::vector<sample> finished;
-  int64_t budget = config_.max_tokens_per_step;
-  std::vector<std::pair<sequence*, int64_t>> plan;  // filled after running_ stops changing
-
-  // Running sequences first (decode tokens and unfinished prefills), oldest first. When blocks run
-  // out, the newest running sequence is preempted (it resumes later; nothing is truncated).
+std::vector<int64_t> engine::schedule_running(int64_t& budget) {
   std::sort(running_.begin(), running_.end(),
             [](const sequence& a, const sequence& b) { return a.arrival < b.arrival; });
   std::vector<int64_t> chunk(running_.size(), 0);
@@ -271,8 +260,10 @@ std::vector<sample> engine::step() {
     budget -= n;
   }
   chunk.resize(running_.size());
+  return chunk;
+}
 
-  // Then waiting sequences, in order, while the budget and the blocks last.
+void engine::admit_waiting(std::vector<int64_t>& chunk, int64_t& budget) {
   for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 &&
                                    (config_.max_running <= 0 ||
                                     static_cast<int64_t>(running_.size()) < config_.max_running);) {
@@ -294,8 +285,16 @@ std::vector<sample> engine::step() {
     chunk.push_back(n);
     it = waiting_.erase(it);
   }
+}
 
-  std::vector<llm::segment> segments;
+engine::step_plan engine::schedule(std::vector<llm::segment>& segments) {
+  int64_t budget = config_.max_tokens_per_step;
+  // Running sequences first (decode tokens and unfinished prefills), oldest first. When blocks run
+  // out, the newest running sequence is preempted (it resumes later; nothing is truncated).
+  std::vector<int64_t> chunk = schedule_running(budget);
+  // Then waiting sequences, in order, while the budget and the blocks last.
+  admit_waiting(chunk, budget);
+  step_plan plan;  // filled after running_ stops changing
   for (size_t i = 0; i < running_.size(); ++i) {
     if (chunk[i] == 0) continue;
     auto& s = running_[i];
@@ -303,138 +302,156 @@ std::vector<sample> engine::step() {
     segments.push_back({std::move(ids), s.computed, &s.table});
     plan.push_back({&s, chunk[i]});
   }
-  if (plan.empty()) {
-    if (!waiting_.empty() && running_.empty()) {
-      throw std::runtime_error("rollout engine: no waiting sequence fits into the free KV blocks");
-    }
-    return finished;
-  }
+  return plan;
+}
 
+std::vector<device_sample_result> engine::run_decode_graphs(const step_plan& plan) {
+  std::vector<decode_row> rows;
+  rows.reserve(plan.size());
+  for (const auto& [seq, n] : plan) {
+    decode_row r;
+    r.token = seq->tokens.back();
+    r.position = seq->computed;
+    r.table = &seq->table;
+    r.temperature = seq->params.temperature;
+    r.seed = sample_stream(seq->params.seed, seq->index);
+    rows.push_back(r);
+  }
+  // The step expected next, staged while this one runs: every row that may go on (it has not
+  // reached its length), one position further, with a KV block for it. A stop token, a
+  // sequence joining or a preemption makes the next step differ; it is then staged again.
+  std::vector<decode_row> next;
+  if (config_.overlap_host) {
+    for (size_t k = 0; k < plan.size(); ++k) {
+      auto& s = *plan[k].first;
+      const int64_t generated = static_cast<int64_t>(s.tokens.size()) + 1 - s.prompt_len;
+      if (generated >= s.params.max_new_tokens) continue;
+      if (!ensure_blocks(s, s.computed + 2)) {
+        next.clear();
+        break;
+      }
+      decode_row r = rows[k];
+      r.from = static_cast<int64_t>(k);
+      r.position = s.computed + 1;
+      next.push_back(r);
+    }
+  }
+  return graphs_->run(rows, next.empty() ? nullptr : &next);
+}
+
+std::vector<device_sample_result> engine::sample_batch_on_device(const step_plan& plan,
+                                                                 const at::Tensor& hidden) {
+  std::vector<device_sample_request> requests;
+  bool entropy = false;
+  int64_t at_row = 0;
+  for (const auto& [seq, n] : plan) {
+    if (seq->computed + n == static_cast<int64_t>(seq->tokens.size())) {
+      device_sample_request r;
+      r.row = at_row + n - 1;
+      r.temperature = seq->params.temperature;
+      r.top_p = seq->params.top_p;
+      r.top_k = seq->params.top_k;
+      r.seed = sample_stream(seq->params.seed, seq->index);
+      r.position = static_cast<int64_t>(seq->tokens.size());
+      requests.push_back(r);
+      entropy = entropy || seq->params.return_entropy;
+    }
+    at_row += n;
+  }
+  return sample_on_device(model_, hidden, requests, entropy);
+}
+
+engine::step_output engine::execute(const step_plan& plan, const std::vector<llm::segment>& segments) {
   // On the GPU every sequence that samples this step samples in one batch, before the loop below;
   // a step of decode rows only runs as a CUDA graph when the runner takes it.
-  const bool on_device = model_.device().is_cuda();
-  llm::forward_result fr;
-  std::vector<device_sample_result> drawn;
-  bool all_decode = graphs_ != nullptr && graphs_->bucket(static_cast<int64_t>(plan.size())) > 0;
+  step_output out;
+  out.all_decode = graphs_ != nullptr && graphs_->bucket(static_cast<int64_t>(plan.size())) > 0;
   for (const auto& [seq, n] : plan) {
-    all_decode = all_decode && n == 1 && seq->computed + 1 == static_cast<int64_t>(seq->tokens.size()) &&
-                 seq->params.top_k == 0 && seq->params.top_p >= 1.0;
+    out.all_decode = out.all_decode && n == 1 &&
+                     seq->computed + 1 == static_cast<int64_t>(seq->tokens.size()) &&
+                     seq->params.top_k == 0 && seq->params.top_p >= 1.0;
   }
-  if (all_decode) {
-    std::vector<decode_row> rows;
-    rows.reserve(plan.size());
-    for (const auto& [seq, n] : plan) {
-      decode_row r;
-      r.token = seq->tokens.back();
-      r.position = seq->computed;
-      r.table = &seq->table;
-      r.temperature = seq->params.temperature;
-      r.seed = sample_stream(seq->params.seed, seq->index);
-      rows.push_back(r);
-    }
-    // The step expected next, staged while this one runs: every row that may go on (it has not
-    // reached its length), one position further, with a KV block for it. A stop token, a
-    // sequence joining or a preemption makes the next step differ; it is then staged again.
-    std::vector<decode_row> next;
-    if (config_.overlap_host) {
-      for (size_t k = 0; k < plan.size(); ++k) {
-        auto& s = *plan[k].first;
-        const int64_t generated = static_cast<int64_t>(s.tokens.size()) + 1 - s.prompt_len;
-        if (generated >= s.params.max_new_tokens) continue;
-        if (!ensure_blocks(s, s.computed + 2)) {
-          next.clear();
-          break;
-        }
-        decode_row r = rows[k];
-        r.from = static_cast<int64_t>(k);
-        r.position = s.computed + 1;
-        next.push_back(r);
-      }
-    }
-    drawn = graphs_->run(rows, next.empty() ? nullptr : &next);
+  if (out.all_decode) {
+    out.drawn = run_decode_graphs(plan);
   } else {
-    fr = model_.forward(segments, {&cache_, nullptr});
-    if (on_device) {
-      std::vector<device_sample_request> requests;
-      bool entropy = false;
-      int64_t at_row = 0;
-      for (const auto& [seq, n] : plan) {
-        if (seq->computed + n == static_cast<int64_t>(seq->tokens.size())) {
-          device_sample_request r;
-          r.row = at_row + n - 1;
-          r.temperature = seq->params.temperature;
-          r.top_p = seq->params.top_p;
-          r.top_k = seq->params.top_k;
-          r.seed = sample_stream(seq->params.seed, seq->index);
-          r.position = static_cast<int64_t>(seq->tokens.size());
-          requests.push_back(r);
-          entropy = entropy || seq->params.return_entropy;
-        }
-        at_row += n;
-      }
-      drawn = sample_on_device(model_, fr.hidden, requests, entropy);
+    out.fr = model_.forward(segments, {&cache_, nullptr});
+    if (model_.device().is_cuda()) out.drawn = sample_batch_on_device(plan, out.fr.hidden);
+  }
+  return out;
+}
+
+void engine::computed_chunk(sequence& s, int64_t n, int64_t row, const at::Tensor& experts,
+                            const step_output& out, size_t k) {
+  const bool decode = s.computed >= s.prompt_len;
+  (decode ? stats_.decode_tokens : stats_.prefill_tokens) += n;
+  if (experts.defined()) {
+    s.experts.resize(s.computed + n);
+    const int64_t width = experts.size(1);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t* e = experts.data_ptr<int64_t>() + (row + r) * width;
+      s.experts[s.computed + r] = std::vector<int64_t>(e, e + width);
     }
   }
-  stats_.steps++;
+  if (out.all_decode && !out.drawn.at(k).experts.empty()) {  // a captured MoE step's routing
+    s.experts.resize(s.computed + 1);
+    s.experts[s.computed] = out.drawn[k].experts;
+  }
+  s.computed += n;
+  // The first sample of a prompt shares its whole prompt blocks once they are written.
+  auto leader = prompt_done_.find(static_cast<int64_t>(s.arrival));
+  if (leader != prompt_done_.end() && leader->second == 0 && s.computed >= s.prompt_len - 1) {
+    std::vector<int64_t> prompt(s.tokens.begin(), s.tokens.begin() + s.computed);
+    prefix_.insert(prompt, s.table);
+    leader->second = 1;
+  }
+}
+
+const char* engine::take_next_token(sequence& s, const step_output& out, int64_t last_row,
+                                    size_t& next_draw) {
+  int64_t token;
+  float logprob, entropy = 0;
+  if (model_.device().is_cuda()) {
+    const auto& d = out.drawn.at(next_draw++);
+    token = d.token;
+    logprob = d.logprob;
+    entropy = d.entropy;
+  } else {
+    auto last = out.fr.hidden.narrow(0, last_row, 1);
+    token = sample_token(s, last, s.params.return_entropy ? &entropy : nullptr);
+    auto lp = model_.score_rows(last, at::tensor({token}, at::kLong), s.params.temperature);
+    logprob = lp.logprobs.item<float>();
+  }
+  s.tokens.push_back(token);
+  s.logprobs.push_back(logprob);
+  if (s.params.return_entropy) s.entropies.push_back(entropy);
+  s.versions.push_back(version_);
+  bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
+                        token) != s.params.stop_token_ids.end();
+  if (!stop && !s.params.stop_strings.empty()) {
+    std::vector<int64_t> out_ids(s.tokens.begin() + s.prompt_len, s.tokens.end());
+    const std::string text = config_.detokenize(out_ids);
+    for (const auto& st : s.params.stop_strings) stop = stop || (!st.empty() && text.find(st) != std::string::npos);
+  }
+  const bool length = static_cast<int64_t>(s.tokens.size()) - s.prompt_len >= s.params.max_new_tokens;
+  if (stop) return "stop";
+  return length ? "length" : nullptr;
+}
+
+std::vector<sample> engine::advance(const step_plan& plan, const step_output& out) {
+  std::vector<sample> finished;
   // MoE routing to the host once per step: [tokens, layers * top_k].
   at::Tensor experts;
-  if (!fr.experts.empty()) experts = at::cat(fr.experts, 1).to(at::kCPU).contiguous();
+  if (!out.fr.experts.empty()) experts = at::cat(out.fr.experts, 1).to(at::kCPU).contiguous();
   size_t next_draw = 0;
   int64_t row = 0;
   std::vector<size_t> done_idx;
   for (size_t k = 0; k < plan.size(); ++k) {
     auto& s = *plan[k].first;
     const int64_t n = plan[k].second;
-    const bool decode = s.computed >= s.prompt_len;
-    (decode ? stats_.decode_tokens : stats_.prefill_tokens) += n;
-    if (experts.defined()) {
-      s.experts.resize(s.computed + n);
-      const int64_t width = experts.size(1);
-      for (int64_t r = 0; r < n; ++r) {
-        const int64_t* e = experts.data_ptr<int64_t>() + (row + r) * width;
-        s.experts[s.computed + r] = std::vector<int64_t>(e, e + width);
-      }
-    }
-    if (all_decode && !drawn.at(k).experts.empty()) {  // a captured MoE step's routing
-      s.experts.resize(s.computed + 1);
-      s.experts[s.computed] = drawn[k].experts;
-    }
-    s.computed += n;
-    // The first sample of a prompt shares its whole prompt blocks once they are written.
-    auto leader = prompt_done_.find(static_cast<int64_t>(s.arrival));
-    if (leader != prompt_done_.end() && leader->second == 0 && s.computed >= s.prompt_len - 1) {
-      std::vector<int64_t> prompt(s.tokens.begin(), s.tokens.begin() + s.computed);
-      prefix_.insert(prompt, s.table);
-      leader->second = 1;
-    }
+    computed_chunk(s, n, row, experts, out, k);
     if (s.computed == static_cast<int64_t>(s.tokens.size())) {
-      int64_t token;
-      float logprob, entropy = 0;
-      if (on_device) {
-        const auto& d = drawn.at(next_draw++);
-        token = d.token;
-        logprob = d.logprob;
-        entropy = d.entropy;
-      } else {
-        auto last = fr.hidden.narrow(0, row + n - 1, 1);
-        token = sample_token(s, last, s.params.return_entropy ? &entropy : nullptr);
-        auto lp = model_.score_rows(last, at::tensor({token}, at::kLong), s.params.temperature);
-        logprob = lp.logprobs.item<float>();
-      }
-      s.tokens.push_back(token);
-      s.logprobs.push_back(logprob);
-      if (s.params.return_entropy) s.entropies.push_back(entropy);
-      s.versions.push_back(version_);
-      bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
-                            token) != s.params.stop_token_ids.end();
-      if (!stop && !s.params.stop_strings.empty()) {
-        std::vector<int64_t> out(s.tokens.begin() + s.prompt_len, s.tokens.end());
-        const std::string text = config_.detokenize(out);
-        for (const auto& st : s.params.stop_strings) stop = stop || (!st.empty() && text.find(st) != std::string::npos);
-      }
-      const bool length = static_cast<int64_t>(s.tokens.size()) - s.prompt_len >= s.params.max_new_tokens;
-      if (stop || length) {
-        finished.push_back(finish(s, stop ? "stop" : "length"));
+      if (const char* reason = take_next_token(s, out, row + n - 1, next_draw)) {
+        finished.push_back(finish(s, reason));
         done_idx.push_back(static_cast<size_t>(&s - running_.data()));
       }
     }
@@ -447,6 +464,25 @@ std::vector<sample> engine::step() {
     running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   return finished;
+}
+
+std::vector<sample> engine::step() {
+  if (kv_released_) {
+    throw std::logic_error("rollout engine: step() while the KV pool is released (retake_kv() first)");
+  }
+  // The model may share a trainer's parameters, which require grad: build no autograd graph.
+  at::NoGradGuard no_grad;
+  std::vector<llm::segment> segments;
+  const step_plan plan = schedule(segments);
+  if (plan.empty()) {
+    if (!waiting_.empty() && running_.empty()) {
+      throw std::runtime_error("rollout engine: no waiting sequence fits into the free KV blocks");
+    }
+    return {};
+  }
+  const step_output out = execute(plan, segments);
+  stats_.steps++;
+  return advance(plan, out);
 }
 
 std::vector<sample> engine::run() {

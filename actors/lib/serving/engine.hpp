@@ -64,7 +64,7 @@ struct engine_config {
   int64_t max_tokens_per_step = 256;  ///< prefill chunks and decode tokens share this budget
   int64_t max_running = 0;            ///< 0: no cap but the KV blocks
   /// Turns output ids into text, for stop strings (null: stop strings are refused).
-  std::function<std::string(const std::vector<int64_t>&)> detokenize;
+  std::function<std::string(const std::vector<int64_t>&)> detokenize = nullptr;
   /// On a GPU, > 0: num_blocks is this fraction of the device memory free when the engine starts
   /// (after the weights are loaded), instead of the number above.
   double kv_memory_fraction = 0;
@@ -149,6 +149,38 @@ class engine {
     bool matched = false;  ///< prefix cache consulted since the last (re)start
     int64_t leader = -1;   ///< arrival of the sibling whose prompt prefill it waits for
   };
+  /// One step's sequences (pointers into running_, which no longer changes during the step) and
+  /// how many of their tokens it computes.
+  using step_plan = std::vector<std::pair<sequence*, int64_t>>;
+  /// What a step's forward gave: the eager forward's hidden states and MoE routing, the samples
+  /// drawn on the device, and whether the step ran as decode graphs.
+  struct step_output {
+    llm::forward_result fr;
+    std::vector<device_sample_result> drawn;
+    bool all_decode = false;
+  };
+  /// Scheduling: the running sequences' chunks within `budget`, oldest first, preempting the
+  /// newest when blocks run out; then waiting sequences join while the budget and blocks last.
+  std::vector<int64_t> schedule_running(int64_t& budget);
+  void admit_waiting(std::vector<int64_t>& chunk, int64_t& budget);
+  /// The step's plan, and the segments of its packed forward.
+  step_plan schedule(std::vector<llm::segment>& segments);
+  /// Execution: the decode graphs when every row is a plain decode row the runner takes, else the
+  /// eager forward (and, on the GPU, one batched draw for the rows that sample).
+  step_output execute(const step_plan& plan, const std::vector<llm::segment>& segments);
+  std::vector<device_sample_result> run_decode_graphs(const step_plan& plan);
+  std::vector<device_sample_result> sample_batch_on_device(const step_plan& plan, const at::Tensor& hidden);
+  /// Advancing: each planned sequence's computed chunk, its next token where its chunk reached the
+  /// end; returns the samples that finished (and drops them from running_).
+  std::vector<sample> advance(const step_plan& plan, const step_output& out);
+  /// Records the computed chunk of plan entry `k`, `n` tokens at packed row `row`: counters, MoE
+  /// routing (`experts` of the eager forward, or the decode graphs' own), the prompt blocks a
+  /// first sample shares.
+  void computed_chunk(sequence& s, int64_t n, int64_t row, const at::Tensor& experts, const step_output& out,
+                      size_t k);
+  /// Appends the token sampled for `s` (drawn on the device, else from packed row `last_row`);
+  /// "stop" or "length" when `s` finished with it, else nullptr.
+  const char* take_next_token(sequence& s, const step_output& out, int64_t last_row, size_t& next_draw);
   bool ensure_blocks(sequence& s, int64_t upto);
   void free_sequence(sequence& s, bool cache_blocks);
   void preempt(size_t index);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/lib/weights/disk_delta.hpp"
 #include "actors/lib/weights/ipc.hpp"
 #include "actors/lib/weights/local_versions.hpp"
@@ -21,14 +22,7 @@ namespace milesrt::weights {
 namespace {
 namespace fs = std::filesystem;
 
-const std::string config = R"({"model_type": "qwen3", "vocab_size": 32, "hidden_size": 32,
-  "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-  "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-  "tie_word_embeddings": true, "hidden_act": "silu"})";
-
-std::unique_ptr<llm::decoder> tiny(uint64_t seed) {
-  return llm::decoder::random(config, at::kFloat, at::kCPU, seed);
-}
+std::unique_ptr<llm::decoder> tiny(uint64_t seed) { return llm::testing::tiny_model(seed); }
 
 /// A small optimizer-like change of every weight.
 void nudge(llm::decoder& m, uint64_t seed) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 namespace milesrt::llm::jinja {
@@ -347,12 +348,10 @@ value filter_indent(const value& v, const call_args& a) {
   return rv;
 }
 
-}  // namespace
-
-value apply_filter(const std::string& name, const value& v, const call_args& a) {
-  // Names compared as views: sizes first, no strlen per candidate.
+// Filters that write text: string, safe, escape, tojson, trim, the case filters, replace, indent
+// and wordcount; nullopt for other names.
+std::optional<value> text_filter(const std::string& name, const value& v, const call_args& a) {
   const std::string_view n = name;
-  if (n == "length" || n == "count") return length(v);
   if (n == "string") return to_str(v);
   if (n == "safe") return v;
   if (n == "e" || n == "escape") return html_escape(to_str(v));
@@ -370,6 +369,14 @@ value apply_filter(const std::string& name, const value& v, const call_args& a) 
     if (!a.get(0, "old") || !a.get(1, "new")) throw error("replace needs two arguments");
     return replace(to_str(v), to_str(*a.get(0, "old")), to_str(*a.get(1, "new")), c && !c->is_null() ? as_int(*c) : -1);
   }
+  if (n == "indent") return filter_indent(v, a);
+  if (n == "wordcount") return split(to_str(v), nullptr, nullptr, false).size();
+  return std::nullopt;
+}
+
+// Filters of numbers and defaults: default, int, float, abs, round; nullopt for other names.
+std::optional<value> number_filter(const std::string& name, const value& v, const call_args& a) {
+  const std::string_view n = name;
   if (n == "default" || n == "d") {
     const value* d = a.get(0, "default_value");
     const value* boolean = a.get(1, "boolean");
@@ -403,6 +410,13 @@ value apply_filter(const std::string& name, const value& v, const call_args& a) 
     double r = method == "common" ? std::round(x) : method == "floor" ? std::floor(x) : std::ceil(x);
     return r / f;
   }
+  return std::nullopt;
+}
+
+// Filters that pick from or reshape a sequence: list, first, last, reverse, join, items, the
+// select family and map; nullopt for other names.
+std::optional<value> sequence_filter(const std::string& name, const value& v, const call_args& a) {
+  const std::string_view n = name;
   if (n == "list") {
     value r = value::array();
     for (auto& x : iterate(v)) r.push_back(std::move(x));
@@ -473,6 +487,12 @@ value apply_filter(const std::string& name, const value& v, const call_args& a) 
     }
     return make_generator(std::move(r));
   }
+  return std::nullopt;
+}
+
+// Filters that compare items: unique, sort, sum, min and max; nullopt for other names.
+std::optional<value> ordering_filter(const std::string& name, const value& v, const call_args& a) {
+  const std::string_view n = name;
   if (n == "unique") {
     const value* cs = a.get(0, "case_sensitive");
     const value* attr = a.get(1, "attribute");
@@ -523,8 +543,18 @@ value apply_filter(const std::string& name, const value& v, const call_args& a) 
     }
     return best;
   }
-  if (n == "indent") return filter_indent(v, a);
-  if (n == "wordcount") return split(to_str(v), nullptr, nullptr, false).size();
+  return std::nullopt;
+}
+}  // namespace
+
+value apply_filter(const std::string& name, const value& v, const call_args& a) {
+  // Names compared as views: sizes first, no strlen per candidate.
+  const std::string_view n = name;
+  if (n == "length" || n == "count") return length(v);
+  if (auto r = text_filter(name, v, a)) return std::move(*r);
+  if (auto r = number_filter(name, v, a)) return std::move(*r);
+  if (auto r = sequence_filter(name, v, a)) return std::move(*r);
+  if (auto r = ordering_filter(name, v, a)) return std::move(*r);
   throw error("filter '" + name + "' is not supported");
 }
 

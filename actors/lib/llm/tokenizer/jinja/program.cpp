@@ -57,78 +57,6 @@ std::vector<size_t> slice_indices(int64_t n, const value* start, const value* st
   return out;
 }
 
-value arithmetic(const std::string& op, const value& a, const value& b) {
-  auto bad = [&]() -> value {
-    throw error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
-  };
-  if (is_undefined(a) || is_undefined(b)) throw error("an undefined value used with '" + op + "'");
-  if (op == "+"sv) {
-    if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get_ref<const std::string&>();
-    if (a.is_array() && b.is_array()) {
-      value r = a;
-      for (const auto& x : b) r.push_back(x);
-      return r;
-    }
-  }
-  if (op == "*"sv && ((a.is_string() || a.is_array()) && is_int(b))) {
-    value r = a.is_string() ? value("") : value::array();
-    for (int64_t i = 0; i < as_int(b); ++i) {
-      if (a.is_string()) {
-        r.get_ref<std::string&>() += a.get_ref<const std::string&>();
-      } else {
-        for (const auto& x : a) r.push_back(x);
-      }
-    }
-    return r;
-  }
-  if (op == "%"sv && a.is_string()) throw error("string formatting with '%' is not supported");
-  if (!is_number(a) || !is_number(b)) return bad();
-  bool ints = is_int(a) && is_int(b);
-  if (op == "+"sv) return ints ? value(as_int(a) + as_int(b)) : value(as_double(a) + as_double(b));
-  if (op == "-"sv) return ints ? value(as_int(a) - as_int(b)) : value(as_double(a) - as_double(b));
-  if (op == "*"sv) return ints ? value(as_int(a) * as_int(b)) : value(as_double(a) * as_double(b));
-  if (op == "/"sv) {
-    if (as_double(b) == 0) throw error("division by zero");
-    return as_double(a) / as_double(b);
-  }
-  if (op == "//"sv || op == "%"sv) {
-    if (as_double(b) == 0) throw error("integer division or modulo by zero");
-    if (ints) {
-      int64_t x = as_int(a), y = as_int(b), q = x / y;
-      if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
-      return op == "//"sv ? value(q) : value(x - q * y);
-    }
-    double x = as_double(a), y = as_double(b), q = std::floor(x / y);
-    return op == "//"sv ? value(q) : value(x - q * y);
-  }
-  if (op == "**"sv) {
-    if (ints && as_int(b) >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < as_int(b); ++i) r *= as_int(a);
-      return r;
-    }
-    return std::pow(as_double(a), as_double(b));
-  }
-  return bad();
-}
-
-bool contains(const value& container, const value& item) {
-  if (is_generator(container)) return contains(container.begin().value(), item);
-  if (container.is_string()) {
-    if (!item.is_string()) throw error("'in <string>' requires string as left operand, not " + type_name(item));
-    return container.get_ref<const std::string&>().find(item.get_ref<const std::string&>()) != std::string::npos;
-  }
-  if (container.is_array()) {
-    for (const auto& x : container) {
-      if (equals(x, item)) return true;
-    }
-    return false;
-  }
-  if (container.is_object()) return item.is_string() && container.contains(item.get_ref<const std::string&>());
-  if (is_undefined(container)) return false;
-  throw error("argument of type '" + type_name(container) + "' is not iterable");
-}
-
 std::string describe(const expr& e) {
   if (e.kind == expr_kind::name) return e.name;
   if (e.kind == expr_kind::attr) return describe(*e.object) + "." + e.name;
@@ -453,36 +381,9 @@ class interpreter {
         }
         return ref(std::move(r));
       }
-      case expr_kind::attr: {
-        if (e.object->kind == expr_kind::name && e.object->name == "loop"sv) {
-          if (loop_state* st = nearest_loop()) {
-            if (auto v = loop_field(*st, e.name)) return std::move(*v);
-          }
-        }
-        ref base = eval(*e.object);
-        const value& b = base.get();
-        if (is_undefined(b)) throw error("'" + describe(*e.object) + "' is undefined (reading ." + e.name + ")");
-        if (!b.is_object()) return ref(undefined());
-        auto it = b.find(e.name);
-        if (it == b.end()) return ref(undefined());
-        if (base.borrowed()) return ref(&*it, base.stable());
-        return ref(value(std::move(const_cast<value&>(*it))));  // `base` is ours and dies here
-      }
+      case expr_kind::attr: return eval_attr(e);
       case expr_kind::index: return eval_index(e);
-      case expr_kind::slice: {
-        ref b = eval(*e.object);
-        if (args_run_code(e)) b.pin();
-        // A slice of a stable list (or of such a slice) is kept as pointers to its items.
-        const auto* xs = b.items();
-        if (xs || (b.stable() && b.get().is_array())) {
-          const value& arr = b.get();
-          const size_t n = xs ? xs->size() : arr.size();
-          std::vector<const value*> picked;
-          for (size_t i : slice_bounds(e, static_cast<int64_t>(n))) picked.push_back(xs ? (*xs)[i] : &arr[i]);
-          return ref::list(std::move(picked));
-        }
-        return ref(eval_slice_of(e, b.get()));
-      }
+      case expr_kind::slice: return eval_slice(e);
       case expr_kind::call: return eval_call(e, nullptr);
       case expr_kind::filter: {
         ref v = eval(*e.object);
@@ -505,44 +406,8 @@ class interpreter {
         if (e.name == "+"sv) return ref(is_int(v) ? value(as_int(v)) : v);
         return ref(is_int(v) ? value(-as_int(v)) : value(-as_double(v)));
       }
-      case expr_kind::binary: {
-        ref a = eval(*e.args[0]);
-        if (e.args[1]->may_run_code) a.pin();
-        ref b = eval(*e.args[1]);
-        if (e.name == "~"sv) {
-          // The left operand, once ours, grows in place: a chain a ~ b ~ c copies each part once.
-          value r = a.borrowed() || !a.get().is_string() ? value(to_str(a.get())) : std::move(a).take();
-          write(r.get_ref<std::string&>(), b.get());
-          return ref(std::move(r));
-        }
-        if (e.name == "+"sv && !a.borrowed() && a.get().is_string() && b.get().is_string()) {
-          value r = std::move(a).take();
-          r.get_ref<std::string&>() += b.get().get_ref<const std::string&>();
-          return ref(std::move(r));
-        }
-        return ref(arithmetic(e.name, a.get(), b.get()));
-      }
-      case expr_kind::compare: {
-        ref left = eval(*e.args[0]);
-        for (size_t i = 0; i < e.ops.size(); ++i) {
-          if (e.args[i + 1]->may_run_code) left.pin();
-          ref right = eval(*e.args[i + 1]);
-          const value& l = left.get();
-          const value& r = right.get();
-          const std::string& op = e.ops[i];
-          bool ok = op == "=="sv ? equals(l, r)
-                    : op == "!="sv ? !equals(l, r)
-                    : op == "in"sv ? contains(r, l)
-                    : op == "not in"sv ? !contains(r, l)
-                    : op == "<"sv ? compare(l, r) < 0
-                    : op == "<="sv ? compare(l, r) <= 0
-                    : op == ">"sv ? compare(l, r) > 0
-                                : compare(l, r) >= 0;
-          if (!ok) return ref(value(false));
-          left = std::move(right);
-        }
-        return ref(value(true));
-      }
+      case expr_kind::binary: return eval_binary(e);
+      case expr_kind::compare: return eval_compare(e);
       case expr_kind::logical: {
         ref a = eval(*e.args[0]);
         bool t = truthy(a.get());
@@ -554,6 +419,81 @@ class interpreter {
         return e.args[2] ? eval(*e.args[2]) : ref(undefined());
     }
     throw error("unknown expression");
+  }
+
+  // `object.name`: loop fields without the loop object; a borrowed object's member in place.
+  ref eval_attr(const expr& e) {
+    if (e.object->kind == expr_kind::name && e.object->name == "loop"sv) {
+      if (loop_state* st = nearest_loop()) {
+        if (auto v = loop_field(*st, e.name)) return std::move(*v);
+      }
+    }
+    ref base = eval(*e.object);
+    const value& b = base.get();
+    if (is_undefined(b)) throw error("'" + describe(*e.object) + "' is undefined (reading ." + e.name + ")");
+    if (!b.is_object()) return ref(undefined());
+    auto it = b.find(e.name);
+    if (it == b.end()) return ref(undefined());
+    if (base.borrowed()) return ref(&*it, base.stable());
+    return ref(value(std::move(const_cast<value&>(*it))));  // `base` is ours and dies here
+  }
+
+  // `object[a:b:c]`.
+  ref eval_slice(const expr& e) {
+    ref b = eval(*e.object);
+    if (args_run_code(e)) b.pin();
+    // A slice of a stable list (or of such a slice) is kept as pointers to its items.
+    const auto* xs = b.items();
+    if (xs || (b.stable() && b.get().is_array())) {
+      const value& arr = b.get();
+      const size_t n = xs ? xs->size() : arr.size();
+      std::vector<const value*> picked;
+      for (size_t i : slice_bounds(e, static_cast<int64_t>(n))) picked.push_back(xs ? (*xs)[i] : &arr[i]);
+      return ref::list(std::move(picked));
+    }
+    return ref(eval_slice_of(e, b.get()));
+  }
+
+  // `a op b` for ~ and the arithmetic operators.
+  ref eval_binary(const expr& e) {
+    ref a = eval(*e.args[0]);
+    if (e.args[1]->may_run_code) a.pin();
+    ref b = eval(*e.args[1]);
+    if (e.name == "~"sv) {
+      // The left operand, once ours, grows in place: a chain a ~ b ~ c copies each part once.
+      value r = a.borrowed() || !a.get().is_string() ? value(to_str(a.get())) : std::move(a).take();
+      write(r.get_ref<std::string&>(), b.get());
+      return ref(std::move(r));
+    }
+    if (e.name == "+"sv && !a.borrowed() && a.get().is_string() && b.get().is_string()) {
+      value r = std::move(a).take();
+      r.get_ref<std::string&>() += b.get().get_ref<const std::string&>();
+      return ref(std::move(r));
+    }
+    return ref(arithmetic(e.name, a.get(), b.get()));
+  }
+
+  // A chain of comparisons `a < b <= c`, as Python evaluates it.
+  ref eval_compare(const expr& e) {
+    ref left = eval(*e.args[0]);
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      if (e.args[i + 1]->may_run_code) left.pin();
+      ref right = eval(*e.args[i + 1]);
+      const value& l = left.get();
+      const value& r = right.get();
+      const std::string& op = e.ops[i];
+      bool ok = op == "=="sv ? equals(l, r)
+                : op == "!="sv ? !equals(l, r)
+                : op == "in"sv ? contains(r, l)
+                : op == "not in"sv ? !contains(r, l)
+                : op == "<"sv ? compare(l, r) < 0
+                : op == "<="sv ? compare(l, r) <= 0
+                : op == ">"sv ? compare(l, r) > 0
+                            : compare(l, r) >= 0;
+      if (!ok) return ref(value(false));
+      left = std::move(right);
+    }
+    return ref(value(true));
   }
 
   // The innermost for loop's state when `loop` names it (no variable of that name nearer).

@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 namespace milesrt::llm::jinja {
+
+using namespace std::string_view_literals;
 
 value undefined() { return value(value::value_t::discarded); }
 
@@ -390,6 +393,78 @@ int compare(const value& a, const value& b) {
     return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
   }
   throw error("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
+}
+
+value arithmetic(const std::string& op, const value& a, const value& b) {
+  auto bad = [&]() -> value {
+    throw error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+  };
+  if (is_undefined(a) || is_undefined(b)) throw error("an undefined value used with '" + op + "'");
+  if (op == "+"sv) {
+    if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get_ref<const std::string&>();
+    if (a.is_array() && b.is_array()) {
+      value r = a;
+      for (const auto& x : b) r.push_back(x);
+      return r;
+    }
+  }
+  if (op == "*"sv && ((a.is_string() || a.is_array()) && is_int(b))) {
+    value r = a.is_string() ? value("") : value::array();
+    for (int64_t i = 0; i < as_int(b); ++i) {
+      if (a.is_string()) {
+        r.get_ref<std::string&>() += a.get_ref<const std::string&>();
+      } else {
+        for (const auto& x : a) r.push_back(x);
+      }
+    }
+    return r;
+  }
+  if (op == "%"sv && a.is_string()) throw error("string formatting with '%' is not supported");
+  if (!is_number(a) || !is_number(b)) return bad();
+  bool ints = is_int(a) && is_int(b);
+  if (op == "+"sv) return ints ? value(as_int(a) + as_int(b)) : value(as_double(a) + as_double(b));
+  if (op == "-"sv) return ints ? value(as_int(a) - as_int(b)) : value(as_double(a) - as_double(b));
+  if (op == "*"sv) return ints ? value(as_int(a) * as_int(b)) : value(as_double(a) * as_double(b));
+  if (op == "/"sv) {
+    if (as_double(b) == 0) throw error("division by zero");
+    return as_double(a) / as_double(b);
+  }
+  if (op == "//"sv || op == "%"sv) {
+    if (as_double(b) == 0) throw error("integer division or modulo by zero");
+    if (ints) {
+      int64_t x = as_int(a), y = as_int(b), q = x / y;
+      if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
+      return op == "//"sv ? value(q) : value(x - q * y);
+    }
+    double x = as_double(a), y = as_double(b), q = std::floor(x / y);
+    return op == "//"sv ? value(q) : value(x - q * y);
+  }
+  if (op == "**"sv) {
+    if (ints && as_int(b) >= 0) {
+      int64_t r = 1;
+      for (int64_t i = 0; i < as_int(b); ++i) r *= as_int(a);
+      return r;
+    }
+    return std::pow(as_double(a), as_double(b));
+  }
+  return bad();
+}
+
+bool contains(const value& container, const value& item) {
+  if (is_generator(container)) return contains(container.begin().value(), item);
+  if (container.is_string()) {
+    if (!item.is_string()) throw error("'in <string>' requires string as left operand, not " + type_name(item));
+    return container.get_ref<const std::string&>().find(item.get_ref<const std::string&>()) != std::string::npos;
+  }
+  if (container.is_array()) {
+    for (const auto& x : container) {
+      if (equals(x, item)) return true;
+    }
+    return false;
+  }
+  if (container.is_object()) return item.is_string() && container.contains(item.get_ref<const std::string&>());
+  if (is_undefined(container)) return false;
+  throw error("argument of type '" + type_name(container) + "' is not iterable");
 }
 
 }  // namespace milesrt::llm::jinja

@@ -63,6 +63,11 @@ bool equals(const value& a, const value& b);
 /// Python's <, == and > for numbers, strings and lists: negative, zero or positive. Throws for
 /// values Python cannot order.
 int compare(const value& a, const value& b);
+/// Python's `a op b` for the arithmetic operators (+ - * / // % **; + and * on strings and lists
+/// too), with Python's errors.
+value arithmetic(const std::string& op, const value& a, const value& b);
+/// Python's `item in container` for strings, lists, dicts and generators (false for undefined).
+bool contains(const value& container, const value& item);
 /// Numbers: true for ints (and bools), false for floats.
 bool is_int(const value& v);
 bool is_number(const value& v);

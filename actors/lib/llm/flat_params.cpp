@@ -1,0 +1,85 @@
+#include "actors/lib/llm/flat_params.hpp"
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+
+namespace milesrt::llm {
+
+flat_params::flat_params(const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs,
+                         at::ScalarType dtype, at::Device device) {
+  int64_t total = 0;
+  for (const auto& [name, shape] : specs) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    total += n;
+  }
+  buffer_ = at::zeros({total}, at::TensorOptions().dtype(dtype).device(device));
+  for (const auto& [name, shape] : specs) {
+    names_.push_back(name);
+    shapes_.push_back(shape);
+  }
+  rebuild_views();
+}
+
+void flat_params::rebuild_views() {
+  views_.clear();
+  int64_t offset = 0;
+  for (const auto& shape : shapes_) {
+    int64_t n = 1;
+    for (auto s : shape) n *= s;
+    if (grad_.defined()) {
+      // A leaf per parameter whose .grad is its slice of the flat gradient: autograd accumulates
+      // into it in place (a view of the flat buffer would route every parameter's gradient
+      // through a buffer-sized zero tensor).
+      auto leaf = buffer_.narrow(0, offset, n).view(shape).detach();
+      leaf.requires_grad_(true);
+      leaf.mutable_grad() = grad_.narrow(0, offset, n).view(shape);
+      views_.push_back(std::move(leaf));
+    } else {
+      views_.push_back(buffer_.narrow(0, offset, n).view(shape));
+    }
+    offset += n;
+  }
+}
+
+std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    int64_t n = 1;
+    for (auto s : shapes_[i]) n *= s;
+    out.emplace_back(names_[i], n);
+  }
+  return out;
+}
+
+std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {
+  // Not through the constructor, which zeroes the buffer: one pass over the bytes, not two. The
+  // views are made on the host while the device copies.
+  auto out = std::make_shared<flat_params>(std::vector<std::pair<std::string, std::vector<int64_t>>>{}, dtype, device);
+  out->names_ = names_;
+  out->shapes_ = shapes_;
+  out->buffer_ = at::empty({buffer_.numel()}, at::TensorOptions().dtype(dtype).device(device));
+  out->buffer_.copy_(buffer_.detach());
+  out->rebuild_views();
+  return out;
+}
+
+void flat_params::enable_grad() {
+  if (!grad_.defined()) grad_ = at::zeros_like(buffer_, at::MemoryFormat::Contiguous);
+  rebuild_views();
+}
+
+const at::Tensor& flat_params::get(const std::string& name) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return views_[i];
+  throw std::out_of_range("model has no parameter '" + name + "'");
+}
+
+bool flat_params::contains(const std::string& name) const {
+  for (const auto& n : names_)
+    if (n == name) return true;
+  return false;
+}
+
+}  // namespace milesrt::llm

@@ -1,0 +1,204 @@
+#include "actors/lib/llm/paged_forward.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "actors/lib/llm/device.hpp"
+#include "kernels/attention/paged_attention.hpp"
+#include "kernels/decoder/decoder_kernels.hpp"
+
+namespace milesrt::llm::paged {
+
+paged_step make_paged_step(const std::vector<segment>& segments, const std::vector<int64_t>& ids,
+                             const std::vector<int64_t>& positions, kv_cache& cache,
+                             const model_config& c) {
+  const int64_t T = static_cast<int64_t>(ids.size());
+  const int64_t B = static_cast<int64_t>(segments.size());
+  const int64_t bs = cache.block_size;
+  // One int32 buffer: ids | positions | slots | qo_indptr | kv_indptr | kv_last | kv_indices.
+  std::vector<int32_t> meta(3 * T + 3 * B + 2);
+  int32_t* mid = meta.data();
+  int32_t* mpos = mid + T;
+  int32_t* mslot = mpos + T;
+  int32_t* qo = mslot + T;
+  int32_t* kvp = qo + B + 1;
+  int32_t* last = kvp + B + 1;
+  qo[0] = 0;
+  kvp[0] = 0;
+  std::vector<int32_t> indices;
+  bool decode_only = true;
+  int64_t row = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = segments[b];
+    TORCH_CHECK(s.block_table != nullptr, "the paged forward needs a block table for every segment");
+    const int64_t n = static_cast<int64_t>(s.ids.size());
+    const int64_t len = s.start + n;
+    const int64_t pages = (len + bs - 1) / bs;
+    TORCH_CHECK(pages <= static_cast<int64_t>(s.block_table->size()), "block table of ",
+                s.block_table->size(), " blocks is too short for position ", len - 1);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t p = s.start + i;
+      mslot[row + i] = static_cast<int32_t>(int64_t((*s.block_table)[p / bs]) * bs + p % bs);
+    }
+    indices.insert(indices.end(), s.block_table->begin(), s.block_table->begin() + pages);
+    qo[b + 1] = static_cast<int32_t>(row + n);
+    kvp[b + 1] = static_cast<int32_t>(indices.size());
+    last[b] = static_cast<int32_t>(len - (pages - 1) * bs);
+    decode_only = decode_only && n == 1;
+    row += n;
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    mid[t] = static_cast<int32_t>(ids[t]);
+    mpos[t] = static_cast<int32_t>(positions[t]);
+  }
+  const int64_t head = static_cast<int64_t>(meta.size());
+  auto pinned = at::empty({head + static_cast<int64_t>(indices.size())},
+                          at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+  std::memcpy(pinned.data_ptr<int32_t>(), meta.data(), meta.size() * sizeof(int32_t));
+  std::memcpy(pinned.data_ptr<int32_t>() + head, indices.data(), indices.size() * sizeof(int32_t));
+  auto dev = pinned.to(cache.k.front().device(), /*non_blocking=*/true);
+  paged_step out;
+  out.ids = dev.narrow(0, 0, T).to(at::kLong);
+  out.positions = dev.narrow(0, T, T).to(at::kLong);
+  out.slots = dev.narrow(0, 2 * T, T).to(at::kLong);
+  out.qo_indptr = dev.narrow(0, 3 * T, B + 1);
+  out.kv_indptr = dev.narrow(0, 3 * T + B + 1, B + 1);
+  out.kv_last = dev.narrow(0, 3 * T + 2 * B + 2, B);
+  out.kv_indices = dev.narrow(0, head, static_cast<int64_t>(indices.size()));
+  out.sequences = B;
+  out.decode_only = decode_only;
+  out.attention = std::make_shared<kernels::paged_attention>(cache.attention_float_ws.data_ptr(),
+                                                             cache.attention_int_ws.data_ptr(),
+                                                             cache.attention_pinned_ws.data_ptr());
+  const int H = static_cast<int>(c.num_heads), KH = static_cast<int>(c.num_kv_heads),
+            D = static_cast<int>(c.head_dim);
+  if (decode_only) {
+    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false, current_cuda_stream());
+  } else {
+    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), current_cuda_stream());
+  }
+  return out;
+}
+
+namespace {
+
+/// One layer's attention over the paged cache, the new tokens' K/V already in it: one kernel call
+/// for the whole batch. q [T, heads, d] (contiguous) -> [T, heads, d].
+at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
+                                const model_config& c) {
+  auto out = at::empty_like(q);
+  kernels::paged_kv_desc kv;
+  kv.k = cache.k[layer].data_ptr();
+  kv.v = cache.v[layer].data_ptr();
+  kv.page_size = static_cast<int>(cache.block_size);
+  kv.kv_heads = static_cast<int>(c.num_kv_heads);
+  kv.head_dim = static_cast<int>(c.head_dim);
+  kv.indptr = b.kv_indptr.data_ptr<int32_t>();
+  kv.indices = b.kv_indices.data_ptr<int32_t>();
+  kv.last_page_len = b.kv_last.data_ptr<int32_t>();
+  const float scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
+  const int B = static_cast<int>(b.sequences), H = static_cast<int>(c.num_heads);
+  if (b.decode_only) {
+    b.attention->run_decode(q.data_ptr(), out.data_ptr(), kv, B, H, scale, current_cuda_stream());
+  } else {
+    b.attention->run_prefill(q.data_ptr(), b.qo_indptr.data_ptr<int32_t>(), out.data_ptr(), kv, B, H, scale,
+                             current_cuda_stream());
+  }
+  return out;
+}
+
+}  // namespace
+
+/// One layer's attention over the paged cache: writes the new tokens' K/V into their slots, then
+/// the kernel. q [T, heads, d] -> [T, heads, d].
+at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
+                        const at::Tensor& k, const at::Tensor& v, const model_config& c) {
+  cache.k[layer].index_copy_(0, b.slots, k);
+  cache.v[layer].index_copy_(0, b.slots, v);
+  return paged_attention_only(b, cache, layer, q.contiguous(), c);
+}
+
+/// Whether the serving forward uses the fused bf16 kernels (kernels/decoder): dense layers,
+/// head_dim 128, bf16 on the GPU.
+bool fused_serving(const model_config& c, at::ScalarType dtype) {
+  return dtype == at::kBFloat16 && c.num_experts == 0 && c.head_dim == kernels::kFusedHeadDim;
+}
+
+namespace {
+
+/// The weights of consecutive parameters that the flat buffer holds back to back (q/k/v, gate/up)
+/// as one matrix [sum of rows, in] (or one vector for biases), for one GEMM instead of several.
+at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
+  const auto& first = P.get(names.front());
+  int64_t rows = 0;
+  const char* next = static_cast<const char*>(first.data_ptr());
+  for (const auto& n : names) {
+    const auto& t = P.get(n);
+    TORCH_CHECK(t.data_ptr() == next, "joined weights: '", n, "' does not follow the previous one in the buffer");
+    next += t.numel() * t.element_size();
+    rows += t.size(0);
+  }
+  if (first.dim() == 1) return first.as_strided({rows}, {1});
+  return first.as_strided({rows, first.size(1)}, {first.size(1), 1});
+}
+
+}  // namespace
+
+/// The serving forward over a paged step with the fused kernels: per layer one fused add+RMSNorm,
+/// the QKV GEMM, QK-norm+RoPE+KV append, paged attention, the output GEMM, add+RMSNorm, the
+/// gate/up GEMM, SiLU*mul and the down GEMM (about 10 kernels). Returns the final-norm hidden
+/// states [T, hidden].
+at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b, kv_cache& cache,
+                         at::Tensor h, const std::pair<at::Tensor, at::Tensor>& rope) {
+  const int64_t T = h.size(0);
+  void* stream = current_cuda_stream();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  auto x = at::empty_like(h);
+  // h += delta (when given); x = RMSNorm(h) * w.
+  auto norm = [&](const at::Tensor& delta, const at::Tensor& w) {
+    kernels::add_rmsnorm_cuda(h.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr, w.data_ptr(),
+                              x.data_ptr(), T, c.hidden_size, eps, stream);
+  };
+  const auto cos = rope.first.reshape({T, c.head_dim}).contiguous();
+  const auto sin = rope.second.reshape({T, c.head_dim}).contiguous();
+  norm(at::Tensor(), P.get("model.layers.0.input_layernorm.weight"));
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
+    auto qkv = c.attention_bias ? at::addmm(joined(P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                                       p + "self_attn.v_proj.bias"}),
+                                            x, w_qkv.t())
+                                : at::mm(x, w_qkv.t());
+    auto q = at::empty({T, c.num_heads, c.head_dim}, h.options());
+    kernels::qk_rope_args a;
+    a.qkv = qkv.data_ptr();
+    a.q_norm = c.qk_norm ? P.get(p + "self_attn.q_norm.weight").data_ptr() : nullptr;
+    a.k_norm = c.qk_norm ? P.get(p + "self_attn.k_norm.weight").data_ptr() : nullptr;
+    a.cos = cos.data_ptr();
+    a.sin = sin.data_ptr();
+    a.slots = b.slots.data_ptr<int64_t>();
+    a.q_out = q.data_ptr();
+    a.k_cache = cache.k[layer].data_ptr();
+    a.v_cache = cache.v[layer].data_ptr();
+    a.tokens = T;
+    a.heads = c.num_heads;
+    a.kv_heads = c.num_kv_heads;
+    a.eps = eps;
+    kernels::qk_rope_append_cuda(a, stream);
+    auto attn = paged_attention_only(b, cache, layer, q, c);
+    norm(at::mm(attn.view({T, c.num_heads * c.head_dim}), P.get(p + "self_attn.o_proj.weight").t()),
+         P.get(p + "post_attention_layernorm.weight"));
+    auto gate_up = at::mm(x, joined(P, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}).t());
+    auto act = at::empty({T, c.intermediate_size}, h.options());
+    kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), T, c.intermediate_size, stream);
+    const std::string next = layer + 1 < c.num_layers
+                                 ? "model.layers." + std::to_string(layer + 1) + ".input_layernorm.weight"
+                                 : "model.norm.weight";
+    norm(at::mm(act, P.get(p + "mlp.down_proj.weight").t()), P.get(next));
+  }
+  return x;
+}
+
+}  // namespace milesrt::llm::paged
