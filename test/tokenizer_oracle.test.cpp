@@ -226,7 +226,9 @@ TEST_P(BosPolicyOracle, AutoAndConfigAgainstTransformers4) {
     bad += ids_auto != want;
   }
   // Where the flags say other than the class does, config must show it.
-  if (!reads_flags && has_flags) EXPECT_GT(config_differs, 0u) << GetParam();
+  if (!reads_flags && has_flags) {
+    EXPECT_GT(config_differs, 0u) << GetParam();
+  }
 }
 
 // Not gpt2: transformers 4.57 (with tokenizers 0.22) drops its ByteLevel prefix space, a difference in
