@@ -101,7 +101,7 @@ std::set<uint64_t> trained_once(const fs::path& run) {
   return trained;
 }
 
-TEST(chaos, async_engine_worker_killed_at_random_points_trains_every_sample_once) {
+TEST(Chaos, AsyncEngineWorkerKilledAtRandomPointsTrainsEverySampleOnce) {
   const int port = 30000 + ::getpid() % 15000;
   auto calm = undisturbed("async", port);
   std::mt19937 rng(std::random_device{}());
@@ -138,7 +138,7 @@ TEST(chaos, async_engine_worker_killed_at_random_points_trains_every_sample_once
   EXPECT_GT(c["requeued"].get<int>(), 0) << "no kill caught the engine with groups in flight";
 }
 
-TEST(chaos, sync_engine_worker_killed_at_fixed_steps_ends_with_the_same_weights) {
+TEST(Chaos, SyncEngineWorkerKilledAtFixedStepsEndsWithTheSameWeights) {
   const int port = 30000 + ::getpid() % 15000 + 2;
   auto calm = undisturbed("sync", port);
   std::string err;

@@ -39,7 +39,7 @@ std::vector<nlohmann::json> steps_of(const fs::path& run) {
   return out;
 }
 
-TEST(grpo_graphs, sync_three_steps_versions_staleness_and_exact_logprobs) {
+TEST(GrpoGraphs, SyncThreeStepsVersionsStalenessAndExactLogprobs) {
   fs::path run = scratch("grpo-sync");
   auto r = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=3 --set run.batchSize=4 "
                        "--set trainer.evalInterval=3" + paths(run, true), "grpo-sync-run");
@@ -68,7 +68,7 @@ TEST(grpo_graphs, sync_three_steps_versions_staleness_and_exact_logprobs) {
   EXPECT_TRUE(fs::exists(run / "plot.svg"));
 }
 
-TEST(grpo_graphs, async_three_steps_keep_the_staleness_bound) {
+TEST(GrpoGraphs, AsyncThreeStepsKeepTheStalenessBound) {
   fs::path run = scratch("grpo-async");
   auto r = run_milesrt("run graphs/grpo_async.capnp --set run.steps=3 --set run.batchSize=4 "
                        "--set trainer.evalInterval=0" + paths(run, true), "grpo-async-run");
@@ -94,7 +94,7 @@ TEST(grpo_graphs, async_three_steps_keep_the_staleness_bound) {
 }
 
 // examples/custom_reward's graph: the plugin's length_reward kind scores the groups of a GRPO run.
-TEST(grpo_graphs, custom_reward_plugin_scores_a_grpo_run) {
+TEST(GrpoGraphs, CustomRewardPluginScoresAGrpoRun) {
   fs::path run = scratch("grpo-length");
   auto r = run_milesrt("run examples/custom_reward/grpo_length.capnp --set run.steps=2 --set run.batchSize=4" +
                            paths(run, true),
@@ -116,7 +116,7 @@ TEST(grpo_graphs, custom_reward_plugin_scores_a_grpo_run) {
 // trainer's optimizer state is larger than it) ends the run with an error naming the step, the
 // file and the reason; the last complete checkpoint stays complete, and a later resume goes on
 // from it.
-TEST(grpo_graphs, a_failed_checkpoint_write_keeps_the_last_complete_one) {
+TEST(GrpoGraphs, AFailedCheckpointWriteKeepsTheLastCompleteOne) {
   fs::path run = scratch("grpo-disk-fault");
   const std::string common = " --set run.batchSize=4 --set run.checkpointInterval=1 --set trainer.evalInterval=0" +
                              paths(run, true);
@@ -151,7 +151,7 @@ TEST(grpo_graphs, a_failed_checkpoint_write_keeps_the_last_complete_one) {
 }
 
 // examples/custom_loss's graph: the trainer takes the plugin's vanilla_pg policy loss by name.
-TEST(grpo_graphs, custom_loss_plugin_trains_a_grpo_run) {
+TEST(GrpoGraphs, CustomLossPluginTrainsAGrpoRun) {
   fs::path run = scratch("grpo-vanilla-pg");
   auto r = run_milesrt("run examples/custom_loss/grpo_vanilla_pg.capnp --set run.steps=2 --set run.batchSize=4" +
                            paths(run, true),
@@ -172,7 +172,7 @@ TEST(grpo_graphs, custom_loss_plugin_trains_a_grpo_run) {
   EXPECT_NE(bad.err.find("vanilla_pg"), std::string::npos) << bad.err;
 }
 
-TEST(grpo_graphs, custom_buffer_policy_plugin_trains_a_grpo_run) {
+TEST(GrpoGraphs, CustomBufferPolicyPluginTrainsAGrpoRun) {
   // examples/custom_buffer_policy's graph: the plugin's freshest policy picks the batches of an
   // async run (nothing past the staleness bound is trained), and a name no registry knows is
   // refused with the plugin's policy among the names listed.
@@ -194,7 +194,7 @@ TEST(grpo_graphs, custom_buffer_policy_plugin_trains_a_grpo_run) {
             std::string::npos) << bad.err;
 }
 
-TEST(grpo_graphs, sft_three_steps) {
+TEST(GrpoGraphs, SftThreeSteps) {
   fs::path run = scratch("sft");
   auto r = run_milesrt("run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "
                        "--set trainer.evalInterval=1 --set trainer.evalPatience=0" + paths(run, false),
@@ -209,7 +209,7 @@ TEST(grpo_graphs, sft_three_steps) {
   EXPECT_LT(steps[2]["metrics"]["sft_loss"].get<double>(), steps[0]["metrics"]["sft_loss"].get<double>());
 }
 
-TEST(grpo_graphs, sync_resume_is_bitwise) {
+TEST(GrpoGraphs, SyncResumeIsBitwise) {
   // Four steps straight, against two steps, a checkpoint, and a resumed run to four. The learning
   // rate is held constant: the graph's cosine schedule spans run.steps, which the split run
   // changes from 2 to 4 on resume (a different schedule by design).
@@ -235,7 +235,7 @@ TEST(grpo_graphs, sync_resume_is_bitwise) {
       << "the resumed run's weights differ from the uninterrupted run's";
 }
 
-TEST(grpo_graphs, mix_takes_seventy_thirty_from_two_datasets) {
+TEST(GrpoGraphs, MixTakesSeventyThirtyFromTwoDatasets) {
   // graphs/grpo_mix.capnp: the arithmetic RL prompts at weight 0.7 and the SFT set's problems at
   // 0.3. Without dynamic sampling every admitted group is trained: each batch of 10 holds 7 and 3.
   fs::path run = scratch("grpo-mix");
@@ -278,7 +278,7 @@ fs::path sync_buffer_graph() {
   return file;
 }
 
-TEST(grpo_graphs, a_fifo_buffer_actor_trains_as_the_drivers_queue_and_resumes_bitwise) {
+TEST(GrpoGraphs, AFifoBufferActorTrainsAsTheDriversQueueAndResumesBitwise) {
   // grpo_sync.capnp keeps the learner's groups in the driver; the buffer graph in lockstep with a
   // fifo policy and dynamic sampling off holds them in the trajectory_buffer actor: the same
   // losses and weights, step for step. Then two steps, a checkpoint (the buffer's state in it) and
@@ -322,7 +322,7 @@ TEST(grpo_graphs, a_fifo_buffer_actor_trains_as_the_drivers_queue_and_resumes_bi
       << "the resumed buffered run's weights differ from the uninterrupted run's";
 }
 
-TEST(grpo_graphs, a_priority_buffer_serves_the_largest_spread_within_the_staleness_bound) {
+TEST(GrpoGraphs, APriorityBufferServesTheLargestSpreadWithinTheStalenessBound) {
   // graphs/grpo_buffer.capnp as shipped (async, maxStaleness 1, priority): every batch within the
   // bound, every group the buffer served past it or dropped counted, and the served groups' mean
   // reward spread reported each step; a checkpoint at step 2 resumes to step 4.
@@ -376,7 +376,7 @@ std::string ppo_paths(const fs::path& run) {
          " --set reference.model=" + m + " --set critic.model=" + m;
 }
 
-TEST(grpo_graphs, ppo_trains_the_policy_and_the_critic_and_resumes_bitwise) {
+TEST(GrpoGraphs, PpoTrainsThePolicyAndTheCriticAndResumesBitwise) {
   // graphs/ppo.capnp as shipped (reference -> critic values -> GAE -> PPO with a k3 KL, the critic
   // trained on the same groups), four steps straight, then two steps, a checkpoint and a resume
   // to four: both learners' figures and the policy's exported weights must be equal.
@@ -425,7 +425,7 @@ TEST(grpo_graphs, ppo_trains_the_policy_and_the_critic_and_resumes_bitwise) {
       << "the resumed PPO run's policy differs from the uninterrupted run's";
 }
 
-TEST(grpo_graphs, ipc_feeds_an_engine_in_a_worker_process) {
+TEST(GrpoGraphs, IpcFeedsAnEngineInAWorkerProcess) {
   // The rollout engine in a second process (`milesrt worker`), the trainer and the publisher in
   // the run's; each version crosses in shared memory and is checked by its hashes.
   fs::path run = scratch("grpo-ipc");

@@ -50,7 +50,7 @@ fs::path tiny_setup() {
   return setup;
 }
 
-TEST(grpo_gpu, five_sync_steps_on_cuda_bf16_learn_something_and_agree_with_the_engine) {
+TEST(GrpoGpu, FiveSyncStepsOnCudaBf16LearnSomethingAndAgreeWithTheEngine) {
   if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const fs::path setup = tiny_setup();
   auto run = run_sync(setup, "grpo-gpu", "");
@@ -89,7 +89,7 @@ TEST(grpo_gpu, five_sync_steps_on_cuda_bf16_learn_something_and_agree_with_the_e
 // the free GPU memory by default) back between rollout phases, so the trainer's step peaks that
 // much lower; the next phase takes it back and captures its decode graphs again, and the run is
 // the same GRPO run (versions, finite losses, engine and trainer agreeing).
-TEST(grpo_gpu, releasing_the_kv_pool_between_phases_lowers_the_trainers_peak) {
+TEST(GrpoGpu, ReleasingTheKvPoolBetweenPhasesLowersTheTrainersPeak) {
   if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const fs::path setup = tiny_setup();
   auto held = run_sync(setup, "grpo-gpu-held", "");

@@ -131,7 +131,7 @@ std::string judge(const include_line& i) {
   return "";
 }
 
-TEST(house, every_include_follows_the_floors) {
+TEST(House, EveryIncludeFollowsTheFloors) {
   std::vector<std::string> problems;
   for (const char* folder : {"runtime", "kernels", "actors", "examples", "test"}) {
     for (const auto& f : sources_under(folder)) {
@@ -146,7 +146,7 @@ TEST(house, every_include_follows_the_floors) {
   EXPECT_TRUE(problems.empty()) << problems.size() << " include(s) break the house rules:\n" << all;
 }
 
-TEST(house, the_rules_catch_what_they_forbid) {
+TEST(House, TheRulesCatchWhatTheyForbid) {
   // The judge itself, on made-up lines: each forbidden include must be caught.
   auto bad = [](const std::string& file, const std::string& target) {
     return !judge({file, 1, target}).empty();
@@ -177,7 +177,7 @@ const std::regex kLlmWords(
     R"(publishers?|critic|group_filter|math_reward|remote_reward)(?:[^A-Za-z0-9]|$))",
     std::regex::icase);
 
-TEST(house, runtime_names_no_llm_concept) {
+TEST(House, RuntimeNamesNoLlmConcept) {
   std::vector<std::string> problems;
   for (const auto& e : fs::recursive_directory_iterator(root / "runtime")) {
     if (!e.is_regular_file()) continue;
@@ -198,7 +198,7 @@ TEST(house, runtime_names_no_llm_concept) {
   EXPECT_TRUE(problems.empty()) << "runtime/ uses LLM words:\n" << all;
 }
 
-TEST(house, the_word_check_catches_llm_words) {
+TEST(House, TheWordCheckCatchesLlmWords) {
   for (const char* line : {"// a rollout engine", "int tokens = 0;", "LLM core", "the KV cache",
                            "trainer_kind", "log-probs of", "a Reward"}) {
     EXPECT_TRUE(std::regex_search(std::string(line), kLlmWords)) << line;
@@ -227,7 +227,7 @@ std::string judge_schema_line(const std::string& schema, const std::string& text
   return "";
 }
 
-TEST(house, the_generic_graph_schema_imports_no_kind) {
+TEST(House, TheGenericGraphSchemaImportsNoKind) {
   std::vector<std::string> problems;
   for (const auto& entry : kRuntimeSchemaImports) {
     const std::string& schema = entry.first;
@@ -268,7 +268,7 @@ std::vector<fs::path> product_sources() {
 constexpr int kMaxFileLines = 800;
 constexpr int kMaxFunctionLines = 120;
 
-TEST(house, no_source_file_is_over_800_lines) {
+TEST(House, NoSourceFileIsOver800Lines) {
   std::string over;
   for (const auto& p : product_sources()) {
     std::ifstream in(root / p);
@@ -327,14 +327,14 @@ std::vector<std::string> long_functions(const std::vector<fs::path>& files) {
   return over;
 }
 
-TEST(house, no_function_is_over_120_lines) {
+TEST(House, NoFunctionIsOver120Lines) {
   const auto over = long_functions(product_sources());
   std::string all;
   for (const auto& o : over) all += o + "\n";
   EXPECT_TRUE(over.empty()) << "split these into named steps (at most " << kMaxFunctionLines << " lines):\n" << all;
 }
 
-TEST(house, the_length_checks_catch_a_long_function) {
+TEST(House, TheLengthChecksCatchALongFunction) {
   // A made-up source with one function of 130 lines and one of 10.
   const fs::path dir = fs::temp_directory_path() / ("milesrt_house_long_" + std::to_string(::getpid()));
   fs::create_directories(dir);

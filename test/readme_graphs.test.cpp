@@ -89,7 +89,7 @@ std::string without_comments_and_spacing(const std::string& text) {
   return out;
 }
 
-TEST(readme_graphs, every_graph_the_docs_show_validates) {
+TEST(ReadmeGraphs, EveryGraphTheDocsShowValidates) {
   const fs::path src = source_dir();
   // Graphs name files relative to where milesrt runs (the arithmetic example's runs/arith/...):
   // validate them in a folder that has those files, made the way the example makes them.
@@ -120,7 +120,7 @@ TEST(readme_graphs, every_graph_the_docs_show_validates) {
   EXPECT_GE(in_docs, 1) << "docs/graph-files.md shows a whole graph";
 }
 
-TEST(readme_graphs, the_readme_shows_the_grpo_sync_graph) {
+TEST(ReadmeGraphs, TheReadmeShowsTheGrpoSyncGraph) {
   const fs::path src = source_dir();
   auto blocks = graph_blocks(slurp(src / "README.md"));
   ASSERT_FALSE(blocks.empty()) << "README.md shows no graph";
@@ -129,14 +129,14 @@ TEST(readme_graphs, the_readme_shows_the_grpo_sync_graph) {
       << "README.md's graph is not graphs/grpo_sync.capnp: update the one or the other";
 }
 
-TEST(readme_graphs, comments_and_spacing_do_not_count_but_strings_do) {
+TEST(ReadmeGraphs, CommentsAndSpacingDoNotCountButStringsDo) {
   EXPECT_EQ(without_comments_and_spacing("a = \"x y\",  # one\n  b = 1,\n"), "a=\"x y\",b=1,");
   EXPECT_EQ(without_comments_and_spacing("s = \"a # not a comment\""), "s=\"a # not a comment\"");
   EXPECT_EQ(without_comments_and_spacing("s = \"q\\\" # still in\" # out"), "s=\"q\\\" # still in\"");
   EXPECT_NE(without_comments_and_spacing("s = \"a b\""), without_comments_and_spacing("s = \"ab\""));
 }
 
-TEST(readme_graphs, the_custom_reward_readme_shows_its_graph_file) {
+TEST(ReadmeGraphs, TheCustomRewardReadmeShowsItsGraphFile) {
   const fs::path dir = fs::path(source_dir()) / "examples" / "custom_reward";
   auto blocks = capnp_blocks(slurp(dir / "README.md"));
   ASSERT_EQ(blocks.size(), 1u);

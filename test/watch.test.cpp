@@ -78,7 +78,7 @@ std::string url_of(const background& b) {
   return "";
 }
 
-TEST(watch, tensorboard_files_hold_every_value_of_metrics_jsonl) {
+TEST(Watch, TensorboardFilesHoldEveryValueOfMetricsJsonl) {
 #ifndef MILESRT_HAVE_TENSORBOARD
   GTEST_SKIP() << "built without protobuf: no tensorboard sink";
 #endif
@@ -98,7 +98,7 @@ TEST(watch, tensorboard_files_hold_every_value_of_metrics_jsonl) {
   std::cout << check.out;
 }
 
-TEST(watch, prometheus_metrics_scraped_while_the_graph_runs) {
+TEST(Watch, PrometheusMetricsScrapedWhileTheGraphRuns) {
   MILESRT_NEED_READERS(false);
   fs::path run = scratch("watch-prom");
   auto b = start(grpo_args(run, 14) + " --metrics-port 0 --set run.sinks=prometheus", "watch-prom-run");
@@ -117,7 +117,7 @@ TEST(watch, prometheus_metrics_scraped_while_the_graph_runs) {
   EXPECT_EQ(done.status, 0) << done.err;
 }
 
-TEST(watch, live_page_in_headless_chromium_then_watch_of_the_finished_run) {
+TEST(Watch, LivePageInHeadlessChromiumThenWatchOfTheFinishedRun) {
   MILESRT_NEED_READERS(true);
   fs::path run = scratch("watch-page");
   auto b = start(grpo_args(run, 24) +
@@ -148,7 +148,7 @@ TEST(watch, live_page_in_headless_chromium_then_watch_of_the_finished_run) {
   EXPECT_EQ(w.wait(std::chrono::seconds(10)).status, 0);
 }
 
-TEST(watch, a_port_in_use_and_an_unwritable_run_dir_are_bad_input) {
+TEST(Watch, APortInUseAndAnUnwritableRunDirAreBadInput) {
   fs::path run = scratch("watch-bad");
   // A folder with neither metrics.jsonl nor live.json: watch refuses it.
   auto refused = run_milesrt("watch '" + run.string() + "' --port 0", "watch-bad-empty");

@@ -101,7 +101,7 @@ class PublisherKind : public ::testing::Test {
   }();
 };
 
-TEST_F(PublisherKind, colocated_share_hands_over_the_trainers_buffer_without_hashes) {
+TEST_F(PublisherKind, ColocatedShareHandsOverTheTrainersBufferWithoutHashes) {
   auto a = spawn(Transport::COLOCATED, Handover::SHARE);
   auto u = publish(a, 3);
   EXPECT_EQ(u.version, 3u);
@@ -116,7 +116,7 @@ TEST_F(PublisherKind, colocated_share_hands_over_the_trainers_buffer_without_has
   EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
 }
 
-TEST_F(PublisherKind, colocated_copy_publishes_a_kept_copy_with_hashes) {
+TEST_F(PublisherKind, ColocatedCopyPublishesAKeptCopyWithHashes) {
   auto a = spawn(Transport::COLOCATED, Handover::COPY);
   auto u = publish(a, 1);
   EXPECT_EQ(u.transport, "colocated");
@@ -134,7 +134,7 @@ TEST_F(PublisherKind, colocated_copy_publishes_a_kept_copy_with_hashes) {
 // handover = copy when training overlaps publishing (the async schedule): the trainer's next step
 // starts right after it announced version 1, before the publisher and the engine see it; what
 // they publish and apply is still version 1, whole.
-TEST_F(PublisherKind, copy_keeps_a_published_version_intact_while_the_trainer_trains) {
+TEST_F(PublisherKind, CopyKeepsAPublishedVersionIntactWhileTheTrainerTrains) {
   auto a = spawn(Transport::COLOCATED, Handover::COPY, true, 2);
   weights_ref ref = versions_->announce("trainer", 1);
   const auto v1 = trainer_->params().buffer().detach().clone();
@@ -156,7 +156,7 @@ TEST_F(PublisherKind, copy_keeps_a_published_version_intact_while_the_trainer_tr
       << sys().render(refused.error());
 }
 
-TEST_F(PublisherKind, share_hands_over_the_same_buffer_and_copy_never_does) {
+TEST_F(PublisherKind, ShareHandsOverTheSameBufferAndCopyNeverDoes) {
   auto shared = spawn(Transport::COLOCATED, Handover::SHARE);
   receiver r;
   r.apply(*engine_, publish(shared, 1), *versions_);
@@ -168,7 +168,7 @@ TEST_F(PublisherKind, share_hands_over_the_same_buffer_and_copy_never_does) {
   EXPECT_EQ(engine_->params().buffer().data_ptr(), versions_->frozen("trainer", 2)->buffer().data_ptr());
 }
 
-TEST_F(PublisherKind, ipc_publishes_into_a_segment_the_receiver_reads) {
+TEST_F(PublisherKind, IpcPublishesIntoASegmentTheReceiverReads) {
   auto a = spawn(Transport::IPC, Handover::SHARE);
   receiver r;
   for (uint64_t v = 1; v <= 2; ++v) {
@@ -182,7 +182,7 @@ TEST_F(PublisherKind, ipc_publishes_into_a_segment_the_receiver_reads) {
   }
 }
 
-TEST_F(PublisherKind, disk_delta_versions_apply_bit_exact) {
+TEST_F(PublisherKind, DiskDeltaVersionsApplyBitExact) {
   auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   receiver r;
   for (uint64_t v = 1; v <= 3; ++v) {
@@ -197,7 +197,7 @@ TEST_F(PublisherKind, disk_delta_versions_apply_bit_exact) {
   EXPECT_EQ(r.full_copies(), 0u);
 }
 
-TEST_F(PublisherKind, corrupt_delta_is_replaced_by_a_full_copy_from_the_publisher) {
+TEST_F(PublisherKind, CorruptDeltaIsReplacedByAFullCopyFromThePublisher) {
   auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   receiver r;
   r.apply(*engine_, publish(a, 1), *versions_);
@@ -232,7 +232,7 @@ TEST_F(PublisherKind, corrupt_delta_is_replaced_by_a_full_copy_from_the_publishe
 // full copy (async schedule): the full copy must still hold version 2's weights.
 // The publisher keeps CPU copies of the versions it published, so a full copy asked for after
 // the trainer moved on holds the requested version.
-TEST_F(PublisherKind, full_copy_holds_the_requested_version_after_the_trainer_moved_on) {
+TEST_F(PublisherKind, FullCopyHoldsTheRequestedVersionAfterTheTrainerMovedOn) {
   auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   receiver r;
   r.apply(*engine_, publish(a, 1), *versions_);
@@ -257,7 +257,7 @@ TEST_F(PublisherKind, full_copy_holds_the_requested_version_after_the_trainer_mo
   EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v2)) << "the full copy is not version 2";
 }
 
-TEST_F(PublisherKind, full_copy_request_before_any_disk_publish_is_an_error) {
+TEST_F(PublisherKind, FullCopyRequestBeforeAnyDiskPublishIsAnError) {
   auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   auto reply = ask<std::string>(sys(), a, fullcopy_atom::value, uint64_t{1});
   ASSERT_FALSE(reply);
@@ -265,7 +265,7 @@ TEST_F(PublisherKind, full_copy_request_before_any_disk_publish_is_an_error) {
       << sys().render(reply.error());
 }
 
-TEST_F(PublisherKind, errors_name_the_publisher_and_the_problem) {
+TEST_F(PublisherKind, ErrorsNameThePublisherAndTheProblem) {
   auto a = spawn(Transport::COLOCATED, Handover::SHARE);
   auto wrong_port = ask<node_reply>(sys(), a, process_atom::value, std::string("batches"), wrap(weights_ref{}));
   ASSERT_FALSE(wrong_port);

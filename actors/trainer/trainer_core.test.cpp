@@ -95,7 +95,7 @@ trainer_options resume_options() {
   return o;
 }
 
-TEST(trainer_core, resume_from_a_checkpoint_is_bitwise_exact) {
+TEST(TrainerCore, ResumeFromACheckpointIsBitwiseExact) {
   temp_dir d;
   std::vector<std::vector<train_sequence>> batches = {rl_batch(0), rl_batch(1), rl_batch(2), rl_batch(3)};
   policy_trainer a(tiny(), resume_options());
@@ -125,7 +125,7 @@ TEST(trainer_core, resume_from_a_checkpoint_is_bitwise_exact) {
   EXPECT_TRUE(bitwise_equal(weights(a), weights(c)));
 }
 
-TEST(trainer_core, grpo_step_raises_the_rewarded_sample_and_lowers_the_others) {
+TEST(TrainerCore, GrpoStepRaisesTheRewardedSampleAndLowersTheOthers) {
   trainer_options o;
   o.optimizer.lr = 1e-3;
   policy_trainer t(tiny(), o);
@@ -139,7 +139,7 @@ TEST(trainer_core, grpo_step_raises_the_rewarded_sample_and_lowers_the_others) {
   EXPECT_LT((after[1] + after[2] + after[3]) / 3, (before[1] + before[2] + before[3]) / 3);
 }
 
-TEST(trainer_core, equal_rewards_give_zero_advantage_and_leave_the_weights_bitwise_unchanged) {
+TEST(TrainerCore, EqualRewardsGiveZeroAdvantageAndLeaveTheWeightsBitwiseUnchanged) {
   trainer_options o;
   o.optimizer.lr = 1e-2;
   o.optimizer.weight_decay = 0;
@@ -154,7 +154,7 @@ TEST(trainer_core, equal_rewards_give_zero_advantage_and_leave_the_weights_bitwi
   EXPECT_TRUE(bitwise_equal(w0, weights(t)));
 }
 
-TEST(trainer_core, rollout_engine_logprobs_equal_training_logprobs_bitwise) {
+TEST(TrainerCore, RolloutEngineLogprobsEqualTrainingLogprobsBitwise) {
   auto serving = tiny();
   policy_trainer t(tiny(), {});
   ASSERT_TRUE(bitwise_equal(serving->params().buffer().detach(), weights(t)));
@@ -232,7 +232,7 @@ moe_case make_moe_case(const llm::decoder& m) {
   return c;
 }
 
-TEST(trainer_core, routing_replay_trains_with_the_rollout_experts) {
+TEST(TrainerCore, RoutingReplayTrainsWithTheRolloutExperts) {
   auto ref = tiny(moe_config, 9);
   auto c = make_moe_case(*ref);
   ASSERT_EQ(c.s.experts.size(), (c.s.prompt.size() + c.s.output.size() - 1) * 2 * 2);
@@ -258,7 +258,7 @@ TEST(trainer_core, routing_replay_trains_with_the_rollout_experts) {
   EXPECT_EQ(m["train_rollout_logprob_abs_diff"], 0.0);
 }
 
-TEST(trainer_core, expert_load_of_an_moe_batch_from_the_rollout_routing) {
+TEST(TrainerCore, ExpertLoadOfAnMoeBatchFromTheRolloutRouting) {
   auto ref = tiny(moe_config, 9);
   auto c = make_moe_case(*ref);
   c.s.rollout_logprobs.assign(c.s.output.size(), -1.0f);
@@ -295,7 +295,7 @@ TEST(trainer_core, expert_load_of_an_moe_batch_from_the_rollout_routing) {
   EXPECT_EQ(lists.count("expert_load"), 0u);
 }
 
-TEST(trainer_core, routing_replay_refuses_experts_of_the_wrong_size_naming_the_sequence) {
+TEST(TrainerCore, RoutingReplayRefusesExpertsOfTheWrongSizeNamingTheSequence) {
   auto ref = tiny(moe_config, 9);
   auto c = make_moe_case(*ref);
   c.s.rollout_logprobs.assign(c.s.output.size(), -1.0f);
@@ -312,7 +312,7 @@ TEST(trainer_core, routing_replay_refuses_experts_of_the_wrong_size_naming_the_s
   }
 }
 
-TEST(trainer_core, sft_lowers_the_loss_on_a_fixed_batch) {
+TEST(TrainerCore, SftLowersTheLossOnAFixedBatch) {
   trainer_options o;
   o.objective = "sft";
   o.optimizer.lr = 1e-2;
@@ -325,7 +325,7 @@ TEST(trainer_core, sft_lowers_the_loss_on_a_fixed_batch) {
   EXPECT_LT(losses.back(), 0.8 * losses.front());
 }
 
-TEST(trainer_core, a_nan_loss_skips_the_step_and_keeps_the_weights) {
+TEST(TrainerCore, ANanLossSkipsTheStepAndKeepsTheWeights) {
   trainer_options o;
   o.optimizer.lr = 1e-2;
   o.loss.tis = true;  // the weight exp(old - rollout) of a NaN rollout log-prob is NaN
@@ -344,7 +344,7 @@ TEST(trainer_core, a_nan_loss_skips_the_step_and_keeps_the_weights) {
   EXPECT_TRUE(at::isfinite(weights(t)).all().item<bool>());
 }
 
-TEST(trainer_core, a_huge_learning_rate_skips_the_step_whose_loss_overflows) {
+TEST(TrainerCore, AHugeLearningRateSkipsTheStepWhoseLossOverflows) {
   trainer_options o;
   o.optimizer.lr = 1e30;  // step 1 moves every weight by about 1e30: finite, but the next forward overflows
   policy_trainer t(tiny(), o);
@@ -360,7 +360,7 @@ TEST(trainer_core, a_huge_learning_rate_skips_the_step_whose_loss_overflows) {
   EXPECT_TRUE(bitwise_equal(w1, weights(t)));
 }
 
-TEST(trainer_core, a_learning_rate_beyond_fp32_throws_and_keeps_the_weights) {
+TEST(TrainerCore, ALearningRateBeyondFp32ThrowsAndKeepsTheWeights) {
   trainer_options o;
   o.optimizer.lr = 1e39;  // the step size itself does not fit in fp32
   policy_trainer t(tiny(), o);
@@ -371,7 +371,7 @@ TEST(trainer_core, a_learning_rate_beyond_fp32_throws_and_keeps_the_weights) {
 }
 
 
-TEST(trainer_core, a_colocated_engine_sharing_the_weights_keeps_the_trainer_training) {
+TEST(TrainerCore, AColocatedEngineSharingTheWeightsKeepsTheTrainerTraining) {
   // The engine shares the trainer's parameters; applying an update must not leave the trainer
   // with views that no longer carry gradients to its flat buffer.
   trainer_options o;
@@ -414,7 +414,7 @@ namespace {
 // Activation checkpointing computes every layer again in the backward: the same losses and
 // gradients as keeping the activations, so the weights after a few steps agree (to the float
 // rounding of adding a tied embedding's two gradient parts in another order), for dense and MoE.
-TEST(trainer_core, activation_checkpointing_trains_like_keeping_the_activations) {
+TEST(TrainerCore, ActivationCheckpointingTrainsLikeKeepingTheActivations) {
   for (const std::string* config : {&dense_config, &moe_config}) {
     trainer_options plain = resume_options(), ckpt = resume_options();
     ckpt.activation_checkpointing = true;
@@ -435,7 +435,7 @@ TEST(trainer_core, activation_checkpointing_trains_like_keeping_the_activations)
 // Selective checkpointing: only the first layer is computed again, the second keeps its
 // activations; the losses are the same computation and the weights after a few steps agree with
 // keeping every activation. The tiny models have 2 layers, so 1 is a real split.
-TEST(trainer_core, checkpointing_only_the_first_layers_trains_like_keeping_the_activations) {
+TEST(TrainerCore, CheckpointingOnlyTheFirstLayersTrainsLikeKeepingTheActivations) {
   for (const std::string* config : {&dense_config, &moe_config}) {
     trainer_options plain = resume_options(), some = resume_options();
     some.activation_checkpointing = true;
@@ -473,7 +473,7 @@ class counting_ppo final : public rl::policy_loss {
   int* calls_;
 };
 
-TEST(trainer_core, a_registered_surrogate_is_the_one_the_trainer_uses) {
+TEST(TrainerCore, ARegisteredSurrogateIsTheOneTheTrainerUses) {
   int calls = 0;
   auto losses = rl::builtin_registries();
   losses.policy_losses.add("counting_ppo", [&calls] { return std::make_unique<counting_ppo>(&calls); });

@@ -16,7 +16,7 @@ std::vector<std::string> problems_of(const runtime::kind_registry& kinds, params
   return kinds.find("trainer")->check_params(*p.setup().params_struct);
 }
 
-TEST(trainer_kind, unknown_estimator_and_policy_loss_list_the_known_names) {
+TEST(TrainerKind, UnknownEstimatorAndPolicyLossListTheKnownNames) {
   runtime::kind_registry kinds;
   register_trainer_kind(kinds);
   params_of<schema::TrainerParams> p;
@@ -35,7 +35,7 @@ TEST(trainer_kind, unknown_estimator_and_policy_loss_list_the_known_names) {
   EXPECT_TRUE(problems_of(kinds, p).empty());
 }
 
-TEST(trainer_kind, a_plugin_loss_is_a_known_name) {
+TEST(TrainerKind, APluginLossIsAKnownName) {
   auto losses = std::make_shared<rl::registries>(rl::builtin_registries());
   losses->policy_losses.add("ppo_again", rl::make_ppo_loss);
   runtime::kind_registry kinds;

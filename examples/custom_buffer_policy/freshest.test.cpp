@@ -19,7 +19,7 @@ buffer::held_group group(uint64_t version, uint64_t arrival) {
   return g;
 }
 
-TEST(freshest, serves_the_newest_version_first_and_discards_the_stale) {
+TEST(Freshest, ServesTheNewestVersionFirstAndDiscardsTheStale) {
   auto p = make_freshest_policy();
   std::deque<buffer::held_group> held = {group(3, 0), group(5, 1), group(4, 2), group(5, 3), group(1, 4)};
   buffer::policy_rules rules{1, false};  // whenStale = wait: freshest discards anyway
@@ -33,7 +33,7 @@ TEST(freshest, serves_the_newest_version_first_and_discards_the_stale) {
   EXPECT_TRUE(p->admit(group(4, 9), 5, rules));
 }
 
-TEST(freshest, the_plugin_adds_the_policy_to_the_offered_registry) {
+TEST(Freshest, ThePluginAddsThePolicyToTheOfferedRegistry) {
   buffer::policy_registry policies = buffer::builtin_policies();
   ASSERT_FALSE(policies.contains("freshest"));
   runtime::extension_points extensions;

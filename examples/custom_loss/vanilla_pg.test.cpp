@@ -16,7 +16,7 @@ namespace {
 // Two sequences: tokens (logp, A, mask) = (-1, 2, 1), (-0.5, 2, 1), (-2, -1, 1), (-3, -1, 0).
 // token_mean over the 3 unmasked tokens: (-(2)(-1) - (2)(-0.5) - (-1)(-2)) / 3 = (2 + 1 - 2) / 3 = 1/3.
 // Its gradient in logp: -A / 3 on unmasked tokens, 0 on the masked one.
-TEST(vanilla_pg, loss_and_gradient_by_hand) {
+TEST(VanillaPg, LossAndGradientByHand) {
   auto loss = make_vanilla_pg();
   rl::policy_batch b;
   b.logprobs = at::tensor({-1.0f, -0.5f, -2.0f, -3.0f}).requires_grad_(true);
@@ -35,7 +35,7 @@ TEST(vanilla_pg, loss_and_gradient_by_hand) {
   EXPECT_EQ(g[3].item<double>(), 0.0);
 }
 
-TEST(vanilla_pg, the_plugin_adds_the_loss_to_the_offered_registries) {
+TEST(VanillaPg, ThePluginAddsTheLossToTheOfferedRegistries) {
   rl::registries losses = rl::builtin_registries();
   ASSERT_FALSE(losses.policy_losses.contains("vanilla_pg"));
   runtime::extension_points extensions;

@@ -7,12 +7,12 @@
 
 namespace milesrt::runtime {
 
-TEST(progress_meter, bar_shows_the_fraction) {
+TEST(ProgressMeter, BarShowsTheFraction) {
   EXPECT_EQ(progress_meter::bar("eval", 9, 20, 1.25), "eval [##############................]  45% 9/20 1.2 s");
   EXPECT_EQ(progress_meter::bar("x", 0, 0, 0), "x [##############################] 100% 0/0 0.0 s");
 }
 
-TEST(progress_meter, plain_lines_when_not_a_terminal) {
+TEST(ProgressMeter, PlainLinesWhenNotATerminal) {
   std::FILE* f = std::tmpfile();
   {
     progress_meter m(f, "checkpoint step 4", 3);

@@ -24,7 +24,7 @@ step_record sample_record() {
   return r;
 }
 
-TEST(metric_frame, holds_every_value_of_a_step_with_tags) {
+TEST(MetricFrame, HoldsEveryValueOfAStepWithTags) {
   auto f = to_frame(sample_record(), 7.0);
   std::map<std::string, double> by_tag;
   for (const auto& v : f.values) by_tag[v.tag()] = v.value;
@@ -37,7 +37,7 @@ TEST(metric_frame, holds_every_value_of_a_step_with_tags) {
   EXPECT_EQ(f.distributions[1].counts, (std::vector<std::pair<double, double>>{{1, 1}, {3, 2}}));
 }
 
-TEST(prometheus_sink, renders_families_with_types_and_labels) {
+TEST(PrometheusSink, RendersFamiliesWithTypesAndLabels) {
   http_server server(0);
   prometheus_sink sink(server);
   sink.on_step(to_frame(sample_record(), 1.0));
@@ -48,7 +48,7 @@ TEST(prometheus_sink, renders_families_with_types_and_labels) {
   EXPECT_NE(text.find("milesrt_loss 0.125\n"), std::string::npos) << text;
 }
 
-TEST(tensorboard_sink, buckets_are_exact_or_of_equal_width) {
+TEST(TensorboardSink, BucketsAreExactOrOfEqualWidth) {
   metric_distribution d{"", "x", {{1, 2}, {2, 1}, {5, 1}}};
   EXPECT_EQ(histogram_buckets(d), d.counts);
   auto b = histogram_buckets(d, 2);
@@ -57,7 +57,7 @@ TEST(tensorboard_sink, buckets_are_exact_or_of_equal_width) {
   EXPECT_EQ(b[1], (std::pair<double, double>{5, 1}));
 }
 
-TEST(http_server, a_port_in_use_is_an_error_naming_it) {
+TEST(HttpServer, APortInUseIsAnErrorNamingIt) {
   http_server first(0);
   try {
     http_server second(first.port());

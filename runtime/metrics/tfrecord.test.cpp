@@ -4,14 +4,14 @@
 
 namespace milesrt::runtime {
 
-TEST(tfrecord, crc32c_of_the_standard_check_strings) {
+TEST(Tfrecord, Crc32cOfTheStandardCheckStrings) {
   // RFC 3720 (iSCSI) B.4 and the usual check value of "123456789".
   EXPECT_EQ(crc32c("123456789"), 0xE3069283u);
   EXPECT_EQ(crc32c(std::string(32, '\0')), 0x8A9136AAu);
   EXPECT_EQ(crc32c(std::string(32, '\xff')), 0x62A8AB43u);
 }
 
-TEST(tfrecord, frame_holds_length_data_and_both_checksums) {
+TEST(Tfrecord, FrameHoldsLengthDataAndBothChecksums) {
   std::string r = tfrecord("abc");
   ASSERT_EQ(r.size(), 8u + 4u + 3u + 4u);
   EXPECT_EQ(static_cast<unsigned char>(r[0]), 3u);

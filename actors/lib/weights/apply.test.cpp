@@ -73,7 +73,7 @@ class Apply : public ::testing::Test {
   receiver r_;
 };
 
-TEST_F(Apply, colocated_share_uses_the_trainers_own_buffer) {
+TEST_F(Apply, ColocatedShareUsesTheTrainersOwnBuffer) {
   ASSERT_FALSE(same_weights(*trainer_, *engine_));
   auto u = update(1, "colocated");
   u.share = true;
@@ -89,7 +89,7 @@ TEST_F(Apply, colocated_share_uses_the_trainers_own_buffer) {
   EXPECT_EQ(r_.version(), 2u);
 }
 
-TEST_F(Apply, colocated_copy_fills_an_own_buffer_bitwise) {
+TEST_F(Apply, ColocatedCopyFillsAnOwnBufferBitwise) {
   auto u = update(1, "colocated");
   u.share = true;
   r_.apply(*engine_, u, local_);  // shares first: the copy must then leave the trainer's buffer
@@ -108,7 +108,7 @@ TEST_F(Apply, colocated_copy_fills_an_own_buffer_bitwise) {
   EXPECT_EQ(r_.version(), 3u);
 }
 
-TEST_F(Apply, colocated_copy_handover_keeps_the_published_version_while_the_trainer_trains) {
+TEST_F(Apply, ColocatedCopyHandoverKeepsThePublishedVersionWhileTheTrainerTrains) {
   local_.keep_copies(2);  // what a publisher with handover = copy registers
   auto ref = local_.announce("trainer", 1);
   EXPECT_EQ(ref.channel, "trainer");
@@ -138,7 +138,7 @@ TEST_F(Apply, colocated_copy_handover_keeps_the_published_version_while_the_trai
   EXPECT_EQ(engine_->params().buffer().data_ptr(), local_.frozen("trainer", 3)->buffer().data_ptr());
 }
 
-TEST_F(Apply, colocated_share_hands_over_the_trainers_buffer_even_when_copies_are_kept) {
+TEST_F(Apply, ColocatedShareHandsOverTheTrainersBufferEvenWhenCopiesAreKept) {
   local_.keep_copies(1);
   local_.announce("trainer", 1);
   auto u = update(1, "colocated");
@@ -147,14 +147,14 @@ TEST_F(Apply, colocated_share_hands_over_the_trainers_buffer_even_when_copies_ar
   EXPECT_EQ(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
 }
 
-TEST_F(Apply, colocated_without_the_trainer_names_the_channel) {
+TEST_F(Apply, ColocatedWithoutTheTrainerNamesTheChannel) {
   local_versions empty;
   auto msg = error_of([&] { r_.apply(*engine_, update(1, "colocated"), empty); });
   EXPECT_NE(msg.find("no trainer 'trainer'"), std::string::npos) << msg;
   EXPECT_EQ(r_.version(), 0u);
 }
 
-TEST_F(Apply, disk_delta_over_three_versions_is_bit_exact) {
+TEST_F(Apply, DiskDeltaOverThreeVersionsIsBitExact) {
   temp_dir d;
   delta_writer w(d.path, 0);
   for (uint64_t v = 1; v <= 3; ++v) {
@@ -184,7 +184,7 @@ void corrupt(const fs::path& dir, uint64_t version) {
   io.put(static_cast<char>(c ^ 0x21));
 }
 
-TEST_F(Apply, corrupt_delta_without_a_publisher_names_the_version) {
+TEST_F(Apply, CorruptDeltaWithoutAPublisherNamesTheVersion) {
   temp_dir d;
   delta_writer w(d.path, 0);
   w.publish(trainer_->params(), 1);
@@ -203,7 +203,7 @@ TEST_F(Apply, corrupt_delta_without_a_publisher_names_the_version) {
   EXPECT_TRUE(at::equal(before, engine_->params().buffer().detach()));
 }
 
-TEST_F(Apply, ipc_round_trip_in_one_process) {
+TEST_F(Apply, IpcRoundTripInOneProcess) {
   const std::string name = "/milesrt_apply_test_" + std::to_string(::getpid());
   const auto& b = trainer_->params().buffer();
   shm_publisher pub(name, b.numel() * b.element_size());
@@ -220,7 +220,7 @@ TEST_F(Apply, ipc_round_trip_in_one_process) {
   EXPECT_EQ(r_.version(), 2u);
 }
 
-TEST_F(Apply, a_version_going_backwards_is_refused) {
+TEST_F(Apply, AVersionGoingBackwardsIsRefused) {
   auto u = update(5, "colocated");
   r_.apply(*engine_, u, local_);
   auto before = engine_->params().buffer().detach().clone();
@@ -235,7 +235,7 @@ TEST_F(Apply, a_version_going_backwards_is_refused) {
   EXPECT_TRUE(same_weights(*trainer_, *engine_));
 }
 
-TEST_F(Apply, verify_weights_detects_tampered_hashes) {
+TEST_F(Apply, VerifyWeightsDetectsTamperedHashes) {
   auto u = update(1, "colocated");
   u.hashes = param_hashes(trainer_->params());
   u.hashes[3] ^= 1;
@@ -265,7 +265,7 @@ TEST_F(Apply, verify_weights_detects_tampered_hashes) {
   EXPECT_NE(error_of([&] { r_.apply(*engine_, dd, local_); }), "<no error>");
 }
 
-TEST_F(Apply, unknown_transport_is_named) {
+TEST_F(Apply, UnknownTransportIsNamed) {
   auto msg = error_of([&] { r_.apply(*engine_, update(1, "pigeon"), local_); });
   EXPECT_NE(msg.find("transport 'pigeon'"), std::string::npos) << msg;
 }

@@ -37,10 +37,10 @@ std::string joined(const std::vector<uint64_t>& h) {
   return s.str();
 }
 
-// The child half: run by cuda_ipc.GpuTwoProcessesRoundTrip with the location and hashes.
-TEST(cuda_ipc_child, GpuAppliesFromParent) {
+// The child half: run by CudaIpc.GpuTwoProcessesRoundTrip with the location and hashes.
+TEST(CudaIpcChild, GpuAppliesFromParent) {
   const char* where = std::getenv("MILESRT_CUDA_IPC_LOCATION");
-  if (!where) GTEST_SKIP() << "run as a child process by cuda_ipc.GpuTwoProcessesRoundTrip";
+  if (!where) GTEST_SKIP() << "run as a child process by CudaIpc.GpuTwoProcessesRoundTrip";
   auto p = gpu_params(0);
   cuda_ipc_receiver r;
   r.apply(p, where);
@@ -55,7 +55,7 @@ int run_child(const std::string& location, const std::string& hashes) {
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::string exe = "/proc/self/exe", filter = "--gtest_filter=cuda_ipc_child.GpuAppliesFromParent";
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=CudaIpcChild.GpuAppliesFromParent";
   char* argv[] = {exe.data(), filter.data(), nullptr};
   pid_t child = 0;
   if (::posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
@@ -64,7 +64,7 @@ int run_child(const std::string& location, const std::string& hashes) {
   return WEXITSTATUS(status);
 }
 
-TEST(cuda_ipc, GpuTwoProcessesRoundTrip) {
+TEST(CudaIpc, GpuTwoProcessesRoundTrip) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   auto v1 = gpu_params(1), v2 = gpu_params(2);
   cuda_ipc_publisher pub(v1.buffer().nbytes(), 0, 2);
@@ -78,7 +78,7 @@ TEST(cuda_ipc, GpuTwoProcessesRoundTrip) {
 // handover = share: the child copies out of the parent's own buffer, found inside the caching
 // allocator's allocation by its offset (a second tensor is allocated first so that the buffer
 // is unlikely to start its allocation); nothing is copied on the parent's side.
-TEST(cuda_ipc, GpuSharesTheTrainersOwnBuffer) {
+TEST(CudaIpc, GpuSharesTheTrainersOwnBuffer) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   auto before = at::empty({1000}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, 0));
   auto v = gpu_params(4);
@@ -91,7 +91,7 @@ TEST(cuda_ipc, GpuSharesTheTrainersOwnBuffer) {
   EXPECT_EQ(run_child(where, joined(param_hashes(v))), 0) << "the buffer after an in-place step";
 }
 
-TEST(cuda_ipc, GpuRefusesMismatchedSizesAndCpuWeights) {
+TEST(CudaIpc, GpuRefusesMismatchedSizesAndCpuWeights) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   auto v = gpu_params(3);
   cuda_ipc_publisher pub(v.buffer().nbytes() + 2, 0, 1);
@@ -104,7 +104,7 @@ TEST(cuda_ipc, GpuRefusesMismatchedSizesAndCpuWeights) {
 
 #else
 
-TEST(cuda_ipc, GpuTwoProcessesRoundTrip) { GTEST_SKIP() << "built without CUDA"; }
+TEST(CudaIpc, GpuTwoProcessesRoundTrip) { GTEST_SKIP() << "built without CUDA"; }
 
 #endif
 

@@ -48,7 +48,7 @@ bool same(const llm::flat_params& a, const llm::flat_params& b) {
   return param_hashes(a) == param_hashes(b) && at::equal(a.buffer(), b.buffer());
 }
 
-TEST(disk_delta, round_trips_bit_exact_over_versions) {
+TEST(DiskDelta, RoundTripsBitExactOverVersions) {
   temp_dir d;
   at::manual_seed(3);
   auto trainer = make_params(at::kBFloat16, true);
@@ -88,7 +88,7 @@ void expect_error(delta_reader& r, llm::flat_params& p, const fs::path& dir, uin
   EXPECT_EQ(param_hashes(p), before) << "the model changed on a failed apply";
 }
 
-TEST(disk_delta, corrupt_delta_is_detected_and_leaves_the_model_unchanged) {
+TEST(DiskDelta, CorruptDeltaIsDetectedAndLeavesTheModelUnchanged) {
   temp_dir d;
   at::manual_seed(4);
   auto trainer = make_params(at::kFloat, true);
@@ -156,7 +156,7 @@ TEST(disk_delta, corrupt_delta_is_detected_and_leaves_the_model_unchanged) {
   EXPECT_TRUE(same(trainer, engine));
 }
 
-TEST(disk_delta, full_copy_when_an_engine_falls_behind) {
+TEST(DiskDelta, FullCopyWhenAnEngineFallsBehind) {
   temp_dir d;
   at::manual_seed(5);
   auto trainer = make_params(at::kFloat, true);

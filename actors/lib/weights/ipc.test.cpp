@@ -53,18 +53,18 @@ void expect_throw_with(const std::function<void()>& f, const std::vector<std::st
   }
 }
 
-// The child half of ipc.two_processes_round_trip: run by it (re-executing this binary with the
+// The child half of Ipc.TwoProcessesRoundTrip: run by it (re-executing this binary with the
 // segment's name in MILESRT_IPC_SEGMENT), skipped otherwise.
-TEST(ipc_child, applies_from_parent) {
+TEST(IpcChild, AppliesFromParent) {
   const char* seg = std::getenv("MILESRT_IPC_SEGMENT");
-  if (!seg) GTEST_SKIP() << "run as a child process by ipc.two_processes_round_trip";
+  if (!seg) GTEST_SKIP() << "run as a child process by Ipc.TwoProcessesRoundTrip";
   auto p = make_params(0);
   shm_receiver r(seg);
   EXPECT_EQ(r.apply(p, 3, 20s), 3u);
   EXPECT_EQ(join_hashes(param_hashes(p)), std::getenv("MILESRT_IPC_HASHES"));
 }
 
-TEST(ipc, two_processes_round_trip) {
+TEST(Ipc, TwoProcessesRoundTrip) {
   std::vector<llm::flat_params> versions;
   for (uint64_t v = 1; v <= 3; ++v) versions.push_back(make_params(100 + v));
   const std::string name = segment_name("round_trip");
@@ -78,7 +78,7 @@ TEST(ipc, two_processes_round_trip) {
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::string exe = "/proc/self/exe", filter = "--gtest_filter=ipc_child.applies_from_parent";
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=IpcChild.AppliesFromParent";
   char* argv[] = {exe.data(), filter.data(), nullptr};
   pid_t child = 0;
   ASSERT_EQ(::posix_spawn(&child, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
@@ -94,7 +94,7 @@ TEST(ipc, two_processes_round_trip) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's check failed (its output is above)";
 }
 
-TEST(ipc, never_applies_a_torn_copy) {
+TEST(Ipc, NeverAppliesATornCopy) {
   auto a = make_params(7), b = make_params(8);
   const auto ha = param_hashes(a), hb = param_hashes(b);
   const std::string name = segment_name("torn");
@@ -120,7 +120,7 @@ TEST(ipc, never_applies_a_torn_copy) {
   writer.join();
 }
 
-TEST(ipc, timeout_size_and_checksum_errors_name_the_segment) {
+TEST(Ipc, TimeoutSizeAndChecksumErrorsNameTheSegment) {
   auto p = make_params(9);
   const auto before = param_hashes(p);
   const std::string name = segment_name("errors");

@@ -26,7 +26,7 @@ void step(llm::flat_params& p) {
   p.buffer().detach().add_(1.0);
 }
 
-TEST(local_versions, is_one_object_per_process_store) {
+TEST(LocalVersions, IsOneObjectPerProcessStore) {
   runtime::process_store store;
   auto a = store.get_or_make<local_versions>();
   auto b = store.get_or_make<local_versions>();
@@ -35,7 +35,7 @@ TEST(local_versions, is_one_object_per_process_store) {
   EXPECT_NE(other.get_or_make<local_versions>(), a);
 }
 
-TEST(local_versions, without_a_publisher_asking_nothing_is_copied) {
+TEST(LocalVersions, WithoutAPublisherAskingNothingIsCopied) {
   local_versions v;
   auto live = params();
   v.add_trainer("t", live);
@@ -50,7 +50,7 @@ TEST(local_versions, without_a_publisher_asking_nothing_is_copied) {
   EXPECT_EQ(v.kept_range("t"), "none");
 }
 
-TEST(local_versions, a_copy_keeps_its_version_while_the_trainer_trains) {
+TEST(LocalVersions, ACopyKeepsItsVersionWhileTheTrainerTrains) {
   local_versions v;
   auto live = params();
   v.add_trainer("t", live);
@@ -67,7 +67,7 @@ TEST(local_versions, a_copy_keeps_its_version_while_the_trainer_trains) {
   EXPECT_EQ(copy->buffer().scalar_type(), live->buffer().scalar_type());
 }
 
-TEST(local_versions, keeps_the_newest_copies_the_most_any_publisher_asked_for) {
+TEST(LocalVersions, KeepsTheNewestCopiesTheMostAnyPublisherAskedFor) {
   local_versions v;
   v.add_trainer("t", params());
   v.keep_copies(2);
@@ -85,7 +85,7 @@ TEST(local_versions, keeps_the_newest_copies_the_most_any_publisher_asked_for) {
   EXPECT_TRUE(held->buffer().defined());
 }
 
-TEST(local_versions, an_unknown_trainer_is_named) {
+TEST(LocalVersions, AnUnknownTrainerIsNamed) {
   local_versions v;
   EXPECT_EQ(v.live("nobody"), nullptr);
   EXPECT_EQ(v.frozen("nobody", 1), nullptr);

@@ -15,7 +15,7 @@ namespace {
 
 // Each GPU (at most 4) is one rank; rank 0 holds random weights, the others zeros. On one GPU
 // this is the nranks = 1 case (the buffer must come through unchanged).
-TEST(nccl_broadcast, GpuBroadcastsInBuckets) {
+TEST(NcclBroadcast, GpuBroadcastsInBuckets) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   const int nranks = std::min<int>(4, at::getNumGPUs());
   const std::vector<std::pair<std::string, std::vector<int64_t>>> specs = {
@@ -48,7 +48,7 @@ TEST(nccl_broadcast, GpuBroadcastsInBuckets) {
 
 // A p2p plan run on one rank: a send to itself from one part of a tensor to another (the
 // mechanics of run_plan's NCCL group; several ranks need several GPUs).
-TEST(nccl_broadcast, GpuRunsAPlanOnOneRank) {
+TEST(NcclBroadcast, GpuRunsAPlanOnOneRank) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   llm::flat_params p({{"x", {10}}, {"y", {6}}}, at::kFloat, at::Device(at::kCUDA, 0));
   p.buffer().detach().copy_(at::arange(16, at::kFloat));
@@ -61,7 +61,7 @@ TEST(nccl_broadcast, GpuRunsAPlanOnOneRank) {
   EXPECT_EQ(nccl_id_from_hex(nccl_id_to_hex(b.make_id())).size(), 128u);
 }
 
-TEST(nccl_broadcast, GpuRejectsCpuParams) {
+TEST(NcclBroadcast, GpuRejectsCpuParams) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
   llm::flat_params p({{"x", {4}}}, at::kFloat, at::kCPU);
   nccl_broadcaster b(nccl_broadcaster::make_id(), 1, 0, 0);
@@ -70,7 +70,7 @@ TEST(nccl_broadcast, GpuRejectsCpuParams) {
 
 #else
 
-TEST(nccl_broadcast, GpuBroadcastsInBuckets) { GTEST_SKIP() << "built without NCCL"; }
+TEST(NcclBroadcast, GpuBroadcastsInBuckets) { GTEST_SKIP() << "built without NCCL"; }
 
 #endif
 

@@ -14,7 +14,7 @@ llm::flat_params small_params() {
   return p;
 }
 
-TEST(tensor_hash, dtype_and_shape_are_mixed_in) {
+TEST(TensorHash, DtypeAndShapeAreMixedIn) {
   at::Tensor a = at::randn({4, 6});
   EXPECT_EQ(tensor_hash(a), tensor_hash(a.clone()));
   EXPECT_NE(tensor_hash(a), tensor_hash(a.view({6, 4})));
@@ -25,7 +25,7 @@ TEST(tensor_hash, dtype_and_shape_are_mixed_in) {
   EXPECT_NE(tensor_hash(a), tensor_hash(b));
 }
 
-TEST(tensor_hash, param_hashes_match_per_tensor_hashes) {
+TEST(TensorHash, ParamHashesMatchPerTensorHashes) {
   auto p = small_params();
   auto h = param_hashes(p);
   ASSERT_EQ(h.size(), 3u);
@@ -33,7 +33,7 @@ TEST(tensor_hash, param_hashes_match_per_tensor_hashes) {
   EXPECT_NO_THROW(verify_weights(p, h));
 }
 
-TEST(tensor_hash, verify_weights_names_differing_tensors) {
+TEST(TensorHash, VerifyWeightsNamesDifferingTensors) {
   auto p = small_params();
   auto h = param_hashes(p);
   p.get("layers.0.w").detach()[1][2][0] = 42.0f;

@@ -33,7 +33,7 @@ void expect_exact_cover(const std::vector<shard>& owned, const std::vector<shard
   }
 }
 
-TEST(transfer_plan, replicas_spread_by_engine_rank) {
+TEST(TransferPlan, ReplicasSpreadByEngineRank) {
   // Two data-parallel trainers each hold both tensors; four engines need all of them.
   std::vector<shard> owned = {{"a", 0, 0, 100}, {"a", 1, 0, 100}, {"b", 0, 0, 10}, {"b", 1, 0, 10}};
   std::vector<shard> needed;
@@ -44,7 +44,7 @@ TEST(transfer_plan, replicas_spread_by_engine_rank) {
   for (const auto& t : plan) EXPECT_EQ(t.src_rank, t.dst_rank % 2) << t.tensor << " " << t.dst_rank;
 }
 
-TEST(transfer_plan, splits_where_tensor_parallel_ownership_splits) {
+TEST(TransferPlan, SplitsWhereTensorParallelOwnershipSplits) {
   // Trainers hold a tensor in 3 tensor-parallel rows-shards of 40, 30 and 30 elements; an
   // engine with tensor parallelism 2 needs halves of 50.
   std::vector<shard> owned = {{"w", 0, 0, 40}, {"w", 1, 40, 30}, {"w", 2, 70, 30}};
@@ -67,7 +67,7 @@ TEST(transfer_plan, splits_where_tensor_parallel_ownership_splits) {
   EXPECT_EQ(plan[3].length, 30);
 }
 
-TEST(transfer_plan, overlapping_owners_cover_each_element_once) {
+TEST(TransferPlan, OverlappingOwnersCoverEachElementOnce) {
   // Ranges that overlap in odd ways, plus a replica: still exactly one source per element.
   std::vector<shard> owned = {{"t", 0, 0, 60}, {"t", 1, 30, 70}, {"t", 2, 10, 15}, {"t", 3, 95, 5}};
   std::vector<shard> needed;
@@ -76,7 +76,7 @@ TEST(transfer_plan, overlapping_owners_cover_each_element_once) {
   expect_exact_cover(owned, needed, plan);
 }
 
-TEST(transfer_plan, missing_range_names_tensor_and_range) {
+TEST(TransferPlan, MissingRangeNamesTensorAndRange) {
   std::vector<shard> owned = {{"w", 0, 0, 40}, {"w", 1, 50, 50}};
   try {
     plan_p2p(owned, {{"w", 3, 0, 100}});
@@ -89,7 +89,7 @@ TEST(transfer_plan, missing_range_names_tensor_and_range) {
   EXPECT_THROW(plan_p2p(owned, {{"w", 0, 0, 0}}), std::invalid_argument);
 }
 
-TEST(transfer_plan, buckets_keep_order_and_never_split_a_tensor) {
+TEST(TransferPlan, BucketsKeepOrderAndNeverSplitATensor) {
   std::vector<std::pair<std::string, int64_t>> ts = {
       {"a", 40}, {"b", 60}, {"c", 1}, {"big", 250}, {"d", 30}, {"e", 70}, {"f", 100}};
   auto b = make_buckets(ts, 100);
@@ -118,7 +118,7 @@ namespace {
 
 // One trainer rank owning whole tensors, three engines needing them whole: one transfer per
 // tensor and engine, from rank 0, offsets 0.
-TEST(transfer_plan, whole_model_sends_every_tensor_to_every_engine) {
+TEST(TransferPlan, WholeModelSendsEveryTensorToEveryEngine) {
   auto plan = plan_whole_model({{"a", 10}, {"b", 3}}, 3);
   ASSERT_EQ(plan.size(), 6u);
   std::map<std::pair<std::string, int>, int64_t> got;
