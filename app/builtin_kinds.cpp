@@ -4,16 +4,17 @@
 #include "actors/buffer/trajectory_buffer_kind.hpp"
 #include "actors/critic/critic_kind.hpp"
 #include "actors/data/data_kind.hpp"
+#include "actors/lib/rl/builtin.hpp"
 #include "actors/publisher/publisher_kind.hpp"
 #include "actors/reference/reference_kind.hpp"
 #include "actors/reward/reward_kinds.hpp"
 #include "actors/rollout/rollout_kind.hpp"
-#include "actors/lib/rl/builtin.hpp"
 #include "actors/trainer/trainer_kind.hpp"
 
 namespace milesrt::app {
 
-void register_builtin_kinds(runtime::kind_registry& kinds, std::shared_ptr<const rl::registries> losses,
+void register_builtin_kinds(runtime::kind_registry& kinds,
+                            std::shared_ptr<const rl::registries> losses,
                             std::shared_ptr<const buffer::policy_registry> buffer_policies) {
   data::register_data_kind(kinds);
   rollout::register_rollout_kind(kinds);

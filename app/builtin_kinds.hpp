@@ -15,8 +15,8 @@ namespace milesrt::app {
 /// Adds every built-in kind, in the dataflow's order, to `kinds`; the trainer takes its policy
 /// losses and advantage estimators from `losses`, the trajectory buffer its policies from
 /// `buffer_policies` (plugins may add to both before a run starts).
-void register_builtin_kinds(runtime::kind_registry& kinds, std::shared_ptr<const rl::registries> losses,
+void register_builtin_kinds(runtime::kind_registry& kinds,
+                            std::shared_ptr<const rl::registries> losses,
                             std::shared_ptr<const buffer::policy_registry> buffer_policies);
-
 
 }  // namespace milesrt::app

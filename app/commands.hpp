@@ -7,7 +7,8 @@ namespace milesrt::app {
 
 /// score_command.cpp: `milesrt score --model DIR`: log-probs and entropies of token sequences.
 cli::command make_score_command();
-/// bench/command.cpp: `milesrt bench forward|logprobs|tokenize|rollout|train|optim|publish` (bench/bench.hpp).
+/// bench/command.cpp: `milesrt bench forward|logprobs|tokenize|rollout|train|optim|publish`
+/// (bench/bench.hpp).
 cli::command make_bench_command();
 
 }  // namespace milesrt::app

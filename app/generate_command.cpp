@@ -1,15 +1,16 @@
 // `milesrt generate`: the rollout engine on JSON lines, all input lines batched together.
-#include <iostream>
-#include <optional>
+#include "app/generate_command.hpp"
 
 #include <ATen/ATen.h>
+
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "actors/lib/llm/model.hpp"
-#include "actors/lib/serving/engine.hpp"
-#include "app/generate_command.hpp"
 #include "actors/lib/llm/text_codec.hpp"
+#include "actors/lib/serving/engine.hpp"
 
 namespace milesrt::app {
 using namespace milesrt::llm;
@@ -28,32 +29,40 @@ CLI::Option* add_generate_options(CLI::App& app, generate_options& opt) {
   app.add_option("--model", opt.model, "Hugging Face model folder")->required();
   app.add_option("--device", opt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-  app.add_option("--chat-template", opt.chat,
-                 "A Jinja chat template file (default: the model's own, from tokenizer_config.json or "
-                 "chat_template.jinja)");
+  app.add_option(
+      "--chat-template", opt.chat,
+      "A Jinja chat template file (default: the model's own, from tokenizer_config.json or "
+      "chat_template.jinja)");
   app.add_option("--bos", opt.bos,
                  "BOS/EOS of text prompts: auto (the model's tokenizer class convention), config "
                  "(tokenizer_config.json's add_bos_token / add_eos_token) or never; chat prompts "
                  "get their template's")
       ->check(CLI::IsMember({"auto", "config", "never"}));
-  auto* blocks = app.add_option("--kv-blocks", opt.blocks, "KV cache blocks (default: cpu 1024, cuda by memory fraction)")
+  auto* blocks = app.add_option("--kv-blocks", opt.blocks,
+                                "KV cache blocks (default: cpu 1024, cuda by memory fraction)")
                      ->check(CLI::PositiveNumber);
-  app.add_option("--kv-memory-fraction", opt.kv_fraction,
-                 "cuda: the KV pool's share of the free GPU memory (default 0.9; --kv-blocks overrides)")
+  app.add_option(
+         "--kv-memory-fraction", opt.kv_fraction,
+         "cuda: the KV pool's share of the free GPU memory (default 0.9; --kv-blocks overrides)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--block-size", opt.block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
   app.add_option("--step-tokens", opt.budget, "Tokens per engine step")->check(CLI::PositiveNumber);
   app.footer(
-      "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]} (with optional\n"
-      "  tools, documents, chat_template_kwargs such as {\"enable_thinking\": false}), plus optional\n"
-      "  max_new_tokens (16), temperature (1.0), top_p, top_k, n, seed, stop (strings), stop_token_ids,\n"
-      "  ignore_eos. Output, one line per sample: {\"index\", \"output_ids\", \"logprobs\", \"text\",\n"
+      "Input: {\"prompt_ids\": [...]} or {\"prompt\": \"text\"} or {\"messages\": [...]} (with "
+      "optional\n"
+      "  tools, documents, chat_template_kwargs such as {\"enable_thinking\": false}), plus "
+      "optional\n"
+      "  max_new_tokens (16), temperature (1.0), top_p, top_k, n, seed, stop (strings), "
+      "stop_token_ids,\n"
+      "  ignore_eos. Output, one line per sample: {\"index\", \"output_ids\", \"logprobs\", "
+      "\"text\",\n"
       "  \"finish_reason\"}. logprobs are at the sampling temperature over the full vocabulary.");
   return blocks;
 }
 
 /// One input line as a request (throws naming what is wrong).
-generate_request parse_request(const std::string& line, size_t n, const text_codec* tok, const std::string& tok_error) {
+generate_request parse_request(const std::string& line, size_t n, const text_codec* tok,
+                               const std::string& tok_error) {
   auto j = nlohmann::ordered_json::parse(line);
   generate_request r;
   r.id = n;
@@ -65,8 +74,9 @@ generate_request parse_request(const std::string& line, size_t n, const text_cod
     for (const char* k : {"tools", "documents", "chat_template_kwargs"}) {
       if (j.contains(k)) chat_opts[k] = j[k];
     }
-    r.prompt = j.contains("messages") ? tok->encode(tok->render(j["messages"].dump(), chat_opts.dump()))
-                                      : tok->encode_prompt(j["prompt"].get<std::string>());
+    r.prompt = j.contains("messages")
+                   ? tok->encode(tok->render(j["messages"].dump(), chat_opts.dump()))
+                   : tok->encode_prompt(j["prompt"].get<std::string>());
   } else {
     throw std::invalid_argument("expected prompt_ids, prompt or messages");
   }
@@ -76,7 +86,8 @@ generate_request parse_request(const std::string& line, size_t n, const text_cod
   r.params.top_k = j.value("top_k", int64_t{0});
   r.params.n = j.value("n", int64_t{1});
   r.params.seed = j.value("seed", uint64_t{0});
-  if (j.contains("stop_token_ids")) r.params.stop_token_ids = j["stop_token_ids"].get<std::vector<int64_t>>();
+  if (j.contains("stop_token_ids"))
+    r.params.stop_token_ids = j["stop_token_ids"].get<std::vector<int64_t>>();
   if (j.contains("stop")) r.params.stop_strings = j["stop"].get<std::vector<std::string>>();
   if (tok && !j.value("ignore_eos", false) && tok->eos()) {
     r.params.stop_token_ids.push_back(*tok->eos());

@@ -1,25 +1,25 @@
 // The milesrt executable: builds the registry of built-in actor kinds and the subcommands, and
 // hands them to runtime/'s generic command-line frame.
+#include <capnp/common.h>
+
+#include <caf/actor_system_config.hpp>
+#include <caf/config.hpp>
+#include <caf/thread_hook.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
-#include <caf/actor_system_config.hpp>
-#include <caf/config.hpp>
-#include <caf/thread_hook.hpp>
-#include <capnp/common.h>
-
 #include "actors/buffer/buffer_policy.hpp"
+#include "actors/lib/llm/device.hpp"
 #include "actors/lib/rl/builtin.hpp"
 #include "app/builtin_kinds.hpp"
-#include "runtime/core/extensions.hpp"
 #include "app/commands.hpp"
-#include "actors/lib/llm/device.hpp"
-#include "app/tokenize_command.hpp"
 #include "app/generate_command.hpp"
+#include "app/tokenize_command.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
+#include "runtime/core/extensions.hpp"
 #include "runtime/core/kind.hpp"
 #include "runtime/graph/loader.hpp"
 
@@ -58,7 +58,8 @@ int intra_op_threads_wanted() {
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
   if (*end != 0 || n < 1 || n > 1024) {
-    std::cerr << "milesrt: error: MILESRT_INTRA_OP_THREADS=" << v << ": expected a thread count from 1 to 1024\n";
+    std::cerr << "milesrt: error: MILESRT_INTRA_OP_THREADS=" << v
+              << ": expected a thread count from 1 to 1024\n";
     std::exit(2);
   }
   return static_cast<int>(n);
@@ -90,15 +91,9 @@ int main(int argc, char** argv) {
   ctx.description = "milesrt: reinforcement-learning post-training of LLMs as a graph of actors";
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
   std::vector<cli::command> commands = {
-      cli::make_run_command(),
-      cli::make_validate_command(),
-      cli::make_graph_command(),
-      cli::make_worker_command(),
-      cli::make_watch_command(),
-      app::make_score_command(),
-      app::make_bench_command(),
-      app::make_generate_command(),
-      app::make_tokenize_command(),
+      cli::make_run_command(),    cli::make_validate_command(), cli::make_graph_command(),
+      cli::make_worker_command(), cli::make_watch_command(),    app::make_score_command(),
+      app::make_bench_command(),  app::make_generate_command(), app::make_tokenize_command(),
   };
   return cli::run_main(argc, argv, commands, ctx, version_text);
 }

@@ -1,14 +1,14 @@
+#include <ATen/ATen.h>
+
+#include <CLI/CLI.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <ATen/ATen.h>
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
-#include "app/commands.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/safetensors.hpp"
+#include "app/commands.hpp"
 
 namespace milesrt::app {
 using namespace milesrt::llm;
@@ -84,7 +84,8 @@ cli::exit_status score_command(const score_options& opt, cli::context& ctx) {
   // Read every line first: all valid sequences go through one packed forward.
   std::vector<score_line> lines;
   std::string text;
-  for (size_t n = 1; std::getline(std::cin, text); ++n) lines.push_back(parse_score_line(text, n, vocab));
+  for (size_t n = 1; std::getline(std::cin, text); ++n)
+    lines.push_back(parse_score_line(text, n, vocab));
   std::vector<segment> segments;
   for (const auto& l : lines)
     if (l.error.empty()) segments.push_back({l.ids, 0, nullptr});
@@ -100,8 +101,8 @@ cli::exit_status score_command(const score_options& opt, cli::context& ctx) {
     } else {
       const int64_t n = static_cast<int64_t>(l.ids.size());
       std::vector<int64_t> targets(l.ids.begin() + 1, l.ids.end());
-      auto s = model->score_rows(fr.hidden.narrow(0, row, n - 1), at::tensor(targets, at::kLong), l.temperature,
-                                 opt.chunk);
+      auto s = model->score_rows(fr.hidden.narrow(0, row, n - 1), at::tensor(targets, at::kLong),
+                                 l.temperature, opt.chunk);
       auto lp = s.logprobs.to(at::kCPU).contiguous();
       auto en = s.entropy.to(at::kCPU).contiguous();
       out["logprobs"] = std::vector<float>(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());

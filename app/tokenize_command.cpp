@@ -1,6 +1,7 @@
 // `milesrt tokenize --model DIR [--chat-template FILE.jinja] [--bos auto|config|never]`: one JSON
 // object per stdin line, one JSON line out per input line:
-//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}   (true: BOS/EOS per --bos)
+//   {"text": "...", "add_special_tokens": false}          -> {"ids": [...]}   (true: BOS/EOS per
+//   --bos)
 //   {"ids": [...], "skip_special_tokens": false}           -> {"text": "..."}
 //   {"messages": [...], "add_generation_prompt": true,
 //    "tools": [...], "documents": [...],
@@ -10,11 +11,10 @@
 // exit status is then 2.
 #include "app/tokenize_command.hpp"
 
-#include <iostream>
-#include <optional>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
@@ -28,7 +28,8 @@ using ojson = nlohmann::ordered_json;
 bool flag(const ojson& j, const char* key, bool fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) throw std::invalid_argument(std::string("'") + key + "' must be true or false");
+  if (!it->is_boolean())
+    throw std::invalid_argument(std::string("'") + key + "' must be true or false");
   return it->get<bool>();
 }
 
@@ -59,7 +60,8 @@ ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bo
   if (req.contains("text")) {
     if (!req.at("text").is_string()) throw std::invalid_argument("'text' must be a string");
     const auto& text = req.at("text").get_ref<const std::string&>();
-    return {{"ids", flag(req, "add_special_tokens", false) ? tok.encode_prompt(text, bos) : tok.encode(text, false)}};
+    return {{"ids", flag(req, "add_special_tokens", false) ? tok.encode_prompt(text, bos)
+                                                           : tok.encode(text, false)}};
   }
   if (req.contains("ids")) {
     const auto& ids = req.at("ids");
@@ -78,59 +80,64 @@ ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bo
 }  // namespace
 
 cli::command make_tokenize_command() {
-  return {"tokenize", "Tokenize JSON lines from stdin with a model's tokenizer and chat template",
-          [](CLI::App& app, cli::context& ctx) -> cli::runner {
-            struct options {
-              std::string model;
-              std::string chat;
-              std::string bos = "auto";
-            };
-            auto opt = std::make_shared<options>();
-            app.add_option("--model", opt->model, "Model folder with tokenizer.json (+ tokenizer_config.json)")
-                ->required();
-            app.add_option("--chat-template", opt->chat,
-                           "A Jinja chat template file (default: tokenizer_config.json's chat_template, else "
-                           "chat_template.jinja in the model folder)");
-            app.add_option("--bos", opt->bos,
-                           "BOS/EOS of texts with add_special_tokens: auto (the model's tokenizer class "
-                           "convention, as transformers 4), config (tokenizer_config.json's add_bos_token / "
-                           "add_eos_token) or never")
-                ->check(CLI::IsMember({"auto", "config", "never"}));
-            return [opt, &ctx] {
-              const bos_policy bos = *parse_bos_policy(opt->bos);
-              auto loaded = tokenizer::load(opt->model);
-              if (!loaded.tok) {
-                cli::print_error(ctx.err, "tokenize", loaded.error);
-                return cli::exit_status::bad_input;
-              }
-              chat_source chat;
-              auto t = chat_template::load(opt->chat, *loaded.tok);
-              if (!t.tmpl && !opt->chat.empty()) {
-                cli::print_error(ctx.err, "tokenize", "--chat-template: " + t.error);
-                return cli::exit_status::bad_input;
-              }
-              chat.tmpl = t.tmpl;
-              chat.missing = !t.error.empty()
-                                 ? t.error
-                                 : "no chat template: " + opt->model + "/tokenizer_config.json has no chat_template "
-                                       "and there is no chat_template.jinja beside it; pass --chat-template FILE.jinja";
-              bool any_bad = false;
-              std::string line;
-              for (size_t n = 1; std::getline(std::cin, line); ++n) {
-                if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-                ojson reply;
-                try {
-                  reply = handle(ojson::parse(line), *loaded.tok, chat, bos);
-                } catch (const std::exception& e) {
-                  any_bad = true;
-                  reply = {{"error", "line " + std::to_string(n) + ": " + e.what()}};
-                }
-                ctx.out << reply.dump(-1, ' ', false, ojson::error_handler_t::replace) << '\n';
-                ctx.out.flush();
-              }
-              return any_bad ? cli::exit_status::bad_input : cli::exit_status::ok;
-            };
-          }};
+  return {
+      "tokenize", "Tokenize JSON lines from stdin with a model's tokenizer and chat template",
+      [](CLI::App& app, cli::context& ctx) -> cli::runner {
+        struct options {
+          std::string model;
+          std::string chat;
+          std::string bos = "auto";
+        };
+        auto opt = std::make_shared<options>();
+        app.add_option("--model", opt->model,
+                       "Model folder with tokenizer.json (+ tokenizer_config.json)")
+            ->required();
+        app.add_option(
+            "--chat-template", opt->chat,
+            "A Jinja chat template file (default: tokenizer_config.json's chat_template, else "
+            "chat_template.jinja in the model folder)");
+        app.add_option(
+               "--bos", opt->bos,
+               "BOS/EOS of texts with add_special_tokens: auto (the model's tokenizer class "
+               "convention, as transformers 4), config (tokenizer_config.json's add_bos_token / "
+               "add_eos_token) or never")
+            ->check(CLI::IsMember({"auto", "config", "never"}));
+        return [opt, &ctx] {
+          const bos_policy bos = *parse_bos_policy(opt->bos);
+          auto loaded = tokenizer::load(opt->model);
+          if (!loaded.tok) {
+            cli::print_error(ctx.err, "tokenize", loaded.error);
+            return cli::exit_status::bad_input;
+          }
+          chat_source chat;
+          auto t = chat_template::load(opt->chat, *loaded.tok);
+          if (!t.tmpl && !opt->chat.empty()) {
+            cli::print_error(ctx.err, "tokenize", "--chat-template: " + t.error);
+            return cli::exit_status::bad_input;
+          }
+          chat.tmpl = t.tmpl;
+          chat.missing = !t.error.empty() ? t.error
+                                          : "no chat template: " + opt->model +
+                                                "/tokenizer_config.json has no chat_template "
+                                                "and there is no chat_template.jinja beside it; "
+                                                "pass --chat-template FILE.jinja";
+          bool any_bad = false;
+          std::string line;
+          for (size_t n = 1; std::getline(std::cin, line); ++n) {
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            ojson reply;
+            try {
+              reply = handle(ojson::parse(line), *loaded.tok, chat, bos);
+            } catch (const std::exception& e) {
+              any_bad = true;
+              reply = {{"error", "line " + std::to_string(n) + ": " + e.what()}};
+            }
+            ctx.out << reply.dump(-1, ' ', false, ojson::error_handler_t::replace) << '\n';
+            ctx.out.flush();
+          }
+          return any_bad ? cli::exit_status::bad_input : cli::exit_status::ok;
+        };
+      }};
 }
 
 }  // namespace milesrt::app

@@ -27,7 +27,8 @@ std::string cuda_summary() {
 bool cuda_memory_info(int device, size_t& free_bytes, size_t& total_bytes) {
   int previous = 0;
   if (cuda_device_count() <= device || cudaGetDevice(&previous) != cudaSuccess) return false;
-  bool ok = cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  bool ok = cudaSetDevice(device) == cudaSuccess &&
+            cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
   cudaSetDevice(previous);
   if (!ok) cudaGetLastError();
   return ok;

@@ -1,14 +1,14 @@
 // milesrt's Jinja engine against transformers' apply_chat_template on real chat templates of public
-// models (test/chat_templates/, sources in its README): test/chat_template_oracle.py rendered each on
-// a fixed matrix of conversations during the build; here the engine renders the same and the text
-// must be equal byte for byte, or both must raise. Then the same through a model folder, as milesrt
-// tokenize / generate / the rollout take it: tokenizer_config.json's chat_template and special
-// tokens, and the ids of the text (a synthetic BPE plus the family's special tokens).
+// models (test/chat_templates/, sources in its README): test/chat_template_oracle.py rendered each
+// on a fixed matrix of conversations during the build; here the engine renders the same and the
+// text must be equal byte for byte, or both must raise. Then the same through a model folder, as
+// milesrt tokenize / generate / the rollout take it: tokenizer_config.json's chat_template and
+// special tokens, and the ids of the text (a synthetic BPE plus the family's special tokens).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -68,7 +68,8 @@ TEST(ChatTemplateOracle, EveryTemplateAndCaseEqualsTransformers) {
     vars["tools"] = c["tools"];
     vars["documents"] = nullptr;
     vars["add_generation_prompt"] = c["add_generation_prompt"];
-    for (auto it = c["variables"].begin(); it != c["variables"].end(); ++it) vars[it.key()] = it.value();
+    for (auto it = c["variables"].begin(); it != c["variables"].end(); ++it)
+      vars[it.key()] = it.value();
     std::string text, err;
     try {
       text = prog->render(vars, env);
@@ -77,7 +78,9 @@ TEST(ChatTemplateOracle, EveryTemplateAndCaseEqualsTransformers) {
     }
     if (c.contains("error")) {
       ++raised;
-      EXPECT_NE(err, "") << where << ": transformers raised (" << c["error"] << "), the engine rendered:\n" << text;
+      EXPECT_NE(err, "") << where << ": transformers raised (" << c["error"]
+                         << "), the engine rendered:\n"
+                         << text;
       ok[name] += !err.empty();
     } else {
       EXPECT_EQ(err, "") << where;
@@ -85,7 +88,8 @@ TEST(ChatTemplateOracle, EveryTemplateAndCaseEqualsTransformers) {
       ok[name] += err.empty() && text == c["text"].get<std::string>();
     }
   }
-  for (const auto& [name, n] : total) std::cout << "[ template ] " << name << ": " << ok[name] << "/" << n << "\n";
+  for (const auto& [name, n] : total)
+    std::cout << "[ template ] " << name << ": " << ok[name] << "/" << n << "\n";
   EXPECT_GE(lines, 200u);
   EXPECT_GT(raised, 0u);
 }
@@ -96,7 +100,9 @@ TEST(ChatTemplateOracle, EveryTemplateAndCaseEqualsTransformers) {
 TEST(ChatTemplateOracle, EveryTemplateFromItsModelFolderGivesTransformersTextAndIds) {
   std::ifstream in(kMatrix);
   ASSERT_TRUE(in) << kMatrix;
-  std::map<std::string, std::pair<std::shared_ptr<const tokenizer>, std::shared_ptr<const chat_template>>> models;
+  std::map<std::string,
+           std::pair<std::shared_ptr<const tokenizer>, std::shared_ptr<const chat_template>>>
+      models;
   std::set<std::string> cases;
   size_t compared = 0;
   for (std::string line; std::getline(in, line);) {
@@ -128,8 +134,8 @@ TEST(ChatTemplateOracle, EveryTemplateFromItsModelFolderGivesTransformersTextAnd
     ++compared;
   }
   // The matrix the issue names: every family on each conversation, with and without the prompt.
-  for (const char* k : {"single_user", "system_three_turns", "tools", "tools_string_arguments", "reasoning",
-                        "thinking_off"}) {
+  for (const char* k : {"single_user", "system_three_turns", "tools", "tools_string_arguments",
+                        "reasoning", "thinking_off"}) {
     for (const char* agp : {"true", "false"}) {
       EXPECT_TRUE(cases.count(std::string(k) + "/agp=" + agp)) << k << " agp=" << agp;
     }
@@ -155,7 +161,8 @@ TEST(ChatTemplateOracle, JinjaCornersEqualTransformersEnvironment) {
       err = e.what();
     }
     if (c.contains("error")) {
-      EXPECT_NE(err, "") << src << "\ntransformers raised " << c["error"] << ", the engine rendered: " << text;
+      EXPECT_NE(err, "") << src << "\ntransformers raised " << c["error"]
+                         << ", the engine rendered: " << text;
     } else {
       EXPECT_EQ(err, "") << src;
       EXPECT_EQ(text, c["text"].get<std::string>()) << src;

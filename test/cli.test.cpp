@@ -29,8 +29,8 @@ TEST(Cli, HelpListsEverySubcommandAndEachHasHelp) {
 TEST(Cli, IntraOpThreadsMustBeAPositiveCount) {
   const auto dir = scratch("intra-op-threads");
   auto status_of = [&](const std::string& value) {
-    const std::string cmd = "MILESRT_INTRA_OP_THREADS='" + value + "' '" + exe() + "' --version >/dev/null 2>'" +
-                            (dir / "err").string() + "'";
+    const std::string cmd = "MILESRT_INTRA_OP_THREADS='" + value + "' '" + exe() +
+                            "' --version >/dev/null 2>'" + (dir / "err").string() + "'";
     const int raw = std::system(cmd.c_str());
     return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   };
@@ -67,7 +67,8 @@ TEST(Cli, ValidatesAndDrawsTheToyGraphs) {
     auto d = run_milesrt(std::string("graph --dot ") + g);
     EXPECT_EQ(d.status, 0) << d.err;
     EXPECT_NE(d.out.find("\"learner\" -> \"stage\" [label=\"weights -> weights\"]"),
-              std::string::npos) << d.out;
+              std::string::npos)
+        << d.out;
   }
 }
 
@@ -104,8 +105,10 @@ TEST(Cli, UnknownKindsAreRefusedBeforeAnythingStarts) {
   std::ofstream(graph) << text;
   auto r = run_milesrt("run '" + graph.string() + "' --run-dir /nonexistent/never-created");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("bad.capnp: actor 'reward': field 'kind': unknown actor kind 'reward' (known: "),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("bad.capnp: actor 'reward': field 'kind': unknown actor kind 'reward' (known: "),
+      std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("math_reward"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists("/nonexistent/never-created"));
 }

@@ -1,12 +1,11 @@
-// End to end: the graphs users start from (graphs/sft.capnp, grpo_sync.capnp, grpo_async.capnp, ppo.capnp)
-// run a few steps on a tiny arithmetic setup made by milesrt_arith_make, through the real
-// milesrt executable; versions, staleness, the train/rollout log-prob agreement and a bitwise
+// End to end: the graphs users start from (graphs/sft.capnp, grpo_sync.capnp, grpo_async.capnp,
+// ppo.capnp) run a few steps on a tiny arithmetic setup made by milesrt_arith_make, through the
+// real milesrt executable; versions, staleness, the train/rollout log-prob agreement and a bitwise
 // sync resume are checked from metrics.jsonl and the exported weights.
-
-#include <cmath>
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "test/support/arith_setup.hpp"
@@ -15,18 +14,18 @@ namespace {
 using namespace milesrt::testing;
 
 /// The tiny setup, made once per test binary.
-const fs::path& setup_dir() {
-  return shared_arith_setup("grpo-setup");
-}
+const fs::path& setup_dir() { return shared_arith_setup("grpo-setup"); }
 
 /// --set overrides that point a graph at the tiny setup.
 std::string paths(const fs::path& run, bool rl) {
   const std::string s = setup_dir().string();
   std::string a = " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s + "/model" +
-                  " --set trainer.evalData=" + s + "/heldout.jsonl --set trainer.exportDir=" +
-                  (run / "export").string();
-  if (rl) a += " --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl";
-  else a += " --set data.path=" + s + "/sft.jsonl";
+                  " --set trainer.evalData=" + s +
+                  "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string();
+  if (rl)
+    a += " --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl";
+  else
+    a += " --set data.path=" + s + "/sft.jsonl";
   return a;
 }
 
@@ -41,8 +40,11 @@ std::vector<nlohmann::json> steps_of(const fs::path& run) {
 
 TEST(GrpoGraphs, SyncThreeStepsVersionsStalenessAndExactLogprobs) {
   fs::path run = scratch("grpo-sync");
-  auto r = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=3 --set run.batchSize=4 "
-                       "--set trainer.evalInterval=3" + paths(run, true), "grpo-sync-run");
+  auto r = run_milesrt(
+      "run graphs/grpo_sync.capnp --set run.steps=3 --set run.batchSize=4 "
+      "--set trainer.evalInterval=3" +
+          paths(run, true),
+      "grpo-sync-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 3u);
@@ -70,8 +72,11 @@ TEST(GrpoGraphs, SyncThreeStepsVersionsStalenessAndExactLogprobs) {
 
 TEST(GrpoGraphs, AsyncThreeStepsKeepTheStalenessBound) {
   fs::path run = scratch("grpo-async");
-  auto r = run_milesrt("run graphs/grpo_async.capnp --set run.steps=3 --set run.batchSize=4 "
-                       "--set trainer.evalInterval=0" + paths(run, true), "grpo-async-run");
+  auto r = run_milesrt(
+      "run graphs/grpo_async.capnp --set run.steps=3 --set run.batchSize=4 "
+      "--set trainer.evalInterval=0" +
+          paths(run, true),
+      "grpo-async-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 3u);
@@ -96,9 +101,10 @@ TEST(GrpoGraphs, AsyncThreeStepsKeepTheStalenessBound) {
 // examples/custom_reward's graph: the plugin's length_reward kind scores the groups of a GRPO run.
 TEST(GrpoGraphs, CustomRewardPluginScoresAGrpoRun) {
   fs::path run = scratch("grpo-length");
-  auto r = run_milesrt("run examples/custom_reward/grpo_length.capnp --set run.steps=2 --set run.batchSize=4" +
-                           paths(run, true),
-                       "grpo-length-run");
+  auto r = run_milesrt(
+      "run examples/custom_reward/grpo_length.capnp --set run.steps=2 --set run.batchSize=4" +
+          paths(run, true),
+      "grpo-length-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 2u);
@@ -118,21 +124,25 @@ TEST(GrpoGraphs, CustomRewardPluginScoresAGrpoRun) {
 // from it.
 TEST(GrpoGraphs, AFailedCheckpointWriteKeepsTheLastCompleteOne) {
   fs::path run = scratch("grpo-disk-fault");
-  const std::string common = " --set run.batchSize=4 --set run.checkpointInterval=1 --set trainer.evalInterval=0" +
-                             paths(run, true);
+  const std::string common =
+      " --set run.batchSize=4 --set run.checkpointInterval=1 --set trainer.evalInterval=0" +
+      paths(run, true);
   auto first = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=2" + common, "disk-fault-1");
   ASSERT_EQ(first.status, 0) << first.err;
   const fs::path step2 = run / "checkpoints" / "step-2";
   ASSERT_TRUE(fs::exists(step2 / "manifest.json"));
   const std::string manifest = slurp(step2 / "manifest.json");
   const auto optimizer_bytes = fs::file_size(step2 / "actors" / "trainer-0" / "optimizer.bin");
-  const auto model_bytes = fs::file_size(step2 / "actors" / "trainer-0" / "model" / "model.safetensors");
+  const auto model_bytes =
+      fs::file_size(step2 / "actors" / "trainer-0" / "model" / "model.safetensors");
   ASSERT_GT(optimizer_bytes, model_bytes + 1000);
   // Files up to the model's size can be written, the optimizer state cannot.
-  const std::string limit = "prlimit --fsize=" + std::to_string((model_bytes + optimizer_bytes) / 2) + " -- ";
+  const std::string limit =
+      "prlimit --fsize=" + std::to_string((model_bytes + optimizer_bytes) / 2) + " -- ";
   const fs::path log = scratch("disk-fault-2") / "err.txt";
-  const std::string cmd = "cd '" + source_dir() + "' && " + limit + "'" + exe() + "' run graphs/grpo_sync.capnp --resume '" +
-                          run.string() + "' --set run.steps=4" + common + " > /dev/null 2> '" + log.string() + "'";
+  const std::string cmd = "cd '" + source_dir() + "' && " + limit + "'" + exe() +
+                          "' run graphs/grpo_sync.capnp --resume '" + run.string() +
+                          "' --set run.steps=4" + common + " > /dev/null 2> '" + log.string() + "'";
   const int status = std::system(cmd.c_str());
   const std::string err = slurp(log);
   EXPECT_NE(status, 0) << err;
@@ -143,8 +153,9 @@ TEST(GrpoGraphs, AFailedCheckpointWriteKeepsTheLastCompleteOne) {
   EXPECT_EQ(fs::file_size(step2 / "actors" / "trainer-0" / "optimizer.bin"), optimizer_bytes);
   EXPECT_FALSE(fs::exists(run / "checkpoints" / "step-3" / "manifest.json"));
   // Without the limit the run resumes from step 2 and finishes.
-  auto last = run_milesrt("run graphs/grpo_sync.capnp --resume '" + run.string() + "' --set run.steps=4" + common,
-                          "disk-fault-3");
+  auto last = run_milesrt(
+      "run graphs/grpo_sync.capnp --resume '" + run.string() + "' --set run.steps=4" + common,
+      "disk-fault-3");
   ASSERT_EQ(last.status, 0) << last.err;
   EXPECT_TRUE(fs::exists(run / "checkpoints" / "step-4" / "manifest.json"));
   EXPECT_EQ(steps_of(run).back()["version"].get<int>(), 4);
@@ -153,9 +164,10 @@ TEST(GrpoGraphs, AFailedCheckpointWriteKeepsTheLastCompleteOne) {
 // examples/custom_loss's graph: the trainer takes the plugin's vanilla_pg policy loss by name.
 TEST(GrpoGraphs, CustomLossPluginTrainsAGrpoRun) {
   fs::path run = scratch("grpo-vanilla-pg");
-  auto r = run_milesrt("run examples/custom_loss/grpo_vanilla_pg.capnp --set run.steps=2 --set run.batchSize=4" +
-                           paths(run, true),
-                       "grpo-vanilla-pg-run");
+  auto r = run_milesrt(
+      "run examples/custom_loss/grpo_vanilla_pg.capnp --set run.steps=2 --set run.batchSize=4" +
+          paths(run, true),
+      "grpo-vanilla-pg-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 2u);
@@ -167,7 +179,9 @@ TEST(GrpoGraphs, CustomLossPluginTrainsAGrpoRun) {
     EXPECT_FALSE(m.contains("pg_clipfrac")) << m.dump();
   }
   // A loss no registry knows is refused, the plugin's among the names listed.
-  auto bad = run_milesrt("validate examples/custom_loss/grpo_vanilla_pg.capnp --set trainer.policyLoss=nope", "vpg-bad");
+  auto bad = run_milesrt(
+      "validate examples/custom_loss/grpo_vanilla_pg.capnp --set trainer.policyLoss=nope",
+      "vpg-bad");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("vanilla_pg"), std::string::npos) << bad.err;
 }
@@ -177,9 +191,12 @@ TEST(GrpoGraphs, CustomBufferPolicyPluginTrainsAGrpoRun) {
   // async run (nothing past the staleness bound is trained), and a name no registry knows is
   // refused with the plugin's policy among the names listed.
   fs::path run = scratch("grpo-freshest");
-  auto r = run_milesrt("run examples/custom_buffer_policy/grpo_freshest.capnp --set run.steps=3 --set run.batchSize=4 "
-                       "--set trainer.evalInterval=0" + paths(run, true),
-                       "grpo-freshest-run");
+  auto r = run_milesrt(
+      "run examples/custom_buffer_policy/grpo_freshest.capnp --set run.steps=3 --set "
+      "run.batchSize=4 "
+      "--set trainer.evalInterval=0" +
+          paths(run, true),
+      "grpo-freshest-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 3u);
@@ -187,18 +204,23 @@ TEST(GrpoGraphs, CustomBufferPolicyPluginTrainsAGrpoRun) {
     for (auto& [k, v] : s["staleness"].items()) EXPECT_LE(std::stoi(k), 1) << s["staleness"].dump();
     EXPECT_TRUE(s["metrics"].contains("buffer_served_staleness_mean")) << s.dump();
   }
-  auto bad = run_milesrt("validate examples/custom_buffer_policy/grpo_freshest.capnp --set buffer.policy=nope",
-                         "freshest-bad");
+  auto bad = run_milesrt(
+      "validate examples/custom_buffer_policy/grpo_freshest.capnp --set buffer.policy=nope",
+      "freshest-bad");
   EXPECT_EQ(bad.status, 2);
-  EXPECT_NE(bad.err.find("params.trajectoryBuffer.policy: 'nope' is not one of: fifo, freshest, priority, staleness"),
-            std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("params.trajectoryBuffer.policy: 'nope' is not one of: fifo, freshest, "
+                         "priority, staleness"),
+            std::string::npos)
+      << bad.err;
 }
 
 TEST(GrpoGraphs, SftThreeSteps) {
   fs::path run = scratch("sft");
-  auto r = run_milesrt("run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "
-                       "--set trainer.evalInterval=1 --set trainer.evalPatience=0" + paths(run, false),
-                       "sft-run");
+  auto r = run_milesrt(
+      "run graphs/sft.capnp --set run.steps=3 --set run.batchSize=8 "
+      "--set trainer.evalInterval=1 --set trainer.evalPatience=0" +
+          paths(run, false),
+      "sft-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 3u);
@@ -206,7 +228,8 @@ TEST(GrpoGraphs, SftThreeSteps) {
     EXPECT_GT(s["metrics"]["sft_loss"].get<double>(), 0.0);
     EXPECT_TRUE(s["metrics"].contains("eval_accuracy"));
   }
-  EXPECT_LT(steps[2]["metrics"]["sft_loss"].get<double>(), steps[0]["metrics"]["sft_loss"].get<double>());
+  EXPECT_LT(steps[2]["metrics"]["sft_loss"].get<double>(),
+            steps[0]["metrics"]["sft_loss"].get<double>());
 }
 
 TEST(GrpoGraphs, SyncResumeIsBitwise) {
@@ -214,24 +237,28 @@ TEST(GrpoGraphs, SyncResumeIsBitwise) {
   // rate is held constant: the graph's cosine schedule spans run.steps, which the split run
   // changes from 2 to 4 on resume (a different schedule by design).
   fs::path whole = scratch("resume-whole"), split = scratch("resume-split");
-  const std::string common = "run graphs/grpo_sync.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
-                             "--set run.checkpointInterval=2 --set trainer.lrSchedule=constant";
+  const std::string common =
+      "run graphs/grpo_sync.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
+      "--set run.checkpointInterval=2 --set trainer.lrSchedule=constant";
   auto a = run_milesrt(common + " --set run.steps=4" + paths(whole, true), "resume-a");
   ASSERT_EQ(a.status, 0) << a.err;
   auto b = run_milesrt(common + " --set run.steps=2" + paths(split, true), "resume-b");
   ASSERT_EQ(b.status, 0) << b.err;
-  auto c = run_milesrt(common + " --set run.steps=4 --resume '" + split.string() + "'" + paths(split, true),
-                       "resume-c");
+  auto c = run_milesrt(
+      common + " --set run.steps=4 --resume '" + split.string() + "'" + paths(split, true),
+      "resume-c");
   ASSERT_EQ(c.status, 0) << c.err;
   auto sa = steps_of(whole), sc = steps_of(split);
   ASSERT_EQ(sa.size(), 4u);
   ASSERT_EQ(sc.size(), 4u);
   for (int i = 2; i < 4; ++i) {
     for (const char* m : {"loss", "grad_norm", "reward_mean", "train_rollout_logprob_abs_diff"}) {
-      EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+      EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>())
+          << "step " << i + 1 << " " << m;
     }
   }
-  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"), slurp(split / "export" / "model.safetensors"))
+  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"),
+            slurp(split / "export" / "model.safetensors"))
       << "the resumed run's weights differ from the uninterrupted run's";
 }
 
@@ -240,13 +267,14 @@ TEST(GrpoGraphs, MixTakesSeventyThirtyFromTwoDatasets) {
   // 0.3. Without dynamic sampling every admitted group is trained: each batch of 10 holds 7 and 3.
   fs::path run = scratch("grpo-mix");
   const std::string s = setup_dir().string();
-  auto r = run_milesrt("run graphs/grpo_mix.capnp --set run.steps=3 --set run.batchSize=10 "
-                       "--set trainer.evalInterval=0 --set filter.dynamicSampling=false --run-dir '" +
-                           run.string() + "' --quiet --set trainer.model=" + s + "/model --set rollout.model=" + s +
-                           "/model --set trainer.exportDir=" + (run / "export").string() +
-                           " --set trainer.evalData=" + s + "/heldout.jsonl --set arith.path=" + s +
-                           "/rl.jsonl --set sft_prompts.path=" + s + "/sft.jsonl",
-                       "grpo-mix-run");
+  auto r = run_milesrt(
+      "run graphs/grpo_mix.capnp --set run.steps=3 --set run.batchSize=10 "
+      "--set trainer.evalInterval=0 --set filter.dynamicSampling=false --run-dir '" +
+          run.string() + "' --quiet --set trainer.model=" + s + "/model --set rollout.model=" + s +
+          "/model --set trainer.exportDir=" + (run / "export").string() +
+          " --set trainer.evalData=" + s + "/heldout.jsonl --set arith.path=" + s +
+          "/rl.jsonl --set sft_prompts.path=" + s + "/sft.jsonl",
+      "grpo-mix-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 3u);
@@ -283,20 +311,26 @@ TEST(GrpoGraphs, AFifoBufferActorTrainsAsTheDriversQueueAndResumesBitwise) {
   // fifo policy and dynamic sampling off holds them in the trajectory_buffer actor: the same
   // losses and weights, step for step. Then two steps, a checkpoint (the buffer's state in it) and
   // a resume to four give the uninterrupted run's figures and weights.
-  fs::path queue = scratch("buffer-queue"), whole = scratch("buffer-whole"), split = scratch("buffer-split");
-  const std::string common = " --set run.batchSize=4 --set trainer.evalInterval=0 --set run.checkpointInterval=2 "
-                             "--set trainer.lrSchedule=constant --set trainer.tis=false";
-  auto q = run_milesrt("run graphs/grpo_sync.capnp --set filter.dynamicSampling=false --set run.steps=4" + common +
-                           sft_paths(queue), "buffer-q");
+  fs::path queue = scratch("buffer-queue"), whole = scratch("buffer-whole"),
+           split = scratch("buffer-split");
+  const std::string common =
+      " --set run.batchSize=4 --set trainer.evalInterval=0 --set run.checkpointInterval=2 "
+      "--set trainer.lrSchedule=constant --set trainer.tis=false";
+  auto q = run_milesrt(
+      "run graphs/grpo_sync.capnp --set filter.dynamicSampling=false --set run.steps=4" + common +
+          sft_paths(queue),
+      "buffer-q");
   ASSERT_EQ(q.status, 0) << q.err;
-  const std::string buffered = "run '" + sync_buffer_graph().string() + "' --set buffer.policy=fifo" + common;
+  const std::string buffered =
+      "run '" + sync_buffer_graph().string() + "' --set buffer.policy=fifo" + common;
   auto a = run_milesrt(buffered + " --set run.steps=4" + sft_paths(whole), "buffer-a");
   ASSERT_EQ(a.status, 0) << a.err;
   auto b = run_milesrt(buffered + " --set run.steps=2" + sft_paths(split), "buffer-b");
   ASSERT_EQ(b.status, 0) << b.err;
   ASSERT_TRUE(fs::exists(split / "checkpoints" / "step-2" / "buffer-0.state"));
-  auto c = run_milesrt(buffered + " --set run.steps=4 --resume '" + split.string() + "'" + sft_paths(split),
-                       "buffer-c");
+  auto c = run_milesrt(
+      buffered + " --set run.steps=4 --resume '" + split.string() + "'" + sft_paths(split),
+      "buffer-c");
   ASSERT_EQ(c.status, 0) << c.err;
   auto sq = steps_of(queue), sa = steps_of(whole), sc = steps_of(split);
   ASSERT_EQ(sq.size(), 4u);
@@ -305,9 +339,11 @@ TEST(GrpoGraphs, AFifoBufferActorTrainsAsTheDriversQueueAndResumesBitwise) {
   double learned = 0;
   for (int i = 0; i < 4; ++i) {
     for (const char* m : {"loss", "grad_norm", "reward_mean"}) {
-      EXPECT_EQ(sq[i]["metrics"][m].get<double>(), sa[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+      EXPECT_EQ(sq[i]["metrics"][m].get<double>(), sa[i]["metrics"][m].get<double>())
+          << "step " << i + 1 << " " << m;
       if (i >= 2) {
-        EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+        EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>())
+            << "step " << i + 1 << " " << m;
       }
     }
     EXPECT_EQ(sa[i]["origins"], sq[i]["origins"]) << "step " << i + 1;
@@ -316,9 +352,11 @@ TEST(GrpoGraphs, AFifoBufferActorTrainsAsTheDriversQueueAndResumesBitwise) {
     learned += sa[i]["metrics"]["grad_norm"].get<double>();
   }
   EXPECT_GT(learned, 0.0) << "no step learned anything: the comparison would prove nothing";
-  EXPECT_EQ(slurp(queue / "export" / "model.safetensors"), slurp(whole / "export" / "model.safetensors"))
+  EXPECT_EQ(slurp(queue / "export" / "model.safetensors"),
+            slurp(whole / "export" / "model.safetensors"))
       << "the buffered run's weights differ from the driver's queue's";
-  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"), slurp(split / "export" / "model.safetensors"))
+  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"),
+            slurp(split / "export" / "model.safetensors"))
       << "the resumed buffered run's weights differ from the uninterrupted run's";
 }
 
@@ -327,11 +365,13 @@ TEST(GrpoGraphs, APriorityBufferServesTheLargestSpreadWithinTheStalenessBound) {
   // bound, every group the buffer served past it or dropped counted, and the served groups' mean
   // reward spread reported each step; a checkpoint at step 2 resumes to step 4.
   fs::path run = scratch("buffer-priority");
-  const std::string common = "run graphs/grpo_buffer.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
-                             "--set run.checkpointInterval=2";
+  const std::string common =
+      "run graphs/grpo_buffer.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
+      "--set run.checkpointInterval=2";
   auto r = run_milesrt(common + " --set run.steps=2" + sft_paths(run), "buffer-p1");
   ASSERT_EQ(r.status, 0) << r.err;
-  auto resumed = run_milesrt(common + " --set run.steps=4 --resume '" + run.string() + "'" + sft_paths(run), "buffer-p2");
+  auto resumed = run_milesrt(
+      common + " --set run.steps=4 --resume '" + run.string() + "'" + sft_paths(run), "buffer-p2");
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 4u);
@@ -349,10 +389,11 @@ TEST(GrpoGraphs, APriorityBufferServesTheLargestSpreadWithinTheStalenessBound) {
     EXPECT_EQ(s["metrics"]["buffer_stale_served"].get<double>(), 0.0);
     const auto& c = s["counters"];
     EXPECT_EQ(c["admitted"].get<int>(), c["accepted"].get<int>() + c["dropped_stale"].get<int>() +
-                                             c["filtered"].get<int>() + c["in_flight"].get<int>())
+                                            c["filtered"].get<int>() + c["in_flight"].get<int>())
         << c.dump();
   }
-  EXPECT_GT(spread, 0.0) << "from the SFT model some groups' rewards differ, and those are served first";
+  EXPECT_GT(spread, 0.0)
+      << "from the SFT model some groups' rewards differ, and those are served first";
 }
 
 /// The tiny setup's model after 200 SFT steps (half the held-out sums right), made once: from the
@@ -360,8 +401,11 @@ TEST(GrpoGraphs, APriorityBufferServesTheLargestSpreadWithinTheStalenessBound) {
 const fs::path& sft_model_dir() {
   static fs::path dir = [] {
     fs::path run = scratch("ppo-sft");
-    auto r = run_milesrt("run graphs/sft.capnp --set run.steps=200 --set run.batchSize=16 "
-                         "--set trainer.evalInterval=0" + paths(run, false), "ppo-sft-run");
+    auto r = run_milesrt(
+        "run graphs/sft.capnp --set run.steps=200 --set run.batchSize=16 "
+        "--set trainer.evalInterval=0" +
+            paths(run, false),
+        "ppo-sft-run");
     EXPECT_EQ(r.status, 0) << r.err;
     return run / "export";
   }();
@@ -381,8 +425,9 @@ TEST(GrpoGraphs, PpoTrainsThePolicyAndTheCriticAndResumesBitwise) {
   // trained on the same groups), four steps straight, then two steps, a checkpoint and a resume
   // to four: both learners' figures and the policy's exported weights must be equal.
   fs::path whole = scratch("ppo-whole"), split = scratch("ppo-split");
-  const std::string common = "run graphs/ppo.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
-                             "--set run.checkpointInterval=2 --set critic.trainBatch=4";
+  const std::string common =
+      "run graphs/ppo.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
+      "--set run.checkpointInterval=2 --set critic.trainBatch=4";
   auto a = run_milesrt(common + " --set run.steps=4" + ppo_paths(whole), "ppo-a");
   ASSERT_EQ(a.status, 0) << a.err;
   auto sa = steps_of(whole);
@@ -401,7 +446,8 @@ TEST(GrpoGraphs, PpoTrainsThePolicyAndTheCriticAndResumesBitwise) {
   // The SFT model gets some sums right: the rewards carry signal for both learners.
   EXPECT_GT(sa[0]["metrics"]["reward_mean"].get<double>(), 0.0);
   // The policy's trainer and its engine start from the same weights and then share them.
-  for (const auto& st : sa) EXPECT_EQ(st["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
+  for (const auto& st : sa)
+    EXPECT_EQ(st["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
   // The value head starts at zero: the first step's values are exactly 0 (advantages = rewards);
   // after the critic's steps they are not.
   EXPECT_EQ(sa[0]["metrics"]["critic_value_mean"].get<double>(), 0.0);
@@ -412,16 +458,20 @@ TEST(GrpoGraphs, PpoTrainsThePolicyAndTheCriticAndResumesBitwise) {
 
   auto b = run_milesrt(common + " --set run.steps=2" + ppo_paths(split), "ppo-b");
   ASSERT_EQ(b.status, 0) << b.err;
-  auto c = run_milesrt(common + " --set run.steps=4 --resume '" + split.string() + "'" + ppo_paths(split), "ppo-c");
+  auto c = run_milesrt(
+      common + " --set run.steps=4 --resume '" + split.string() + "'" + ppo_paths(split), "ppo-c");
   ASSERT_EQ(c.status, 0) << c.err;
   auto sc = steps_of(split);
   ASSERT_EQ(sc.size(), 4u);
   for (int i = 2; i < 4; ++i) {
-    for (const char* m : {"loss", "grad_norm", "reward_mean", "kl_loss", "critic_loss", "critic_value_mean"}) {
-      EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>()) << "step " << i + 1 << " " << m;
+    for (const char* m :
+         {"loss", "grad_norm", "reward_mean", "kl_loss", "critic_loss", "critic_value_mean"}) {
+      EXPECT_EQ(sa[i]["metrics"][m].get<double>(), sc[i]["metrics"][m].get<double>())
+          << "step " << i + 1 << " " << m;
     }
   }
-  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"), slurp(split / "export" / "model.safetensors"))
+  EXPECT_EQ(slurp(whole / "export" / "model.safetensors"),
+            slurp(split / "export" / "model.safetensors"))
       << "the resumed PPO run's policy differs from the uninterrupted run's";
 }
 
@@ -430,11 +480,13 @@ TEST(GrpoGraphs, IpcFeedsAnEngineInAWorkerProcess) {
   // the run's; each version crosses in shared memory and is checked by its hashes.
   fs::path run = scratch("grpo-ipc");
   const int port = 40000 + ::getpid() % 20000;
-  auto r = start("run graphs/grpo_sync.capnp --set publisher.transport=ipc --set rollout.placement=w1 "
-                 "--set run.steps=3 --set run.batchSize=4 --set trainer.evalInterval=0 --listen 127.0.0.1:" +
-                     std::to_string(port) + paths(run, true),
-                 "grpo-ipc-run");
-  auto w = start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name w1", "grpo-ipc-worker");
+  auto r = start(
+      "run graphs/grpo_sync.capnp --set publisher.transport=ipc --set rollout.placement=w1 "
+      "--set run.steps=3 --set run.batchSize=4 --set trainer.evalInterval=0 --listen 127.0.0.1:" +
+          std::to_string(port) + paths(run, true),
+      "grpo-ipc-run");
+  auto w =
+      start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name w1", "grpo-ipc-worker");
   auto done = r.wait(std::chrono::seconds(120));
   ASSERT_EQ(done.status, 0) << done.err << done.out;
   EXPECT_EQ(w.wait(std::chrono::seconds(30)).status, 0);

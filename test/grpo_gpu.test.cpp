@@ -1,17 +1,15 @@
 // End to end on the GPU: graphs/grpo_sync.capnp with the trainer and the rollout engine on CUDA in
 // bf16 (the training path's flash attention, kernels and one-pass AdamW; the engine reading the
 // trainer's own weights) runs 5 GRPO steps of the tiny arithmetic setup: finite losses and gradient
-// norms, the version advancing each step, the trainer's log-probs of the sampled tokens close to the
-// engine's, each phase's peak GPU memory reported, and the weights changed. Skips where no GPU is
-// visible.
-
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
+// norms, the version advancing each step, the trainer's log-probs of the sampled tokens close to
+// the engine's, each phase's peak GPU memory reported, and the weights changed. Skips where no GPU
+// is visible.
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/model.hpp"
 #include "kernels/device.hpp"
@@ -30,12 +28,16 @@ gpu_run run_sync(const fs::path& setup, const std::string& name, const std::stri
   gpu_run out;
   out.dir = scratch(name);
   const std::string s = setup.string();
-  auto r = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=5 --set run.batchSize=8 --set trainer.evalInterval=0"
-                       " --set trainer.device=cuda --set trainer.dtype=bf16 --set rollout.device=cuda"
-                       " --set rollout.dtype=bf16 --run-dir '" + out.dir.string() + "' --quiet --set trainer.model=" + s +
-                       "/model --set trainer.evalData=" + s + "/heldout.jsonl --set trainer.exportDir=" +
-                       (out.dir / "export").string() + " --set rollout.model=" + s + "/model --set data.path=" + s +
-                       "/rl.jsonl " + extra, name + "-run");
+  auto r = run_milesrt(
+      "run graphs/grpo_sync.capnp --set run.steps=5 --set run.batchSize=8 --set "
+      "trainer.evalInterval=0"
+      " --set trainer.device=cuda --set trainer.dtype=bf16 --set rollout.device=cuda"
+      " --set rollout.dtype=bf16 --run-dir '" +
+          out.dir.string() + "' --quiet --set trainer.model=" + s +
+          "/model --set trainer.evalData=" + s +
+          "/heldout.jsonl --set trainer.exportDir=" + (out.dir / "export").string() +
+          " --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl " + extra,
+      name + "-run");
   EXPECT_EQ(r.status, 0) << r.err;
   std::istringstream in(slurp(out.dir / "metrics.jsonl"));
   std::string line;
@@ -71,9 +73,10 @@ TEST(GrpoGpu, FiveSyncStepsOnCudaBf16LearnSomethingAndAgreeWithTheEngine) {
     EXPECT_LT(m["train_rollout_logprob_abs_diff"].get<double>(), 0.02) << m.dump();
     EXPECT_LT(m["train_rollout_logprob_abs_diff_max"].get<double>(), 0.25) << m.dump();
     std::cout << "step " << i + 1 << ": loss " << m["loss"] << ", |train - rollout| mean "
-              << m["train_rollout_logprob_abs_diff"] << " max " << m["train_rollout_logprob_abs_diff_max"]
-              << ", peak GiB train " << m["train_gpu_memory_peak_gib"] << " rollout "
-              << m["rollout_gpu_memory_peak_gib"] << "\n";
+              << m["train_rollout_logprob_abs_diff"] << " max "
+              << m["train_rollout_logprob_abs_diff_max"] << ", peak GiB train "
+              << m["train_gpu_memory_peak_gib"] << " rollout " << m["rollout_gpu_memory_peak_gib"]
+              << "\n";
   }
   // The exported weights are not the ones the run started from (both read as fp32; the start
   // rounded to bf16 as the trainer held it).
@@ -110,8 +113,9 @@ TEST(GrpoGpu, ReleasingTheKvPoolBetweenPhasesLowersTheTrainersPeak) {
     if (i > 0) {
       EXPECT_GE(r.value("rollout_kv_retake_seconds", -1.0), 0.0) << r.dump();
     }
-    std::cout << "step " << i + 1 << ": trainer peak GiB " << kept << " with the pool held, " << freed
-              << " released; retake " << r.value("rollout_kv_retake_seconds", -1.0) << " s\n";
+    std::cout << "step " << i + 1 << ": trainer peak GiB " << kept << " with the pool held, "
+              << freed << " released; retake " << r.value("rollout_kv_retake_seconds", -1.0)
+              << " s\n";
   }
 }
 

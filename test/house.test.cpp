@@ -14,16 +14,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
-
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -34,12 +33,8 @@ const fs::path root = MILESRT_SOURCE_DIR;
 
 /// The shared libraries and the libraries each may include (downward only; its own folder too).
 const std::map<std::string, std::set<std::string>> kLibBelow = {
-    {"llm", {}},
-    {"tasks", {}},
-    {"rl", {"llm"}},
-    {"serving", {"llm"}},
-    {"weights", {"llm"}},
-    {"eval", {"llm", "serving", "tasks"}},
+    {"llm", {}},          {"tasks", {}},        {"rl", {"llm"}},
+    {"serving", {"llm"}}, {"weights", {"llm"}}, {"eval", {"llm", "serving", "tasks"}},
 };
 
 /// Schemas the runtime owns (the rest belong to the kinds).
@@ -81,7 +76,9 @@ std::vector<include_line> quoted_includes(const fs::path& rel) {
   return out;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 std::string where(const include_line& i) {
   return i.file.string() + ":" + std::to_string(i.line) + ": #include \"" + i.target + "\"";
@@ -112,20 +109,24 @@ std::string judge(const include_line& i) {
   if (starts_with(file, "actors/")) {
     const std::string me = actor_folder(file.substr(7));
     if (starts_with(t, "runtime/") || starts_with(t, "kernels/") || schema) return "";
-    if (!starts_with(t, "actors/")) return "actors/ includes runtime/, kernels/, schemas and actors/lib/ only";
+    if (!starts_with(t, "actors/"))
+      return "actors/ includes runtime/, kernels/, schemas and actors/lib/ only";
     const std::string it = actor_folder(t.substr(7));
     if (it == me) return "";
     if (starts_with(me, "lib/")) {
       const std::string lib = me.substr(4);
       auto below = kLibBelow.find(lib);
-      if (below == kLibBelow.end()) return "actors/" + me + " is not a library this test knows (add it to kLibBelow)";
+      if (below == kLibBelow.end())
+        return "actors/" + me + " is not a library this test knows (add it to kLibBelow)";
       if (starts_with(it, "lib/") && below->second.count(it.substr(4))) return "";
       return "library " + me + " may include only the libraries below it, not actors/" + it;
     }
     if (starts_with(it, "lib/")) return "";
-    return "kind '" + me + "' includes sibling kind '" + it + "' (move what they share into actors/lib/)";
+    return "kind '" + me + "' includes sibling kind '" + it +
+           "' (move what they share into actors/lib/)";
   }
-  if (starts_with(file, "examples/") || starts_with(file, "test/") || starts_with(file, "graphs/")) {
+  if (starts_with(file, "examples/") || starts_with(file, "test/") ||
+      starts_with(file, "graphs/")) {
     if (starts_with(t, "app/")) return "only app/ includes app/";
   }
   return "";
@@ -189,7 +190,8 @@ TEST(House, RuntimeNamesNoLlmConcept) {
       ++n;
       std::smatch m;
       if (std::regex_search(text, m, kLlmWords)) {
-        problems.push_back(rel.string() + ":" + std::to_string(n) + ": '" + m[1].str() + "' in: " + text);
+        problems.push_back(rel.string() + ":" + std::to_string(n) + ": '" + m[1].str() +
+                           "' in: " + text);
       }
     }
   }
@@ -238,7 +240,8 @@ TEST(House, TheGenericGraphSchemaImportsNoKind) {
     while (std::getline(in, text)) {
       ++n;
       auto why = judge_schema_line(schema, text);
-      if (!why.empty()) problems.push_back("schemas/" + schema + ":" + std::to_string(n) + ": " + why);
+      if (!why.empty())
+        problems.push_back("schemas/" + schema + ":" + std::to_string(n) + ": " + why);
     }
   }
   std::string all;
@@ -246,12 +249,16 @@ TEST(House, TheGenericGraphSchemaImportsNoKind) {
   EXPECT_TRUE(problems.empty()) << "graph.capnp must name no built-in kind:\n" << all;
 
   // The rule itself, on made-up lines.
-  EXPECT_NE(judge_schema_line("graph.capnp", "  x @7 :import \"/milesrt/rollout.capnp\".RolloutParams;"), "");
+  EXPECT_NE(
+      judge_schema_line("graph.capnp", "  x @7 :import \"/milesrt/rollout.capnp\".RolloutParams;"),
+      "");
   EXPECT_NE(judge_schema_line("graph.capnp", "  trainer @8 :Void;"), "");
   EXPECT_NE(judge_schema_line("graph.capnp", "# the trainer's params"), "");
-  EXPECT_EQ(judge_schema_line("graph.capnp", "#   using import \"/milesrt/graph.capnp\".Graph;"), "");
+  EXPECT_EQ(judge_schema_line("graph.capnp", "#   using import \"/milesrt/graph.capnp\".Graph;"),
+            "");
   EXPECT_NE(judge_schema_line("param.capnp", "using import \"/milesrt/kinds.capnp\".Params;"), "");
-  EXPECT_EQ(judge_schema_line("graph.capnp", "  params @4 :import \"/milesrt/kinds.capnp\".Params;"), "");
+  EXPECT_EQ(
+      judge_schema_line("graph.capnp", "  params @4 :import \"/milesrt/kinds.capnp\".Params;"), "");
 }
 
 /// The product's own sources (runtime/, actors/, app/), tests left out.
@@ -276,18 +283,21 @@ TEST(House, NoSourceFileIsOver800Lines) {
     for (std::string l; std::getline(in, l);) ++lines;
     if (lines > kMaxFileLines) over += p.string() + ": " + std::to_string(lines) + " lines\n";
   }
-  EXPECT_TRUE(over.empty()) << "split these by job (at most " << kMaxFileLines << " lines):\n" << over;
+  EXPECT_TRUE(over.empty()) << "split these by job (at most " << kMaxFileLines << " lines):\n"
+                            << over;
 }
 
 /// Functions longer than kMaxFunctionLines, as lizard (a C/C++ code-metrics tool, PyPI) measures
 /// them: "path:line: name (N lines)".
 std::vector<std::string> long_functions(const std::vector<fs::path>& files) {
-  const fs::path list = fs::temp_directory_path() / ("milesrt_house_" + std::to_string(::getpid()) + ".txt");
+  const fs::path list =
+      fs::temp_directory_path() / ("milesrt_house_" + std::to_string(::getpid()) + ".txt");
   {
     std::ofstream out(list);
     for (const auto& f : files) out << (root / f).string() << "\n";
   }
-  const std::string cmd = std::string(MILESRT_PYTHON) + " -m lizard -l cpp --csv -f " + list.string() + " 2>&1";
+  const std::string cmd =
+      std::string(MILESRT_PYTHON) + " -m lizard -l cpp --csv -f " + list.string() + " 2>&1";
   std::vector<std::string> over;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) return {"cannot run: " + cmd};
@@ -319,8 +329,8 @@ std::vector<std::string> long_functions(const std::vector<fs::path>& files) {
     ++rows;
     const int length = std::atoi(f[4].c_str());
     if (length > kMaxFunctionLines) {
-      over.push_back(fs::relative(f[6], root).string() + ":" + f[9] + ": " + f[7] + " (" + std::to_string(length) +
-                     " lines)");
+      over.push_back(fs::relative(f[6], root).string() + ":" + f[9] + ": " + f[7] + " (" +
+                     std::to_string(length) + " lines)");
     }
   }
   if (rows == 0) return {"lizard measured no function: " + text.substr(0, 500)};
@@ -331,12 +341,15 @@ TEST(House, NoFunctionIsOver120Lines) {
   const auto over = long_functions(product_sources());
   std::string all;
   for (const auto& o : over) all += o + "\n";
-  EXPECT_TRUE(over.empty()) << "split these into named steps (at most " << kMaxFunctionLines << " lines):\n" << all;
+  EXPECT_TRUE(over.empty()) << "split these into named steps (at most " << kMaxFunctionLines
+                            << " lines):\n"
+                            << all;
 }
 
 TEST(House, TheLengthChecksCatchALongFunction) {
   // A made-up source with one function of 130 lines and one of 10.
-  const fs::path dir = fs::temp_directory_path() / ("milesrt_house_long_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("milesrt_house_long_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   {
     std::ofstream out(dir / "long.cpp");

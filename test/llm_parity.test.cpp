@@ -74,17 +74,20 @@ TEST(ScoreCommand, ScoresJsonLinesAndNamesBadLines) {
   std::ofstream in(dir / "in.jsonl");
   in << nlohmann::json({{"ids", ref["sequences"][2]}}).dump() << "\n";
   in << "{not json\n";
-  in << R"({"ids": [1, 2, 100000]})" << "\n";
+  in << R"({"ids": [1, 2, 100000]})"
+     << "\n";
   in << nlohmann::json({{"ids", ref["sequences"][3]}, {"temperature", 1.0}}).dump() << "\n";
   in.close();
-  auto r = run_milesrt("score --model '" + (dir / "qwen2").string() + "' < '" +
-                       (dir / "in.jsonl").string() + "'", "score-out");
+  auto r = run_milesrt(
+      "score --model '" + (dir / "qwen2").string() + "' < '" + (dir / "in.jsonl").string() + "'",
+      "score-out");
   EXPECT_EQ(r.status, 2) << r.err;  // bad input lines
   std::vector<nlohmann::json> out;
   std::stringstream lines(r.out);
   for (std::string l; std::getline(lines, l);) out.push_back(nlohmann::json::parse(l));
   ASSERT_EQ(out.size(), 4u) << r.out;
-  EXPECT_EQ(out[1]["error"], std::string("line 2: ") + out[1]["error"].get<std::string>().substr(8));
+  EXPECT_EQ(out[1]["error"],
+            std::string("line 2: ") + out[1]["error"].get<std::string>().substr(8));
   EXPECT_NE(out[1]["error"].get<std::string>().find("line 2: "), std::string::npos);
   EXPECT_EQ(out[2]["error"], "line 3: id 100000 is outside the vocabulary of 151");
   for (int k : {0, 3}) {
@@ -95,8 +98,9 @@ TEST(ScoreCommand, ScoresJsonLinesAndNamesBadLines) {
   }
   auto missing = run_milesrt("score --model /nonexistent < /dev/null", "score-missing");
   EXPECT_EQ(missing.status, 2);
-  EXPECT_EQ(missing.err, "milesrt score: error: /nonexistent: no such model folder (it needs "
-                         "config.json and safetensors weights)\n");
+  EXPECT_EQ(missing.err,
+            "milesrt score: error: /nonexistent: no such model folder (it needs "
+            "config.json and safetensors weights)\n");
   fs::remove_all(dir);
 }
 

@@ -108,15 +108,16 @@ TEST(ReadmeGraphs, EveryGraphTheDocsShowValidates) {
       fs::path file = scratch("readme-graphs") / scratch_name(src, md, n);
       std::ofstream(file) << block;
       const fs::path log = scratch("readme-validate") / "out.txt";
-      const std::string cmd = "cd '" + cwd.string() + "' && '" + exe() + "' validate '" + file.string() + "' > '" +
-                              log.string() + "' 2>&1";
+      const std::string cmd = "cd '" + cwd.string() + "' && '" + exe() + "' validate '" +
+                              file.string() + "' > '" + log.string() + "' 2>&1";
       const int status = std::system(cmd.c_str());
       EXPECT_EQ(status, 0) << md << " block " << n << ":\n" << block << "\n" << slurp(log);
       ++graphs;
       if (fs::relative(md, src).begin()->string() == "docs") ++in_docs;
     }
   }
-  EXPECT_GE(graphs, 3) << "README.md's, docs/graph-files.md's and examples/custom_reward's graphs at least";
+  EXPECT_GE(graphs, 3)
+      << "README.md's, docs/graph-files.md's and examples/custom_reward's graphs at least";
   EXPECT_GE(in_docs, 1) << "docs/graph-files.md shows a whole graph";
 }
 
@@ -132,8 +133,10 @@ TEST(ReadmeGraphs, TheReadmeShowsTheGrpoSyncGraph) {
 TEST(ReadmeGraphs, CommentsAndSpacingDoNotCountButStringsDo) {
   EXPECT_EQ(without_comments_and_spacing("a = \"x y\",  # one\n  b = 1,\n"), "a=\"x y\",b=1,");
   EXPECT_EQ(without_comments_and_spacing("s = \"a # not a comment\""), "s=\"a # not a comment\"");
-  EXPECT_EQ(without_comments_and_spacing("s = \"q\\\" # still in\" # out"), "s=\"q\\\" # still in\"");
-  EXPECT_NE(without_comments_and_spacing("s = \"a b\""), without_comments_and_spacing("s = \"ab\""));
+  EXPECT_EQ(without_comments_and_spacing("s = \"q\\\" # still in\" # out"),
+            "s=\"q\\\" # still in\"");
+  EXPECT_NE(without_comments_and_spacing("s = \"a b\""),
+            without_comments_and_spacing("s = \"ab\""));
 }
 
 TEST(ReadmeGraphs, TheCustomRewardReadmeShowsItsGraphFile) {

@@ -3,11 +3,10 @@
 // item exactly once; a run that keeps failing ends after --max-restarts with its error.
 #include <csignal>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "test/support.hpp"
 
@@ -39,7 +38,8 @@ std::pair<pid_t, size_t> newest_child(const std::string& err) {
   static const std::regex started("run process ([0-9]+) started");
   pid_t pid = 0;
   size_t n = 0;
-  for (auto it = std::sregex_iterator(err.begin(), err.end(), started); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), started);
+       it != std::sregex_iterator(); ++it) {
     pid = static_cast<pid_t>(std::stol((*it)[1]));
     ++n;
   }
@@ -49,10 +49,11 @@ std::pair<pid_t, size_t> newest_child(const std::string& err) {
 TEST(Supervise, RandomKillsOfTheRunProcessLoseAndDuplicateNothing) {
   auto dir = scratch("supervise");
   const int steps = 60, batch = 4, kills = 5;
-  auto run = start("run examples/toy/toy_async.capnp --quiet --supervise --max-restarts 10 --run-dir '" +
-                       (dir / "run").string() + "' --set run.steps=" + std::to_string(steps) +
-                       " --set run.checkpointInterval=3 --set stage.delay_ms=15",
-                   "supervise-run");
+  auto run =
+      start("run examples/toy/toy_async.capnp --quiet --supervise --max-restarts 10 --run-dir '" +
+                (dir / "run").string() + "' --set run.steps=" + std::to_string(steps) +
+                " --set run.checkpointInterval=3 --set stage.delay_ms=15",
+            "supervise-run");
   std::mt19937 rng(std::random_device{}());
   int killed = 0;
   for (int k = 0; k < kills && !run.ended(); ++k) {
@@ -60,7 +61,8 @@ TEST(Supervise, RandomKillsOfTheRunProcessLoseAndDuplicateNothing) {
     // own, then kill -9 it a random moment later: mid-step, mid-checkpoint, or between.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (newest_child(slurp(run.dir / "err")).second < size_t(k + 1) && !run.ended()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), until) << "no run process " << k + 1 << ": " << slurp(run.dir / "err");
+      ASSERT_LT(std::chrono::steady_clock::now(), until)
+          << "no run process " << k + 1 << ": " << slurp(run.dir / "err");
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     const size_t from = steps_of_safe(dir / "run");
@@ -69,7 +71,8 @@ TEST(Supervise, RandomKillsOfTheRunProcessLoseAndDuplicateNothing) {
       ASSERT_LT(std::chrono::steady_clock::now(), until) << slurp(run.dir / "err");
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 40)(rng)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 40)(rng)));
     if (run.ended()) break;
     if (::kill(newest_child(slurp(run.dir / "err")).first, SIGKILL) == 0) ++killed;
   }
@@ -77,7 +80,9 @@ TEST(Supervise, RandomKillsOfTheRunProcessLoseAndDuplicateNothing) {
   ASSERT_EQ(r.status, 0) << r.err;
   std::cout << "killed the run process " << killed << " times; the supervisor said:\n" << r.err;
   ASSERT_GE(killed, 2) << "the run ended before it could be killed: make it longer";
-  EXPECT_NE(r.err.find("was killed by signal 9 (Killed); restarting from checkpoint "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("was killed by signal 9 (Killed); restarting from checkpoint "),
+            std::string::npos)
+      << r.err;
 
   // Every step logged once, in order; every trained item trained once; the learner's running sum
   // (restored from checkpoints) equals the sum of what the log says it trained.
@@ -105,16 +110,20 @@ TEST(Supervise, RandomKillsOfTheRunProcessLoseAndDuplicateNothing) {
 
 TEST(Supervise, ARunThatKeepsFailingEndsAfterMaxRestarts) {
   auto dir = scratch("supervise-fail");
-  auto r = run_milesrt("run examples/toy/toy_sync.capnp --quiet --supervise --max-restarts 2 --run-dir '" +
-                           (dir / "run").string() + "' --set learner.die_at_step=2",
-                       "supervise-fail");
+  auto r = run_milesrt(
+      "run examples/toy/toy_sync.capnp --quiet --supervise --max-restarts 2 --run-dir '" +
+          (dir / "run").string() + "' --set learner.die_at_step=2",
+      "supervise-fail");
   EXPECT_EQ(r.status, 1) << r.err;
   // Three run processes (the first and two restarts), each failing with the learner's death.
   EXPECT_EQ(newest_child(r.err).second, 3u) << r.err;
   EXPECT_NE(r.err.find("toy_learner told to die at step 2"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("restarting from the beginning (no complete checkpoint yet)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restarting from the beginning (no complete checkpoint yet)"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("exited with status 1; gave up after 2 restart(s) (--max-restarts 2)"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 }
 
 TEST(Supervise, BadOptionsAreRefusedBeforeAnythingStarts) {
@@ -122,13 +131,17 @@ TEST(Supervise, BadOptionsAreRefusedBeforeAnythingStarts) {
   EXPECT_EQ(a.status, 2);
   EXPECT_NE(a.err.find("--max-restarts needs --supervise"), std::string::npos) << a.err;
   auto dir = scratch("sup-bad-b");
-  auto b = run_milesrt("run examples/toy/toy_sync.capnp --supervise --resume '" + dir.string() + "'", "sup-bad-b");
+  auto b = run_milesrt(
+      "run examples/toy/toy_sync.capnp --supervise --resume '" + dir.string() + "'", "sup-bad-b");
   EXPECT_EQ(b.status, 2);
-  EXPECT_NE(b.err.find("cannot resume: no complete checkpoint under " + (dir / "checkpoints").string()),
-            std::string::npos) << b.err;
+  EXPECT_NE(
+      b.err.find("cannot resume: no complete checkpoint under " + (dir / "checkpoints").string()),
+      std::string::npos)
+      << b.err;
   EXPECT_EQ(b.err.find("run process"), std::string::npos) << b.err;
   // A bad graph is bad input once, not restarted.
-  auto c = run_milesrt("run examples/toy/toy_sync.capnp --supervise --set stage.nope=1", "sup-bad-c");
+  auto c =
+      run_milesrt("run examples/toy/toy_sync.capnp --supervise --set stage.nope=1", "sup-bad-c");
   EXPECT_EQ(c.status, 2);
   EXPECT_EQ(c.err.find("run process"), std::string::npos) << c.err;
 }
@@ -140,20 +153,26 @@ fs::path placed_graph(const fs::path& dir, const std::string& kind, int steps, i
   std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
   const std::string stage = "kind = \"toy_stage\", replicas = 2";
   text.replace(text.find(stage), stage.size(),
-               "kind = \"" + kind + "\", replicas = 2, placement = \"w1\", "
-               "params = (custom = [(name = \"delay_ms\", value = (int = " + std::to_string(delay_ms) + "))])");
+               "kind = \"" + kind +
+                   "\", replicas = 2, placement = \"w1\", "
+                   "params = (custom = [(name = \"delay_ms\", value = (int = " +
+                   std::to_string(delay_ms) + "))])");
   text.replace(text.find("steps = 5"), 9, "steps = " + std::to_string(steps));
   auto g = dir / "placed.capnp";
   std::ofstream(g) << text;
   return g;
 }
 
-std::string plugin() { return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so"; }
+std::string plugin() {
+  return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so";
+}
 
 int free_port(int k) { return 21000 + (::getpid() * 7 + k) % 19000; }
 
 background start_worker(int port, const std::string& tag) {
-  return start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name w1 --plugin '" + plugin() + "'", tag);
+  return start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name w1 --plugin '" +
+                   plugin() + "'",
+               tag);
 }
 
 /// Waits until the run has logged `n` steps.
@@ -169,9 +188,9 @@ void wait_for_steps(const fs::path& run_dir, size_t n, const background& run) {
 TEST(Workers, AKilledWorkerIsReplacedAndGetsTheSameActors) {
   auto dir = scratch("worker-replaced");
   const int port = free_port(1), steps = 40;
-  auto run = start("run '" + placed_graph(dir, "toy_flaky_stage", steps).string() + "' --listen 127.0.0.1:" +
-                       std::to_string(port) + " --run-dir '" + (dir / "run").string() +
-                       "' --set run.workerGraceSeconds=30",
+  auto run = start("run '" + placed_graph(dir, "toy_flaky_stage", steps).string() +
+                       "' --listen 127.0.0.1:" + std::to_string(port) + " --run-dir '" +
+                       (dir / "run").string() + "' --set run.workerGraceSeconds=30",
                    "replaced-run");
   auto first = start_worker(port, "replaced-w1");
   wait_for_steps(dir / "run", 3, run);
@@ -179,14 +198,17 @@ TEST(Workers, AKilledWorkerIsReplacedAndGetsTheSameActors) {
   const auto killed_at = std::chrono::steady_clock::now();
   // The run notices within a second or two, long before the grace period ends.
   while (slurp(run.dir / "err").find("worker 'w1' went away") == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(5)) << slurp(run.dir / "err");
+    ASSERT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(5))
+        << slurp(run.dir / "err");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto second = start_worker(port, "replaced-w1-again");
   auto r = run.wait(std::chrono::seconds(90));
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(r.err.find("waiting up to 30 s for a worker to join as 'w1'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("worker 'w1' joined again; its actors are back"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("waiting up to 30 s for a worker to join as 'w1'"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("worker 'w1' joined again; its actors are back"), std::string::npos)
+      << r.err;
   EXPECT_EQ(second.wait(std::chrono::seconds(30)).status, 0);
   // Every step once, at staleness 0 (the new replicas got the newest version before their first
   // item), every item trained once.
@@ -206,9 +228,9 @@ TEST(Workers, AKilledWorkerIsReplacedAndGetsTheSameActors) {
 TEST(Workers, AWorkerNotReplacedWithinTheGraceFailsTheRunNamingWhatWasLost) {
   auto dir = scratch("worker-lost");
   const int port = free_port(2);
-  auto run = start("run '" + placed_graph(dir, "toy_flaky_stage", 100000000, 300).string() + "' --listen 127.0.0.1:" +
-                       std::to_string(port) + " --run-dir '" + (dir / "run").string() +
-                       "' --set run.workerGraceSeconds=1.5",
+  auto run = start("run '" + placed_graph(dir, "toy_flaky_stage", 100000000, 300).string() +
+                       "' --listen 127.0.0.1:" + std::to_string(port) + " --run-dir '" +
+                       (dir / "run").string() + "' --set run.workerGraceSeconds=1.5",
                    "lost-run");
   auto worker = start_worker(port, "lost-w1");
   wait_for_steps(dir / "run", 2, run);
@@ -217,14 +239,19 @@ TEST(Workers, AWorkerNotReplacedWithinTheGraceFailsTheRunNamingWhatWasLost) {
   ::kill(worker.pid(), SIGKILL);
   const auto killed_at = std::chrono::steady_clock::now();
   auto r = run.wait(std::chrono::seconds(60));
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   ASSERT_EQ(r.status, 1) << r.err;
   EXPECT_GE(took, 1.4);
   EXPECT_LT(took, 10.0);
-  EXPECT_NE(r.err.find("milesrt run: error: worker 'w1' went away (its process ended or its connection was lost) "
-                       "and no worker joined as 'w1' within 1.5 s (run.workerGraceSeconds); it hosted stage "
-                       "(kind toy_flaky_stage, replicas 0-1); in flight: stage["),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find(
+          "milesrt run: error: worker 'w1' went away (its process ended or its connection was "
+          "lost) "
+          "and no worker joined as 'w1' within 1.5 s (run.workerGraceSeconds); it hosted stage "
+          "(kind toy_flaky_stage, replicas 0-1); in flight: stage["),
+      std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("'process items (item "), std::string::npos) << r.err;
   std::cout << "the run's error: " << r.err;
 }

@@ -2,7 +2,6 @@
 // spread over two processes, once to the end and once with the worker killed.
 #include <csignal>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "test/support.hpp"
@@ -17,16 +16,19 @@ nlohmann::json summary(const fs::path& run_dir) {
 TEST(Run, ToyGraphsRunToTheEnd) {
   for (const char* g : {"toy_sync", "toy_async"}) {
     auto dir = scratch(std::string("run-") + g);
-    auto r = run_milesrt(std::string("run examples/toy/") + g + ".capnp --run-dir '" + dir.string() +
-                     "' --set run.steps=7");
+    auto r = run_milesrt(std::string("run examples/toy/") + g + ".capnp --run-dir '" +
+                         dir.string() + "' --set run.steps=7");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("step 7/7"), std::string::npos) << r.err;
     auto s = summary(dir);
     EXPECT_TRUE(s["ok"].get<bool>());
     EXPECT_EQ(s["steps"], 7);
     EXPECT_EQ(lines(slurp(dir / "metrics.jsonl")), 7u);
-    auto last = nlohmann::json::parse(slurp(dir / "metrics.jsonl").substr(
-        slurp(dir / "metrics.jsonl").rfind('\n', slurp(dir / "metrics.jsonl").size() - 2) + 1));
+    auto last = nlohmann::json::parse(
+        slurp(dir / "metrics.jsonl")
+            .substr(
+                slurp(dir / "metrics.jsonl").rfind('\n', slurp(dir / "metrics.jsonl").size() - 2) +
+                1));
     EXPECT_EQ(last["step"], 7);
     EXPECT_TRUE(last.contains("staleness"));
     EXPECT_TRUE(last.contains("busy_seconds"));
@@ -37,10 +39,10 @@ TEST(Run, ToyGraphsRunToTheEnd) {
 TEST(Run, ResumePicksTheNewestCheckpoint) {
   auto dir = scratch("resume");
   auto a = run_milesrt("run examples/toy/toy_sync.capnp --quiet --run-dir '" + dir.string() +
-                   "' --set run.steps=4 --set run.checkpointInterval=2");
+                       "' --set run.steps=4 --set run.checkpointInterval=2");
   ASSERT_EQ(a.status, 0) << a.err;
   auto b = run_milesrt("run examples/toy/toy_sync.capnp --quiet --resume '" + dir.string() +
-                   "' --set run.steps=6 --set run.checkpointInterval=2");
+                       "' --set run.steps=6 --set run.checkpointInterval=2");
   ASSERT_EQ(b.status, 0) << b.err;
   EXPECT_EQ(summary(dir)["steps"], 6);
   EXPECT_EQ(lines(slurp(dir / "metrics.jsonl")), 6u);  // appended after the first four
@@ -53,7 +55,8 @@ TEST(Run, CheckpointsReportProgress) {
                        "' --set run.steps=2 --set run.checkpointInterval=2");
   ASSERT_EQ(r.status, 0) << r.err;
   // Not a terminal: a line when it starts and one when it ends (4 snapshots: stage has 2 replicas).
-  EXPECT_NE(r.err.find("checkpoint step 2: 0/4\ncheckpoint step 2: 4/4 in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("checkpoint step 2: 0/4\ncheckpoint step 2: 4/4 in "), std::string::npos)
+      << r.err;
   auto q = run_milesrt("run examples/toy/toy_sync.capnp --quiet --run-dir '" + dir.string() +
                        "' --set run.steps=2 --set run.checkpointInterval=2");
   ASSERT_EQ(q.status, 0) << q.err;
@@ -70,7 +73,8 @@ TEST(Run, MissingPluginIsBadInput) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find(g.string() + ": plugin 'libnope.so': not found (looked at " +
                        (dir / "libnope.so").string()),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
 }
 
 /// The toy graph with its stage placed on the worker "w1".
@@ -84,7 +88,9 @@ fs::path placed_graph(const fs::path& dir, int steps) {
   return g;
 }
 
-std::string plugin() { return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so"; }
+std::string plugin() {
+  return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so";
+}
 
 int free_port() { return 20000 + ::getpid() % 20000; }
 
@@ -116,7 +122,8 @@ TEST(TwoProcesses, AKilledWorkerOfAStatefulKindFailsTheRunWithAClearError) {
                       "killed-worker");
   // Let the run get going, then kill the worker.
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!fs::exists(dir / "run" / "metrics.jsonl") || slurp(dir / "run" / "metrics.jsonl").empty()) {
+  while (!fs::exists(dir / "run" / "metrics.jsonl") ||
+         slurp(dir / "run" / "metrics.jsonl").empty()) {
     ASSERT_LT(std::chrono::steady_clock::now(), until) << "the run never made a step";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -125,10 +132,13 @@ TEST(TwoProcesses, AKilledWorkerOfAStatefulKindFailsTheRunWithAClearError) {
   ASSERT_EQ(r.status, 1) << r.err;
   // toy_stage keeps state a fresh replica would not have: no replacement is awaited
   // (test/recovery.test.cpp has a worker replaced).
-  EXPECT_NE(r.err.find("milesrt run: error: worker 'w1' went away (its process ended or its connection was "
-                       "lost); it hosted stage (kind toy_stage, replicas 0-1); stage (kind toy_stage) "
-                       "cannot be restarted"),
-            std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find(
+          "milesrt run: error: worker 'w1' went away (its process ended or its connection was "
+          "lost); it hosted stage (kind toy_stage, replicas 0-1); stage (kind toy_stage) "
+          "cannot be restarted"),
+      std::string::npos)
+      << r.err;
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   std::cout << "the run's error: " << r.err;
 }
@@ -136,13 +146,15 @@ TEST(TwoProcesses, AKilledWorkerOfAStatefulKindFailsTheRunWithAClearError) {
 TEST(TwoProcesses, AMissingWorkerIsNamed) {
   auto dir = scratch("missing");
   auto g = placed_graph(dir, 3);
-  auto r = run_milesrt("run '" + g.string() + "' --quiet --set run.workerWaitSeconds=0.5 --listen 127.0.0.1:" +
-                   std::to_string(free_port() + 2));
+  auto r = run_milesrt("run '" + g.string() +
+                       "' --quiet --set run.workerWaitSeconds=0.5 --listen 127.0.0.1:" +
+                       std::to_string(free_port() + 2));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("worker(s) w1 did not join within 0.5 s"), std::string::npos) << r.err;
   auto no_listen = run_milesrt("run '" + g.string() + "' --quiet");
   EXPECT_EQ(no_listen.status, 2);
-  EXPECT_NE(no_listen.err.find("no --listen HOST:PORT was given"), std::string::npos) << no_listen.err;
+  EXPECT_NE(no_listen.err.find("no --listen HOST:PORT was given"), std::string::npos)
+      << no_listen.err;
 }
 
 }  // namespace

@@ -2,17 +2,16 @@
 // through validation and the real schedule driver: the params members, the port types, and the
 // driver sampling more prompts while the filter drops groups.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
-
 #include <fstream>
 #include <mutex>
-#include <unistd.h>
 
 #include "actors/buffer/group_filter_kind.hpp"
 #include "actors/data/data_kind.hpp"
-#include "actors/reward/reward_kinds.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/reward/reward_kinds.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
@@ -85,7 +84,8 @@ void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
 }
 
 TEST(ScoringGraph, TrainsOnlyOnGroupsWithASignal) {
-  const fs::path dir = fs::temp_directory_path() / ("milesrt-scoring-graph-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("milesrt-scoring-graph-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   {
     std::ofstream data(dir / "d.jsonl");
@@ -97,7 +97,8 @@ TEST(ScoringGraph, TrainsOnlyOnGroupsWithASignal) {
       << "  actors = [(name = \"data\", kind = \"data\", params = (data = (path = \""
       << (dir / "d.jsonl").string() << "\", shuffle = false, epochs = 0))),\n"
       << "    (name = \"sampler\", kind = \"test_sampler\"),\n"
-      << "    (name = \"reward\", kind = \"math_reward\", params = (mathReward = (correct = 1.0, wrong = -1.0))),\n"
+      << "    (name = \"reward\", kind = \"math_reward\", params = (mathReward = (correct = 1.0, "
+         "wrong = -1.0))),\n"
       << "    (name = \"filter\", kind = \"group_filter\"),\n"
       << "    (name = \"trainer\", kind = \"test_scored_learner\")],\n"
       << "  edges = [(from = \"data.prompts\", to = \"sampler.prompts\"),\n"

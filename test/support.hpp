@@ -2,6 +2,8 @@
 // Running the real milesrt executable from the tests.
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -10,9 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 namespace milesrt::testing {
 namespace fs = std::filesystem;
@@ -30,7 +30,8 @@ inline std::string slurp(const fs::path& p) {
 }
 
 inline fs::path scratch(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("milesrt-e2e-" + std::to_string(::getpid()) + "-" + name);
+  fs::path d =
+      fs::temp_directory_path() / ("milesrt-e2e-" + std::to_string(::getpid()) + "-" + name);
   fs::create_directories(d);
   return d;
 }

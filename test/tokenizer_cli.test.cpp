@@ -1,7 +1,6 @@
 // `milesrt tokenize`: JSON lines through the real executable, on the oracle's Qwen3 tokenizer.
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "test/support.hpp"
 
@@ -22,15 +21,20 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
   fs::path d = scratch("tokenize");
   {
     std::ofstream in(d / "in.jsonl");
-    in << R"({"text": "hello <|im_end|> wörld", "add_special_tokens": false})" << "\n"
-       << R"({"ids": [1, 2, 3], "skip_special_tokens": true})" << "\n"
+    in << R"({"text": "hello <|im_end|> wörld", "add_special_tokens": false})"
+       << "\n"
+       << R"({"ids": [1, 2, 3], "skip_special_tokens": true})"
+       << "\n"
        << "this is not json\n"
        << R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": true, "enable_thinking": false})"
        << "\n"
-       << R"({"ids": "nope"})" << "\n"
-       << R"({"text": "last"})" << "\n";
+       << R"({"ids": "nope"})"
+       << "\n"
+       << R"({"text": "last"})"
+       << "\n";
   }
-  auto r = run_milesrt("tokenize --model '" + kData + "/qwen3' < '" + (d / "in.jsonl").string() + "'", "tok");
+  auto r = run_milesrt(
+      "tokenize --model '" + kData + "/qwen3' < '" + (d / "in.jsonl").string() + "'", "tok");
   EXPECT_EQ(r.status, 2) << r.err;  // some lines were bad
   auto out = parse_lines(r.out);
   ASSERT_EQ(out.size(), 6u) << r.out;
@@ -38,9 +42,11 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
   EXPECT_FALSE(out[0]["ids"].empty());
   EXPECT_TRUE(out[1].contains("text"));
   EXPECT_NE(out[2]["error"].get<std::string>().find("line 3: "), std::string::npos) << out[2];
-  EXPECT_EQ(out[3]["text"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(out[3]["text"],
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   EXPECT_FALSE(out[3]["ids"].empty());
-  EXPECT_NE(out[4]["error"].get<std::string>().find("line 5: 'ids' must be a list"), std::string::npos);
+  EXPECT_NE(out[4]["error"].get<std::string>().find("line 5: 'ids' must be a list"),
+            std::string::npos);
   EXPECT_TRUE(out[5].contains("ids"));
 
   // Round trip: the ids of line 1 decode back to its text.
@@ -48,40 +54,47 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
     std::ofstream in(d / "in2.jsonl");
     in << json{{"ids", out[0]["ids"]}}.dump() << "\n";
   }
-  auto r2 = run_milesrt("tokenize --model '" + kData + "/qwen3' < '" + (d / "in2.jsonl").string() + "'", "tok2");
+  auto r2 = run_milesrt(
+      "tokenize --model '" + kData + "/qwen3' < '" + (d / "in2.jsonl").string() + "'", "tok2");
   EXPECT_EQ(r2.status, 0) << r2.err;
   EXPECT_EQ(parse_lines(r2.out).at(0)["text"], "hello <|im_end|> wörld");
 }
 
-// --chat-template FILE.jinja: the file is rendered by the Jinja engine with the line's extra keys as
-// template variables; a file that is missing or does not compile stops the command, naming the file
-// and the template line.
+// --chat-template FILE.jinja: the file is rendered by the Jinja engine with the line's extra keys
+// as template variables; a file that is missing or does not compile stops the command, naming the
+// file and the template line.
 TEST(TokenizeCli, ChatTemplateFileAndItsErrors) {
   fs::path d = scratch("tokenize-chat");
-  std::ofstream(d / "t.jinja") << "{{ eos_token }}|{% for m in messages %}{{ m.content }}{% endfor %}|"
-                               << "{{ enable_thinking }}|{{ tools | length }}";
+  std::ofstream(d / "t.jinja")
+      << "{{ eos_token }}|{% for m in messages %}{{ m.content }}{% endfor %}|"
+      << "{{ enable_thinking }}|{{ tools | length }}";
   std::ofstream(d / "bad.jinja") << "ok\n{% if messages %}never closed\n";
-  std::ofstream(d / "in.jsonl") << R"({"messages": [{"role": "user", "content": "hi"}], "enable_thinking": false,)"
-                                << R"( "tools": [{"type": "function", "function": {"name": "f"}}]})" << "\n";
+  std::ofstream(d / "in.jsonl")
+      << R"({"messages": [{"role": "user", "content": "hi"}], "enable_thinking": false,)"
+      << R"( "tools": [{"type": "function", "function": {"name": "f"}}]})"
+      << "\n";
   const std::string model = " --model '" + kData + "/qwen3'";
-  auto ok = run_milesrt("tokenize" + model + " --chat-template '" + (d / "t.jinja").string() + "' < '" +
-                            (d / "in.jsonl").string() + "'",
+  auto ok = run_milesrt("tokenize" + model + " --chat-template '" + (d / "t.jinja").string() +
+                            "' < '" + (d / "in.jsonl").string() + "'",
                         "tok-chat");
   EXPECT_EQ(ok.status, 0) << ok.err;
   auto out = parse_lines(ok.out);
   ASSERT_EQ(out.size(), 1u) << ok.out;
   EXPECT_EQ(out[0]["text"], "<|im_end|>|hi|False|1");
   EXPECT_FALSE(out[0]["ids"].empty());
-  auto bad = run_milesrt("tokenize" + model + " --chat-template '" + (d / "bad.jinja").string() + "' < '" +
-                             (d / "in.jsonl").string() + "'",
+  auto bad = run_milesrt("tokenize" + model + " --chat-template '" + (d / "bad.jinja").string() +
+                             "' < '" + (d / "in.jsonl").string() + "'",
                          "tok-chat-bad");
   EXPECT_EQ(bad.status, 2);
-  EXPECT_NE(bad.err.find((d / "bad.jinja").string() + ": template line"), std::string::npos) << bad.err;
-  auto missing = run_milesrt("tokenize" + model + " --chat-template '" + (d / "none.jinja").string() + "' < '" +
-                                 (d / "in.jsonl").string() + "'",
-                             "tok-chat-missing");
+  EXPECT_NE(bad.err.find((d / "bad.jinja").string() + ": template line"), std::string::npos)
+      << bad.err;
+  auto missing =
+      run_milesrt("tokenize" + model + " --chat-template '" + (d / "none.jinja").string() +
+                      "' < '" + (d / "in.jsonl").string() + "'",
+                  "tok-chat-missing");
   EXPECT_EQ(missing.status, 2);
-  EXPECT_NE(missing.err.find((d / "none.jinja").string() + ": cannot open the chat template (no such file)"),
+  EXPECT_NE(missing.err.find((d / "none.jinja").string() +
+                             ": cannot open the chat template (no such file)"),
             std::string::npos)
       << missing.err;
 }
@@ -101,9 +114,9 @@ std::string unhex(const std::string& h) {
 }
 
 // {"text", "add_special_tokens": true} follows --bos: by default (auto) the ids of transformers 4's
-// AutoTokenizer(text, add_special_tokens=True), whose classes apply the BOS/EOS conventions the models
-// were trained with (transformers 5 ignores add_bos_token / add_eos_token); `config` the flags of
-// tokenizer_config.json as they are; `never` no special token.
+// AutoTokenizer(text, add_special_tokens=True), whose classes apply the BOS/EOS conventions the
+// models were trained with (transformers 5 ignores add_bos_token / add_eos_token); `config` the
+// flags of tokenizer_config.json as they are; `never` no special token.
 TEST(TokenizeCli, AddSpecialTokensFollowsBos) {
   fs::path d = scratch("tokenize-bos");
   auto corpus = read_jsonl(kData + "/corpus.jsonl");
@@ -125,8 +138,9 @@ TEST(TokenizeCli, AddSpecialTokensFollowsBos) {
       in << json{{"text", unhex(corpus[0]["hex"].get<std::string>())}}.dump() << "\n";
     }
     for (std::string bos : {"", "auto", "config", "never"}) {
-      auto r = run_milesrt("tokenize --model '" + kData + "/" + family + "'" + (bos.empty() ? "" : " --bos " + bos) +
-                               " < '" + (d / "in.jsonl").string() + "'",
+      auto r = run_milesrt("tokenize --model '" + kData + "/" + family + "'" +
+                               (bos.empty() ? "" : " --bos " + bos) + " < '" +
+                               (d / "in.jsonl").string() + "'",
                            "tok-" + family + bos);
       EXPECT_EQ(r.status, 0) << family << ": " << r.err;
       auto out = parse_lines(r.out);
@@ -143,12 +157,14 @@ TEST(TokenizeCli, AddSpecialTokensFollowsBos) {
           want.insert(want.begin(), 33500);  // <|begin_of_text|>
           want.push_back(33504);             // <|eot_id|>, its eos_token
         }
-        EXPECT_EQ(out[i]["ids"].get<std::vector<int>>(), want) << family << " --bos " << bos << " item " << i;
+        EXPECT_EQ(out[i]["ids"].get<std::vector<int>>(), want)
+            << family << " --bos " << bos << " item " << i;
       }
       EXPECT_EQ(out[n]["ids"], expected[0]["ids"]) << family;
     }
   }
-  auto bad = run_milesrt("tokenize --model '" + kData + "/qwen3' --bos sometimes < /dev/null", "tok-bos-bad");
+  auto bad = run_milesrt("tokenize --model '" + kData + "/qwen3' --bos sometimes < /dev/null",
+                         "tok-bos-bad");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("--bos"), std::string::npos) << bad.err;
 }

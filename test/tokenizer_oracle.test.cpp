@@ -2,11 +2,11 @@
 // ids, decoded text and chat text were written by test/tokenizer_oracle.py during the build, from a
 // >= 32k-merge byte-level BPE that HF trained on the spot.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,7 +31,8 @@ std::vector<ojson> read_lines(const std::string& path) {
 
 std::string unhex(const std::string& h) {
   std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -64,14 +65,16 @@ TEST_P(Oracle, CorpusIdsAndDecodeEqualHf) {
     EXPECT_EQ(ids, want) << "item " << i << ": " << corpus[i]["hex"];
     EXPECT_EQ(ids_special, want_special) << "item " << i;
     EXPECT_EQ(ids_special, want_auto) << "item " << i << " (transformers' AutoTokenizer)";
-    EXPECT_EQ(tok->decode(ids_special, false), expected[i]["text"].get<std::string>()) << "item " << i;
-    EXPECT_EQ(tok->decode(ids_special, true), expected[i]["text_skip"].get<std::string>()) << "item " << i;
+    EXPECT_EQ(tok->decode(ids_special, false), expected[i]["text"].get<std::string>())
+        << "item " << i;
+    EXPECT_EQ(tok->decode(ids_special, true), expected[i]["text_skip"].get<std::string>())
+        << "item " << i;
     bad += !ok;
   }
 }
 
-// The pre-tokenizer alone (Split regexes, ByteLevel, Digits) against HF's pre_tokenize_str: ids could
-// agree by chance where two splits give the same BPE tokens; the pieces cannot.
+// The pre-tokenizer alone (Split regexes, ByteLevel, Digits) against HF's pre_tokenize_str: ids
+// could agree by chance where two splits give the same BPE tokens; the pieces cannot.
 TEST_P(Oracle, PreTokenizerPiecesEqualHf) {
   std::ifstream in(kData + "/" + GetParam() + "/tokenizer.json");
   auto tj = nlohmann::json::parse(in);
@@ -97,9 +100,10 @@ TEST_P(Oracle, PreTokenizerPiecesEqualHf) {
     } else if (got != want) {
       size_t k = 0;
       while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
-      ADD_FAILURE() << "item " << i << " (" << corpus[i]["hex"] << "): " << got.size() << " pieces, HF "
-                    << want.size() << "; first difference at piece " << k << ": '"
-                    << (k < got.size() ? got[k] : "") << "' vs HF '" << (k < want.size() ? want[k] : "") << "'";
+      ADD_FAILURE() << "item " << i << " (" << corpus[i]["hex"] << "): " << got.size()
+                    << " pieces, HF " << want.size() << "; first difference at piece " << k << ": '"
+                    << (k < got.size() ? got[k] : "") << "' vs HF '"
+                    << (k < want.size() ? want[k] : "") << "'";
       ++bad;
     }
   }
@@ -131,7 +135,8 @@ TEST_P(Oracle, ThreadsShareOneTokenizer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Oracle,
-                         ::testing::Values("qwen2", "qwen3", "llama3", "gpt2", "flags", "deepseek_v3", "o200k"));
+                         ::testing::Values("qwen2", "qwen3", "llama3", "gpt2", "flags",
+                                           "deepseek_v3", "o200k"));
 
 // tokenizer_config.json's add_bos_token / add_eos_token (true or false, bos/eos as strings or
 // AddedToken objects) over a TemplateProcessing or a null post_processor: encode(text, true) gives
@@ -211,7 +216,8 @@ TEST_P(BosPolicyOracle, AutoAndConfigAgainstTransformers4) {
     auto ids_auto = tok->encode_prompt(text, bos_policy::model);
     auto ids_config = tok->encode_prompt(text, bos_policy::config);
     EXPECT_EQ(ids_auto, want) << GetParam() << " auto, item " << i;
-    EXPECT_EQ(tok->encode_prompt(text, bos_policy::never), plain) << GetParam() << " never, item " << i;
+    EXPECT_EQ(tok->encode_prompt(text, bos_policy::never), plain)
+        << GetParam() << " never, item " << i;
     if (reads_flags || !has_flags) {
       EXPECT_EQ(ids_config, want) << GetParam() << " config, item " << i;
     } else {
@@ -231,13 +237,13 @@ TEST_P(BosPolicyOracle, AutoAndConfigAgainstTransformers4) {
   }
 }
 
-// Not gpt2: transformers 4.57 (with tokenizers 0.22) drops its ByteLevel prefix space, a difference in
-// the text's tokens, not in BOS/EOS (it has neither, nor flags); transformers 5 and HF tokenizers agree
-// with milesrt there (Oracle above).
+// Not gpt2: transformers 4.57 (with tokenizers 0.22) drops its ByteLevel prefix space, a difference
+// in the text's tokens, not in BOS/EOS (it has neither, nor flags); transformers 5 and HF
+// tokenizers agree with milesrt there (Oracle above).
 INSTANTIATE_TEST_SUITE_P(Families, BosPolicyOracle,
-                         ::testing::Values("qwen2", "qwen3", "llama3", "flags", "deepseek_v3", "o200k",
-                                           "llama3_bos", "llama3_bos_null", "llama3_off", "deepseek_v3_bos",
-                                           "deepseek_v3_both"));
+                         ::testing::Values("qwen2", "qwen3", "llama3", "flags", "deepseek_v3",
+                                           "o200k", "llama3_bos", "llama3_bos_null", "llama3_off",
+                                           "deepseek_v3_bos", "deepseek_v3_both"));
 
 class ChatOracle : public ::testing::TestWithParam<std::string> {};
 
@@ -261,7 +267,8 @@ TEST_P(ChatOracle, TextAndIdsEqualTransformers) {
     auto r = t.tmpl->render(c["messages"], o);
     ASSERT_EQ(r.error, "") << "case " << e["case"];
     EXPECT_EQ(r.text, e["text"].get<std::string>()) << GetParam() << " case " << e["case"];
-    EXPECT_EQ(tok->encode(r.text), e["ids"].get<std::vector<token_id>>()) << GetParam() << " case " << e["case"];
+    EXPECT_EQ(tok->encode(r.text), e["ids"].get<std::vector<token_id>>())
+        << GetParam() << " case " << e["case"];
   }
 }
 
@@ -277,12 +284,13 @@ TEST(AppendOnly, NextTurnExtendsSampledIds) {
     chat_options o;
     o.add_generation_prompt = true;
     o.now = std::tm{};
-    ojson msgs = ojson::parse(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])");
+    ojson msgs = ojson::parse(
+        R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])");
     auto start = chat_start(*tok, *t.tmpl, msgs, o);
     ASSERT_EQ(start.error, "");
     std::string end = name == "llama3" ? "<|eot_id|>" : "<|im_end|>";
-    // "Sampled" ids: a deliberately non-canonical split of the answer ("fo" + "ur" as single bytes),
-    // so re-tokenizing the history would give other ids.
+    // "Sampled" ids: a deliberately non-canonical split of the answer ("fo" + "ur" as single
+    // bytes), so re-tokenizing the history would give other ids.
     std::vector<token_id> sampled;
     for (char c : std::string("four")) sampled.push_back(tok->token_to_id(std::string(1, c)));
     sampled.push_back(tok->token_to_id(end));
@@ -308,7 +316,8 @@ TEST(AppendOnly, Qwen3PastReasoningIsReportedNotRewritten) {
   o.add_generation_prompt = true;
   ojson msgs = ojson::parse(R"([{"role": "user", "content": "2+2?"}])");
   auto start = chat_start(*tok, *t.tmpl, msgs, o);
-  auto state = chat_append_sampled(*tok, start.state, tok->encode("<think>\nadd\n</think>\n\n4<|im_end|>"));
+  auto state =
+      chat_append_sampled(*tok, start.state, tok->encode("<think>\nadd\n</think>\n\n4<|im_end|>"));
   msgs.push_back({{"role", "assistant"}, {"content", "<think>\nadd\n</think>\n\n4"}});
   msgs.push_back({{"role", "user"}, {"content", "3+3?"}});
   auto next = chat_append(*tok, *t.tmpl, state, msgs, o);

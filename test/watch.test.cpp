@@ -6,9 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "test/support/arith_setup.hpp"
 
@@ -17,9 +16,7 @@ using namespace milesrt::testing;
 
 const char* kActors = "data,rollout,reward,filter,trainer,publisher";
 
-const fs::path& setup_dir() {
-  return shared_arith_setup("watch-setup");
-}
+const fs::path& setup_dir() { return shared_arith_setup("watch-setup"); }
 
 /// `run graphs/grpo_async.capnp` on the tiny setup, `steps` steps of 4 groups.
 std::string grpo_args(const fs::path& run, int steps, int eval_interval = 0, bool quiet = true) {
@@ -28,8 +25,8 @@ std::string grpo_args(const fs::path& run, int steps, int eval_interval = 0, boo
          run.string() + "' --set run.steps=" + std::to_string(steps) +
          " --set run.batchSize=4 --set trainer.evalInterval=" + std::to_string(eval_interval) +
          " --set trainer.model=" + s + "/model --set rollout.model=" + s + "/model" +
-         " --set trainer.evalData=" + s + "/heldout.jsonl" +
-         " --set data.path=" + s + "/rl.jsonl --set trainer.exportDir=" + (run / "export").string();
+         " --set trainer.evalData=" + s + "/heldout.jsonl" + " --set data.path=" + s +
+         "/rl.jsonl --set trainer.exportDir=" + (run / "export").string();
 }
 
 /// Runs a Python reader; its exit status and output.
@@ -48,7 +45,8 @@ result python(const std::string& script_and_args, const std::string& tag) {
 std::string missing_readers(bool browser) {
   std::string cmd = std::string("'") + MILESRT_PYTHON +
                     "' -c 'import tensorboard, prometheus_client, selenium' > /dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) return "the Python packages tensorboard, prometheus_client, selenium";
+  if (std::system(cmd.c_str()) != 0)
+    return "the Python packages tensorboard, prometheus_client, selenium";
   if (browser && (!fs::exists("/usr/bin/chromium") || !fs::exists("/usr/bin/chromedriver"))) {
     return "/usr/bin/chromium and /usr/bin/chromedriver";
   }
@@ -57,13 +55,13 @@ std::string missing_readers(bool browser) {
 
 /// Without the readers the tests cannot run: a skip elsewhere (the GPU machine has none), a
 /// failure in CI, where .ci/install must have brought them.
-#define MILESRT_NEED_READERS(browser)                                                       \
-  do {                                                                                      \
-    auto missing = missing_readers(browser);                                                \
-    if (!missing.empty()) {                                                                 \
+#define MILESRT_NEED_READERS(browser)                                                        \
+  do {                                                                                       \
+    auto missing = missing_readers(browser);                                                 \
+    if (!missing.empty()) {                                                                  \
       if (std::getenv("CI") != nullptr) FAIL() << "missing " << missing << " (.ci/install)"; \
-      GTEST_SKIP() << "missing " << missing << " (.ci/install brings them)";                \
-    }                                                                                       \
+      GTEST_SKIP() << "missing " << missing << " (.ci/install brings them)";                 \
+    }                                                                                        \
   } while (0)
 
 /// Waits for the "http://127.0.0.1:PORT/" a background milesrt prints on stdout.
@@ -84,13 +82,16 @@ TEST(Watch, TensorboardFilesHoldEveryValueOfMetricsJsonl) {
 #endif
   MILESRT_NEED_READERS(false);
   fs::path run = scratch("watch-tb");
-  auto r = run_milesrt(grpo_args(run, 3, 3, false) + " --set run.sinks=tensorboard", "watch-tb-run");
+  auto r =
+      run_milesrt(grpo_args(run, 3, 3, false) + " --set run.sinks=tensorboard", "watch-tb-run");
   ASSERT_EQ(r.status, 0) << r.err;
   // Long work reports progress (plain lines: stderr is not a terminal here).
   EXPECT_NE(r.err.find("actor 'trainer': loading " + setup_dir().string() + "/model: 1/1 in "),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("actor 'trainer': evaluation at step 3: 0/8\n"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("actor 'trainer': evaluation at step 3: 8/8 in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("actor 'trainer': evaluation at step 3: 8/8 in "), std::string::npos)
+      << r.err;
   auto check = python("tensorboard_check.py' '" + run.string() +
                           "' loss reward_mean run/staleness response_length advantage",
                       "watch-tb-check");
@@ -101,16 +102,18 @@ TEST(Watch, TensorboardFilesHoldEveryValueOfMetricsJsonl) {
 TEST(Watch, PrometheusMetricsScrapedWhileTheGraphRuns) {
   MILESRT_NEED_READERS(false);
   fs::path run = scratch("watch-prom");
-  auto b = start(grpo_args(run, 14) + " --metrics-port 0 --set run.sinks=prometheus", "watch-prom-run");
+  auto b =
+      start(grpo_args(run, 14) + " --metrics-port 0 --set run.sinks=prometheus", "watch-prom-run");
   std::string url = url_of(b);
   ASSERT_FALSE(url.empty()) << b.wait(std::chrono::seconds(1)).err;
   EXPECT_EQ(slurp(b.dir / "out").find("live page"), std::string::npos);  // prometheus only
-  auto check = python("prometheus_check.py' '" + url + "' '" + run.string() + "' " + kActors +
-                          " milesrt_step,milesrt_version,milesrt_published_version,milesrt_edge_queue_depth,"
-                          "milesrt_rollout_decode_tokens_per_s,milesrt_rollout_kv_blocks_used,"
-                          "milesrt_rollout_prefix_hit_rate,milesrt_restarts,milesrt_dropped_stale,"
-                          "milesrt_train_tokens_per_s,milesrt_in_flight,milesrt_buffered",
-                      "watch-prom-check");
+  auto check =
+      python("prometheus_check.py' '" + url + "' '" + run.string() + "' " + kActors +
+                 " milesrt_step,milesrt_version,milesrt_published_version,milesrt_edge_queue_depth,"
+                 "milesrt_rollout_decode_tokens_per_s,milesrt_rollout_kv_blocks_used,"
+                 "milesrt_rollout_prefix_hit_rate,milesrt_restarts,milesrt_dropped_stale,"
+                 "milesrt_train_tokens_per_s,milesrt_in_flight,milesrt_buffered",
+             "watch-prom-check");
   EXPECT_EQ(check.status, 0) << check.out;
   std::cout << check.out;
   auto done = b.wait(std::chrono::seconds(180));
@@ -120,10 +123,11 @@ TEST(Watch, PrometheusMetricsScrapedWhileTheGraphRuns) {
 TEST(Watch, LivePageInHeadlessChromiumThenWatchOfTheFinishedRun) {
   MILESRT_NEED_READERS(true);
   fs::path run = scratch("watch-page");
-  auto b = start(grpo_args(run, 24) +
-                     " --metrics-port 0 --set run.sinks=page,prometheus"
-                     " --set run.chart=reward_mean,loss,response_length_mean,rollout_decode_tokens_per_s",
-                 "watch-page-run");
+  auto b = start(
+      grpo_args(run, 24) +
+          " --metrics-port 0 --set run.sinks=page,prometheus"
+          " --set run.chart=reward_mean,loss,response_length_mean,rollout_decode_tokens_per_s",
+      "watch-page-run");
   std::string url = url_of(b);
   ASSERT_FALSE(url.empty()) << b.wait(std::chrono::seconds(1)).err;
   const std::string shot = std::string(MILESRT_BINARY_DIR) + "/test/watch_page.png";
@@ -136,12 +140,14 @@ TEST(Watch, LivePageInHeadlessChromiumThenWatchOfTheFinishedRun) {
   auto done = b.wait(std::chrono::seconds(180));
   ASSERT_EQ(done.status, 0) << done.err;
 
-  // The finished run through `milesrt watch RUN_DIR`: the same page, from live.json and metrics.jsonl.
+  // The finished run through `milesrt watch RUN_DIR`: the same page, from live.json and
+  // metrics.jsonl.
   auto w = start("watch '" + run.string() + "' --port 0", "watch-page-watch");
   std::string wurl = url_of(w);
   ASSERT_FALSE(wurl.empty()) << w.wait(std::chrono::seconds(1)).err;
-  auto wcheck = python("page_check.py' '" + wurl + "' '" + run.string() + "' " + kActors + " --state finished",
-                       "watch-page-watch-check");
+  auto wcheck = python(
+      "page_check.py' '" + wurl + "' '" + run.string() + "' " + kActors + " --state finished",
+      "watch-page-watch-check");
   EXPECT_EQ(wcheck.status, 0) << wcheck.out;
   std::cout << wcheck.out;
   ::kill(w.pid(), SIGTERM);
@@ -163,24 +169,31 @@ TEST(Watch, APortInUseAndAnUnwritableRunDirAreBadInput) {
   std::string port = url.substr(url.rfind(':') + 1);
   port.pop_back();
   fs::path other = scratch("watch-bad-run");
-  auto r = run_milesrt("run examples/toy/toy_sync.capnp --run-dir '" + other.string() +
-                       "' --metrics-port " + port, "watch-bad-run");
+  auto r = run_milesrt(
+      "run examples/toy/toy_sync.capnp --run-dir '" + other.string() + "' --metrics-port " + port,
+      "watch-bad-run");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("milesrt run: error: cannot listen on 127.0.0.1:" + port + ": bind: "),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(other / "metrics.jsonl"));  // nothing started
   auto w = run_milesrt("watch '" + run.string() + "' --port " + port, "watch-bad-watch");
   EXPECT_EQ(w.status, 2);
-  EXPECT_NE(w.err.find("milesrt watch: error: cannot listen on 127.0.0.1:" + port), std::string::npos) << w.err;
+  EXPECT_NE(w.err.find("milesrt watch: error: cannot listen on 127.0.0.1:" + port),
+            std::string::npos)
+      << w.err;
   ::kill(holder.pid(), SIGTERM);
   EXPECT_EQ(holder.wait(std::chrono::seconds(10)).status, 0);
 
   std::ofstream(run / "a_file") << "x";
   const fs::path bad = run / "a_file" / "run";
-  auto u = run_milesrt("run examples/toy/toy_sync.capnp --run-dir '" + bad.string() + "'", "watch-bad-dir");
+  auto u = run_milesrt("run examples/toy/toy_sync.capnp --run-dir '" + bad.string() + "'",
+                       "watch-bad-dir");
   EXPECT_EQ(u.status, 2);
-  EXPECT_NE(u.err.find("milesrt run: error: run directory " + bad.string() + ": cannot create it: "),
-            std::string::npos) << u.err;
+  EXPECT_NE(
+      u.err.find("milesrt run: error: run directory " + bad.string() + ": cannot create it: "),
+      std::string::npos)
+      << u.err;
 }
 
 }  // namespace

@@ -13,8 +13,9 @@ bool kept_under_rule(const held_group& g, uint64_t learner_version, const policy
   return !rules.drop_stale || staleness_of(g, learner_version) <= rules.max_staleness;
 }
 
-choice serve_under_rule(const std::deque<held_group>& held, uint64_t count, uint64_t learner_version,
-                        const policy_rules& rules, const std::function<bool(size_t, size_t)>& first) {
+choice serve_under_rule(const std::deque<held_group>& held, uint64_t count,
+                        uint64_t learner_version, const policy_rules& rules,
+                        const std::function<bool(size_t, size_t)>& first) {
   choice c;
   std::vector<size_t> fresh, stale;
   for (size_t i = 0; i < held.size(); ++i) {

@@ -19,8 +19,8 @@ namespace milesrt::buffer {
 /// One group the buffer holds, with what policies look at.
 struct held_group {
   runtime::envelope item;
-  uint64_t arrival = 0;        ///< put order: 0, 1, 2, ... over the run (checkpointed)
-  double reward_spread = 0;    ///< the population standard deviation of its samples' rewards
+  uint64_t arrival = 0;      ///< put order: 0, 1, 2, ... over the run (checkpointed)
+  double reward_spread = 0;  ///< the population standard deviation of its samples' rewards
 };
 
 /// The graph's settings of a policy (TrajectoryBufferParams in schemas/buffer.capnp).
@@ -40,11 +40,12 @@ class buffer_policy {
  public:
   virtual ~buffer_policy() = default;
   /// Whether an arriving group is held (false: discarded as stale and counted). Default: held.
-  virtual bool admit(const held_group& g, uint64_t learner_version, const policy_rules& rules) const;
+  virtual bool admit(const held_group& g, uint64_t learner_version,
+                     const policy_rules& rules) const;
   /// The learner (at `learner_version`) asks for `count` groups. Fewer than `count` in `serve`
   /// means not enough are fit to train: nothing is served (the discards still happen).
-  virtual choice choose(const std::deque<held_group>& held, uint64_t count, uint64_t learner_version,
-                        const policy_rules& rules) const = 0;
+  virtual choice choose(const std::deque<held_group>& held, uint64_t count,
+                        uint64_t learner_version, const policy_rules& rules) const = 0;
 };
 
 using policy_registry = rl::registry<buffer_policy>;
@@ -72,7 +73,8 @@ bool kept_under_rule(const held_group& g, uint64_t learner_version, const policy
 /// A choice under the staleness rule: groups within max_staleness in `first` order, then (whenStale
 /// = wait) those past it in the same order, counted as stale_served; with whenStale = drop those
 /// past it are discarded. `first(a, b)`: whether held[a] is served before held[b].
-choice serve_under_rule(const std::deque<held_group>& held, uint64_t count, uint64_t learner_version,
-                        const policy_rules& rules, const std::function<bool(size_t, size_t)>& first);
+choice serve_under_rule(const std::deque<held_group>& held, uint64_t count,
+                        uint64_t learner_version, const policy_rules& rules,
+                        const std::function<bool(size_t, size_t)>& first);
 
 }  // namespace milesrt::buffer

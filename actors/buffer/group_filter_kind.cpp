@@ -24,10 +24,12 @@ stage_actor::behavior_type filter_fn(stage_actor::pointer self, bool dynamic_sam
   return {
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         if (port != "groups") {
-          return caf::make_error(caf::sec::unexpected_message, "group_filter: no input port '" + port + "'");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 "group_filter: no input port '" + port + "'");
         }
         if (!e.payload.match_elements<sample_group>()) {
-          return caf::make_error(caf::sec::unexpected_message, "group_filter: port 'groups' expects a sample_group");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 "group_filter: port 'groups' expects a sample_group");
         }
         node_reply reply;
         // Reported for every group, so that the step's mean is the fraction filtered out.
@@ -57,9 +59,8 @@ void register_group_filter_kind(runtime::kind_registry& registry) {
   };
   k.restartable = true;  // stateless
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::buffer

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/testing/kind_testing.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "milesrt/reward.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::buffer {
 namespace {
@@ -37,7 +37,8 @@ class GroupFilterKind : public ::testing::Test {
     return kinds_.find("group_filter")->spawn(system_->sys(), p.setup());
   }
   caf::expected<node_reply> process(const caf::actor& a, const sample_group& g) {
-    return ask<node_reply>(system_->sys(), a, process_atom::value, std::string("groups"), wrap(g, 5, 2, 3));
+    return ask<node_reply>(system_->sys(), a, process_atom::value, std::string("groups"),
+                           wrap(g, 5, 2, 3));
   }
   kind_registry kinds_;
   std::unique_ptr<test_system> system_;
@@ -45,7 +46,8 @@ class GroupFilterKind : public ::testing::Test {
 
 TEST_F(GroupFilterKind, DropsGroupsWithEqualRewards) {
   auto a = spawn(true);
-  for (auto rewards : {std::vector<float>{1, 1, 1, 1}, std::vector<float>{0, 0}, std::vector<float>{0.5f}}) {
+  for (auto rewards :
+       {std::vector<float>{1, 1, 1, 1}, std::vector<float>{0, 0}, std::vector<float>{0.5f}}) {
     auto reply = process(a, group_with(rewards));
     ASSERT_TRUE(reply) << system_->sys().render(reply.error());
     EXPECT_TRUE(reply->outputs.empty());
@@ -77,10 +79,12 @@ TEST_F(GroupFilterKind, PassesEverythingWithoutDynamicSampling) {
 }
 
 TEST_F(GroupFilterKind, RefusesOtherPayloads) {
-  auto reply = ask<node_reply>(system_->sys(), spawn(true), process_atom::value, std::string("groups"),
-                               wrap(std::string("not a group")));
+  auto reply = ask<node_reply>(system_->sys(), spawn(true), process_atom::value,
+                               std::string("groups"), wrap(std::string("not a group")));
   ASSERT_FALSE(reply);
-  EXPECT_NE(system_->sys().render(reply.error()).find("group_filter: port 'groups' expects a sample_group"),
+  EXPECT_NE(system_->sys()
+                .render(reply.error())
+                .find("group_filter: port 'groups' expects a sample_group"),
             std::string::npos);
 }
 

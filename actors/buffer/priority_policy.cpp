@@ -10,14 +10,16 @@ namespace {
 
 class priority_policy final : public buffer_policy {
  public:
-  bool admit(const held_group& g, uint64_t learner_version, const policy_rules& rules) const override {
+  bool admit(const held_group& g, uint64_t learner_version,
+             const policy_rules& rules) const override {
     return kept_under_rule(g, learner_version, rules);
   }
 
   choice choose(const std::deque<held_group>& held, uint64_t count, uint64_t learner_version,
                 const policy_rules& rules) const override {
     return serve_under_rule(held, count, learner_version, rules, [&](size_t a, size_t b) {
-      if (held[a].reward_spread != held[b].reward_spread) return held[a].reward_spread > held[b].reward_spread;
+      if (held[a].reward_spread != held[b].reward_spread)
+        return held[a].reward_spread > held[b].reward_spread;
       return held[a].arrival < held[b].arrival;
     });
   }
@@ -25,6 +27,8 @@ class priority_policy final : public buffer_policy {
 
 }  // namespace
 
-std::unique_ptr<buffer_policy> make_priority_policy() { return std::make_unique<priority_policy>(); }
+std::unique_ptr<buffer_policy> make_priority_policy() {
+  return std::make_unique<priority_policy>();
+}
 
 }  // namespace milesrt::buffer

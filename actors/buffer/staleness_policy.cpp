@@ -9,7 +9,8 @@ namespace {
 
 class staleness_policy final : public buffer_policy {
  public:
-  bool admit(const held_group& g, uint64_t learner_version, const policy_rules& rules) const override {
+  bool admit(const held_group& g, uint64_t learner_version,
+             const policy_rules& rules) const override {
     return kept_under_rule(g, learner_version, rules);
   }
 
@@ -25,6 +26,8 @@ class staleness_policy final : public buffer_policy {
 
 }  // namespace
 
-std::unique_ptr<buffer_policy> make_staleness_policy() { return std::make_unique<staleness_policy>(); }
+std::unique_ptr<buffer_policy> make_staleness_policy() {
+  return std::make_unique<staleness_policy>();
+}
 
 }  // namespace milesrt::buffer

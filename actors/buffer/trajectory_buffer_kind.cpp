@@ -1,9 +1,8 @@
 #include "actors/buffer/trajectory_buffer_kind.hpp"
 
+#include <caf/all.hpp>
 #include <cmath>
 #include <set>
-
-#include <caf/all.hpp>
 
 #include "actors/lib/llm/messages.hpp"
 #include "milesrt/buffer.capnp.h"
@@ -46,8 +45,8 @@ struct buffer_snapshot {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, buffer_snapshot& x) {
-  return f(caf::meta::type_name("buffer_snapshot"), x.tag, x.items, x.arrivals, x.next_arrival, x.put,
-           x.served, x.dropped_stale, x.stale_served, x.surplus);
+  return f(caf::meta::type_name("buffer_snapshot"), x.tag, x.items, x.arrivals, x.next_arrival,
+           x.put, x.served, x.dropped_stale, x.stale_served, x.surplus);
 }
 
 /// What a take reports: the groups held after it (the step's mean is what each take left) and the
@@ -66,7 +65,8 @@ caf::result<buffer_reply> put_group(buffer_state& st, const std::string& port, c
     return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
   }
   if (!e.payload.match_elements<sample_group>()) {
-    return caf::make_error(caf::sec::unexpected_message, who + ": port 'groups' expects a sample_group");
+    return caf::make_error(caf::sec::unexpected_message,
+                           who + ": port 'groups' expects a sample_group");
   }
   held_group g{e, st.next_arrival++, reward_spread(e.payload.get_as<sample_group>(0))};
   st.put++;
@@ -83,7 +83,8 @@ caf::result<buffer_reply> put_group(buffer_state& st, const std::string& port, c
 }
 
 /// The schedule's bound (onStale = drop) at a take: what went stale while it waited goes.
-void drop_stale_past(buffer_state& st, uint64_t learner_version, uint64_t drop_past, buffer_reply& reply) {
+void drop_stale_past(buffer_state& st, uint64_t learner_version, uint64_t drop_past,
+                     buffer_reply& reply) {
   std::deque<held_group> fresh;
   for (auto& g : st.held) {
     if (staleness_of(g, learner_version) > drop_past) {
@@ -108,14 +109,17 @@ caf::result<buffer_reply> take_groups(buffer_state& st, uint64_t count, uint64_t
   std::set<size_t> named;
   for (size_t i : c.serve)
     if (i >= st.held.size() || !named.insert(i).second)
-      return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
-                             "': its policy chose group index " + std::to_string(i) + " of " +
-                             std::to_string(st.held.size()) + " twice or out of range");
+      return caf::make_error(caf::sec::runtime_error,
+                             "trajectory_buffer '" + st.name + "': its policy chose group index " +
+                                 std::to_string(i) + " of " + std::to_string(st.held.size()) +
+                                 " twice or out of range");
   for (size_t i : c.drop)
     if (i >= st.held.size() || !named.insert(i).second)
       return caf::make_error(caf::sec::runtime_error, "trajectory_buffer '" + st.name +
-                             "': its policy discarded group index " + std::to_string(i) + " of " +
-                             std::to_string(st.held.size()) + " twice, out of range or also served");
+                                                          "': its policy discarded group index " +
+                                                          std::to_string(i) + " of " +
+                                                          std::to_string(st.held.size()) +
+                                                          " twice, out of range or also served");
   const bool serving = c.serve.size() >= count;
   std::vector<bool> gone(st.held.size(), false);
   for (size_t i : c.drop) gone[i] = true;
@@ -205,7 +209,8 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
         buffer_snapshot snap;
         std::vector<char> buf(state.bytes.begin(), state.bytes.end());
         caf::binary_deserializer source{self->system(), buf};
-        if (source(snap) || snap.tag != "trajectory-buffer-1" || snap.items.size() != snap.arrivals.size())
+        if (source(snap) || snap.tag != "trajectory-buffer-1" ||
+            snap.items.size() != snap.arrivals.size())
           return false;
         return restore_from(self->state, snap);
       },
@@ -214,18 +219,21 @@ buffer_actor::behavior_type buffer_fn(buffer_actor::stateful_pointer<buffer_stat
 
 }  // namespace
 
-void register_trajectory_buffer_kind(kind_registry& registry, std::shared_ptr<const policy_registry> policies) {
+void register_trajectory_buffer_kind(kind_registry& registry,
+                                     std::shared_ptr<const policy_registry> policies) {
   kind_descriptor k;
   k.name = "trajectory_buffer";
   k.summary = "holds scored groups between scoring and learning; its policy picks each batch";
   k.role = role::buffer;
   k.inputs = {{"groups", llm::port_type::scored_group, "a scored group"}};
-  k.outputs = {{"groups", llm::port_type::scored_group, "the learner's batches, as its policy picks them"}};
+  k.outputs = {
+      {"groups", llm::port_type::scored_group, "the learner's batches, as its policy picks them"}};
   k.params_member = "trajectoryBuffer";
   k.check_params = [policies](capnp::DynamicStruct::Reader r) {
     std::vector<std::string> problems;
     auto p = r.as<schema::TrajectoryBufferParams>();
-    if (auto bad = policies->check(p.getPolicy()); !bad.empty()) problems.push_back("policy: " + bad);
+    if (auto bad = policies->check(p.getPolicy()); !bad.empty())
+      problems.push_back("policy: " + bad);
     return problems;
   };
   k.spawn = [policies](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
@@ -238,9 +246,8 @@ void register_trajectory_buffer_kind(kind_registry& registry, std::shared_ptr<co
     return caf::actor_cast<caf::actor>(sys.spawn(buffer_fn, init));
   };
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::buffer

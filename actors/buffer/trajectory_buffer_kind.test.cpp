@@ -43,7 +43,8 @@ class TrajectoryBufferKind : public ::testing::Test {
     params_of<schema::TrajectoryBufferParams> p;
     p->setPolicy(policy);
     p->setMaxStaleness(max_staleness);
-    p->setWhenStale(drop ? schema::TrajectoryBufferParams::WhenStale::DROP : schema::TrajectoryBufferParams::WhenStale::WAIT);
+    p->setWhenStale(drop ? schema::TrajectoryBufferParams::WhenStale::DROP
+                         : schema::TrajectoryBufferParams::WhenStale::WAIT);
     return kinds_.find("trajectory_buffer")->spawn(system_->sys(), p.setup());
   }
   std::vector<std::string> check(const std::string& policy) {
@@ -52,15 +53,17 @@ class TrajectoryBufferKind : public ::testing::Test {
     return kinds_.find("trajectory_buffer")->check_params(capnp::toDynamic(p->asReader()));
   }
   /// Puts group `id` made with model version `version` while the learner holds `learner`.
-  buffer_reply put(const caf::actor& a, uint64_t id, std::vector<float> rewards, uint64_t version, uint64_t learner) {
+  buffer_reply put(const caf::actor& a, uint64_t id, std::vector<float> rewards, uint64_t version,
+                   uint64_t learner) {
     auto r = ask<buffer_reply>(system_->sys(), a, put_atom::value, std::string("groups"),
                                wrap(group_with(id, rewards), id, version, version), learner);
     EXPECT_TRUE(r) << system_->sys().render(r.error());
     return r ? *r : buffer_reply{};
   }
-  buffer_reply take(const caf::actor& a, uint64_t count, uint64_t learner, bool discard_rest = false,
-                    uint64_t drop_past = UINT64_MAX) {
-    auto r = ask<buffer_reply>(system_->sys(), a, take_atom::value, count, learner, discard_rest, drop_past);
+  buffer_reply take(const caf::actor& a, uint64_t count, uint64_t learner,
+                    bool discard_rest = false, uint64_t drop_past = UINT64_MAX) {
+    auto r = ask<buffer_reply>(system_->sys(), a, take_atom::value, count, learner, discard_rest,
+                               drop_past);
     EXPECT_TRUE(r) << system_->sys().render(r.error());
     return r ? *r : buffer_reply{};
   }
@@ -153,7 +156,8 @@ TEST_F(TrajectoryBufferKind, ASnapshotHoldsTheGroupsAndCounters) {
   put(a, 2, {1, 0}, 0, 0);
   put(a, 3, {0, 1}, 0, 0);
   take(a, 5, 0);  // too few: nothing served, and the counters move on
-  auto state = ask<actor_state>(system_->sys(), a, snapshot_atom::value, std::string("/nonexistent"));
+  auto state =
+      ask<actor_state>(system_->sys(), a, snapshot_atom::value, std::string("/nonexistent"));
   ASSERT_TRUE(state);
   auto b = spawn("priority");
   auto ok = ask<bool>(system_->sys(), b, restore_atom::value, std::string("/nonexistent"), *state);
@@ -167,7 +171,8 @@ TEST_F(TrajectoryBufferKind, ASnapshotHoldsTheGroupsAndCounters) {
   EXPECT_EQ(ids(take(b, 2, 0)), ids(take(a, 2, 0)));
   // A corrupt state is refused.
   actor_state bad{{1, 2, 3}};
-  auto refused = ask<bool>(system_->sys(), spawn("fifo"), restore_atom::value, std::string("/nonexistent"), bad);
+  auto refused = ask<bool>(system_->sys(), spawn("fifo"), restore_atom::value,
+                           std::string("/nonexistent"), bad);
   ASSERT_TRUE(refused);
   EXPECT_FALSE(*refused);
 }
@@ -175,7 +180,8 @@ TEST_F(TrajectoryBufferKind, ASnapshotHoldsTheGroupsAndCounters) {
 /// A plugin's policy: the newest arrival first (a stack), and one that serves a group twice.
 class newest_first final : public buffer_policy {
  public:
-  choice choose(const std::deque<held_group>& held, uint64_t count, uint64_t, const policy_rules&) const override {
+  choice choose(const std::deque<held_group>& held, uint64_t count, uint64_t,
+                const policy_rules&) const override {
     choice c;
     for (size_t i = held.size(); i-- > 0 && c.serve.size() < count;) c.serve.push_back(i);
     return c;
@@ -183,13 +189,15 @@ class newest_first final : public buffer_policy {
 };
 class twice final : public buffer_policy {
  public:
-  choice choose(const std::deque<held_group>&, uint64_t count, uint64_t, const policy_rules&) const override {
+  choice choose(const std::deque<held_group>&, uint64_t count, uint64_t,
+                const policy_rules&) const override {
     return {std::vector<size_t>(count, 0), {}, 0};
   }
 };
 
 TEST_F(TrajectoryBufferKind, APolicyAddedByNameIsUsedAndABadOneRefused) {
-  EXPECT_EQ(check("lifo"), (std::vector<std::string>{"policy: 'lifo' is not one of: fifo, priority, staleness"}));
+  EXPECT_EQ(check("lifo"),
+            (std::vector<std::string>{"policy: 'lifo' is not one of: fifo, priority, staleness"}));
   policies_->add("lifo", [] { return std::make_unique<newest_first>(); });
   policies_->add("twice", [] { return std::make_unique<twice>(); });
   EXPECT_TRUE(check("lifo").empty());
@@ -198,18 +206,21 @@ TEST_F(TrajectoryBufferKind, APolicyAddedByNameIsUsedAndABadOneRefused) {
   EXPECT_EQ(ids(take(a, 2, 0)), (std::vector<uint64_t>{3, 2}));
   auto b = spawn("twice");
   for (uint64_t id : {1, 2}) put(b, id, {0, 1}, 0, 0);
-  auto r = ask<buffer_reply>(system_->sys(), b, take_atom::value, uint64_t{2}, uint64_t{0}, false, UINT64_MAX);
+  auto r = ask<buffer_reply>(system_->sys(), b, take_atom::value, uint64_t{2}, uint64_t{0}, false,
+                             UINT64_MAX);
   ASSERT_FALSE(r);
-  EXPECT_NE(system_->sys().render(r.error()).find("its policy chose group index 0 of 2 twice or out of range"),
+  EXPECT_NE(system_->sys().render(r.error()).find(
+                "its policy chose group index 0 of 2 twice or out of range"),
             std::string::npos);
 }
 
 TEST_F(TrajectoryBufferKind, RefusesWhatIsNotAScoredGroup) {
   auto a = spawn("fifo");
-  auto wrong = ask<buffer_reply>(system_->sys(), a, put_atom::value, std::string("groups"), wrap(uint64_t{4}),
-                                 uint64_t{0});
+  auto wrong = ask<buffer_reply>(system_->sys(), a, put_atom::value, std::string("groups"),
+                                 wrap(uint64_t{4}), uint64_t{0});
   ASSERT_FALSE(wrong);
-  EXPECT_NE(system_->sys().render(wrong.error()).find("port 'groups' expects a sample_group"), std::string::npos);
+  EXPECT_NE(system_->sys().render(wrong.error()).find("port 'groups' expects a sample_group"),
+            std::string::npos);
   auto port = ask<buffer_reply>(system_->sys(), a, put_atom::value, std::string("nope"),
                                 wrap(group_with(1, {0, 1})), uint64_t{0});
   ASSERT_FALSE(port);

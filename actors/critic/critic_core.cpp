@@ -24,11 +24,15 @@ at::Tensor read_head(const fs::path& file, int64_t hidden) {
   auto tensor = [&](const std::string& name, std::vector<int64_t> shape) {
     const auto& v = ckpt.get(name);
     if (v.shape != shape) {
-      throw std::runtime_error(file.string() + ": tensor '" + name + "' has the wrong shape (the value head is Linear(" +
+      throw std::runtime_error(file.string() + ": tensor '" + name +
+                               "' has the wrong shape (the value head is Linear(" +
                                std::to_string(hidden) + ", 1))");
     }
-    const auto dt = v.type == llm::dtype::f32 ? at::kFloat : v.type == llm::dtype::bf16 ? at::kBFloat16 : at::kHalf;
-    return at::from_blob(const_cast<uint8_t*>(v.data), {static_cast<int64_t>(v.nbytes / llm::dtype_size(v.type))}, dt)
+    const auto dt = v.type == llm::dtype::f32    ? at::kFloat
+                    : v.type == llm::dtype::bf16 ? at::kBFloat16
+                                                 : at::kHalf;
+    return at::from_blob(const_cast<uint8_t*>(v.data),
+                         {static_cast<int64_t>(v.nbytes / llm::dtype_size(v.type))}, dt)
         .to(at::kFloat)
         .clone();
   };
@@ -37,51 +41,59 @@ at::Tensor read_head(const fs::path& file, int64_t hidden) {
 
 }  // namespace
 
-critic_core::critic_core(std::unique_ptr<llm::decoder> model, at::Tensor head, critic_options options)
+critic_core::critic_core(std::unique_ptr<llm::decoder> model, at::Tensor head,
+                         critic_options options)
     : model_(std::move(model)), options_(std::move(options)) {
   const int64_t h = model_->config().hidden_size;
   const auto dev = model_->device();
   if (!head.defined()) head = at::zeros({h + 1}, at::kFloat);
-  TORCH_CHECK(head.numel() == h + 1, "critic: the value head needs ", h + 1, " values, got ", head.numel());
+  TORCH_CHECK(head.numel() == h + 1, "critic: the value head needs ", h + 1, " values, got ",
+              head.numel());
   auto& params = model_->mutable_params();
   params.enable_grad();
   decoder_numel_ = params.buffer().numel();
-  master_ = at::cat({params.buffer().detach().to(at::kFloat).flatten(), head.detach().to(dev, at::kFloat).flatten()})
+  master_ = at::cat({params.buffer().detach().to(at::kFloat).flatten(),
+                     head.detach().to(dev, at::kFloat).flatten()})
                 .contiguous();
   head_ = master_.narrow(0, decoder_numel_, h + 1).clone();
   head_.set_requires_grad(true);
   adam_ = std::make_unique<rl::adamw>(options_.optimizer, master_);
 }
 
-std::unique_ptr<critic_core> critic_core::load(const fs::path& dir, at::ScalarType dtype, at::Device device,
-                                               critic_options options) {
+std::unique_ptr<critic_core> critic_core::load(const fs::path& dir, at::ScalarType dtype,
+                                               at::Device device, critic_options options) {
   auto model = llm::decoder::load(dir, dtype, device);
   at::Tensor head;
-  if (fs::exists(dir / value_head_file)) head = read_head(dir / value_head_file, model->config().hidden_size);
+  if (fs::exists(dir / value_head_file))
+    head = read_head(dir / value_head_file, model->config().hidden_size);
   return std::make_unique<critic_core>(std::move(model), head, std::move(options));
 }
 
 at::Tensor critic_core::head() const { return head_.detach().to(at::kCPU).clone(); }
 
-at::Tensor critic_core::predict(const std::vector<sample_msg>& samples, size_t begin, size_t end) const {
+at::Tensor critic_core::predict(const std::vector<sample_msg>& samples, size_t begin,
+                                size_t end) const {
   std::vector<llm::segment> segments;
   std::vector<int64_t> rows;
   int64_t row = 0;
   for (size_t i = begin; i < end; ++i) {
     const auto& s = samples[i];
     if (s.output.empty()) continue;
-    if (s.prompt.empty()) throw std::invalid_argument("sample " + std::to_string(i) + " has no prompt token");
+    if (s.prompt.empty())
+      throw std::invalid_argument("sample " + std::to_string(i) + " has no prompt token");
     std::vector<int64_t> full = s.prompt;
     full.insert(full.end(), s.output.begin(), s.output.end());
     const int64_t P = static_cast<int64_t>(s.prompt.size()), L = static_cast<int64_t>(full.size());
-    for (int64_t t = 0; t < static_cast<int64_t>(s.output.size()); ++t) rows.push_back(row + P - 1 + t);
+    for (int64_t t = 0; t < static_cast<int64_t>(s.output.size()); ++t)
+      rows.push_back(row + P - 1 + t);
     segments.push_back({std::move(full), 0, nullptr});
     row += L;
   }
   if (rows.empty()) return at::zeros({0}, at::kFloat);
   auto fr = model_->forward(segments, {});
   const int64_t h = model_->config().hidden_size;
-  auto picked = fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(model_->device())).to(at::kFloat);
+  auto picked =
+      fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(model_->device())).to(at::kFloat);
   // A per-row reduction: each token's value is independent of how many rows are packed.
   return (picked * head_.narrow(0, 0, h)).sum(-1) + head_.narrow(0, h, 1);
 }
@@ -104,7 +116,8 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   const auto fopt = at::TensorOptions().dtype(at::kFloat);
   size_t total = 0;
   for (size_t n : group_sizes) total += n;
-  if (total != samples.size()) throw std::invalid_argument("critic: group sizes do not add up to the samples");
+  if (total != samples.size())
+    throw std::invalid_argument("critic: group sizes do not add up to the samples");
 
   // The values the samples carry (from the critic's "groups" port) are the old values of the
   // clipped loss and the GAE baseline; samples without them get this critic's values now.
@@ -132,7 +145,9 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
     const auto& s = samples[i];
     rewards.push_back(s.reward);
     groups.push_back(g);
-    const auto& v = next_missing < missing.size() && missing[next_missing] == i ? fresh[next_missing++] : s.values;
+    const auto& v = next_missing < missing.size() && missing[next_missing] == i
+                        ? fresh[next_missing++]
+                        : s.values;
     old_values.insert(old_values.end(), v.begin(), v.end());
     for (size_t t = 0; t < s.output.size(); ++t) seq_index.push_back(static_cast<int64_t>(i));
   }
@@ -147,9 +162,10 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   rl::advantage_options ao;
   ao.gamma = options_.gamma;
   ao.lambda = options_.lambda;
-  auto returns = rl::token_advantages(*rl::make_gae_estimator(), at::tensor(rewards, fopt), groups,
-                                      at::tensor(seq_index, at::kLong), mask_t, at::Tensor(), old_t, ao)
-                     .returns;
+  auto returns =
+      rl::token_advantages(*rl::make_gae_estimator(), at::tensor(rewards, fopt), groups,
+                           at::tensor(seq_index, at::kLong), mask_t, at::Tensor(), old_t, ao)
+          .returns;
 
   // One forward + backward per group; the loss is normalised by the step's token count, so the
   // gradients add up to the step's.
@@ -159,12 +175,13 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   int64_t offset = 0;
   for (size_t n : group_sizes) {
     int64_t tokens = 0;
-    for (size_t i = begin; i < begin + n; ++i) tokens += static_cast<int64_t>(samples[i].output.size());
+    for (size_t i = begin; i < begin + n; ++i)
+      tokens += static_cast<int64_t>(samples[i].output.size());
     if (tokens > 0) {
       auto v = predict(samples, begin, begin + n);
       auto slice = [&](const at::Tensor& t) { return t.narrow(0, offset, tokens).to(dev); };
-      auto loss = rl::value_loss(v, slice(old_t), slice(returns), slice(mask_t), options_.value_clip,
-                                      static_cast<double>(N));
+      auto loss = rl::value_loss(v, slice(old_t), slice(returns), slice(mask_t),
+                                 options_.value_clip, static_cast<double>(N));
       loss_sum += loss.item<double>();
       loss.backward();
     }
@@ -175,8 +192,11 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   auto& params = model_->mutable_params();
   auto dgrad = params.grad();
   auto hgrad = head_.grad();
-  auto grad = at::cat({dgrad.defined() ? dgrad.to(at::kFloat).flatten() : at::zeros({decoder_numel_}, master_.options()),
-                       hgrad.defined() ? hgrad.flatten() : at::zeros_like(master_.narrow(0, decoder_numel_, head_.numel()))});
+  auto grad =
+      at::cat({dgrad.defined() ? dgrad.to(at::kFloat).flatten()
+                               : at::zeros({decoder_numel_}, master_.options()),
+               hgrad.defined() ? hgrad.flatten()
+                               : at::zeros_like(master_.narrow(0, decoder_numel_, head_.numel()))});
   auto info = adam_->step(master_, grad);
   if (dgrad.defined()) dgrad.zero_();
   if (hgrad.defined()) hgrad.zero_();
@@ -188,7 +208,8 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   m["critic_value_mean"] = old_t.mean().item<double>();
   m["critic_return_mean"] = returns.mean().item<double>();
   m["critic_skipped_steps"] = info.skipped ? 1 : 0;
-  m["critic_train_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  m["critic_train_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 
@@ -213,8 +234,9 @@ void critic_core::save(const fs::path& dir) const {
   auto head = head_.detach().to(at::kCPU).contiguous();
   const fs::path tmp = model_dir / ".value_head.tmp";
   fs::remove_all(tmp);
-  llm::write_safetensors(tmp, {{"value_head.weight", llm::dtype::f32, {1, h}, head.data_ptr<float>(), size_t(h) * 4},
-                               {"value_head.bias", llm::dtype::f32, {1}, head.data_ptr<float>() + h, 4}});
+  llm::write_safetensors(
+      tmp, {{"value_head.weight", llm::dtype::f32, {1, h}, head.data_ptr<float>(), size_t(h) * 4},
+            {"value_head.bias", llm::dtype::f32, {1}, head.data_ptr<float>() + h, 4}});
   fs::rename(tmp / "model.safetensors", model_dir / value_head_file);
   fs::remove_all(tmp);
   rl::save_optimizer_state(dir, *adam_, master_, model_->dtype() != at::kFloat);
@@ -223,8 +245,10 @@ void critic_core::save(const fs::path& dir) const {
 void critic_core::restore(const fs::path& dir) {
   const fs::path model_dir = dir / "model";
   auto saved = llm::decoder::load(model_dir, at::kFloat, at::Device(at::kCPU));
-  if (saved->params().names() != model_->params().names() || saved->params().shapes() != model_->params().shapes()) {
-    throw std::runtime_error(model_dir.string() + ": the saved model has other parameters than this critic");
+  if (saved->params().names() != model_->params().names() ||
+      saved->params().shapes() != model_->params().shapes()) {
+    throw std::runtime_error(model_dir.string() +
+                             ": the saved model has other parameters than this critic");
   }
   auto head = read_head(model_dir / value_head_file, model_->config().hidden_size);
   rl::load_optimizer_state(dir, *adam_);

@@ -8,6 +8,8 @@
 /// After each step the decoder's own flat buffer (fp32: a bitwise copy; bf16: rounded) and the
 /// head (an fp32 leaf of hidden+1 values) are refreshed from it.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -15,10 +17,8 @@
 #include <string>
 #include <vector>
 
-#include <ATen/core/Tensor.h>
-
-#include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::critic {

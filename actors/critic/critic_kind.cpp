@@ -3,11 +3,10 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <caf/all.hpp>
 #include <chrono>
 #include <map>
 #include <sstream>
-
-#include <caf/all.hpp>
 
 #include "actors/critic/critic_core.hpp"
 #include "actors/lib/llm/device.hpp"
@@ -34,7 +33,8 @@ std::vector<uint8_t> encode_state(caf::actor_system& sys, const critic_state& st
   std::string tag = "critic-state-2";
   uint64_t steps = st.core->optimizer_steps();
   uint64_t version = st.version;
-  if (auto err = sink(tag, steps, version)) throw std::runtime_error("cannot serialize the critic's state");
+  if (auto err = sink(tag, steps, version))
+    throw std::runtime_error("cannot serialize the critic's state");
   return {buf.begin(), buf.end()};
 }
 
@@ -49,7 +49,8 @@ bool decode_state(caf::actor_system& sys, critic_state& st, const std::vector<ui
 }
 
 /// A learner that also sets values on the groups passing its "groups" port.
-using critic_actor = learner_actor::extend<caf::replies_to<process_atom, std::string, envelope>::with<node_reply>>;
+using critic_actor =
+    learner_actor::extend<caf::replies_to<process_atom, std::string, envelope>::with<node_reply>>;
 
 critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_state> self,
                                       std::shared_ptr<critic_state> init) {
@@ -59,14 +60,17 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
         auto& st = self->state;
         const std::string who = "critic '" + st.name + "'";
         if (port == "train") {
-          return caf::make_error(caf::sec::unexpected_message,
-                                 who + ": port 'train' takes the learner's batches (train), not single items");
+          return caf::make_error(
+              caf::sec::unexpected_message,
+              who + ": port 'train' takes the learner's batches (train), not single items");
         }
         if (port != "groups") {
-          return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 who + ": no input port '" + port + "'");
         }
         if (!e.payload.match_elements<sample_group>()) {
-          return caf::make_error(caf::sec::unexpected_message, who + ": port '" + port + "' expects a sample_group");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 who + ": port '" + port + "' expects a sample_group");
         }
         node_reply reply;
         auto group = e.payload.get_as<sample_group>(0);
@@ -79,18 +83,22 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
             group.samples[i].values = std::move(values[i]);
           }
           if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
-          reply.metrics["critic_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          reply.metrics["critic_seconds"] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           envelope out = e;
           out.payload = caf::make_message(std::move(group));
           reply.outputs.push_back({"groups", std::move(out)});
           return reply;
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, who + ", port '" + port + "', group " +
-                                                              std::to_string(group.group_id) + ": " + ex.what());
+                                                              std::to_string(group.group_id) +
+                                                              ": " + ex.what());
         }
       },
-      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
-        // The step's groups (those of the policy's batch), one optimizer step per trainBatch of them.
+      [=](train_atom, uint64_t step,
+          const std::vector<envelope>& batch) -> caf::result<train_reply> {
+        // The step's groups (those of the policy's batch), one optimizer step per trainBatch of
+        // them.
         auto& st = self->state;
         const std::string who = "critic '" + st.name + "', step " + std::to_string(step);
         train_reply reply;
@@ -102,7 +110,9 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
             std::vector<size_t> sizes;
             for (size_t i = from; i < std::min(batch.size(), from + st.train_batch); ++i) {
               if (!batch[i].payload.match_elements<sample_group>()) {
-                return caf::make_error(caf::sec::unexpected_message, who + ": its batch holds an item that is not a sample_group");
+                return caf::make_error(
+                    caf::sec::unexpected_message,
+                    who + ": its batch holds an item that is not a sample_group");
               }
               auto g = batch[i].payload.get_as<sample_group>(0);
               sizes.push_back(g.samples.size());
@@ -163,9 +173,12 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
 void register_critic_kind(kind_registry& registry) {
   kind_descriptor k;
   k.name = "critic";
-  k.summary = "PPO's value model, a second learner: sets each sample's values (for gae) and trains each step on the policy's groups";
+  k.summary =
+      "PPO's value model, a second learner: sets each sample's values (for gae) and trains each "
+      "step on the policy's groups";
   k.role = role::learner;
-  k.inputs = {{"groups", llm::port_type::scored_group, "a scored group to give values (item by item)", true},
+  k.inputs = {{"groups", llm::port_type::scored_group,
+               "a scored group to give values (item by item)", true},
               {"train", llm::port_type::scored_group,
                "the groups the policy learner gets: each step trains on those of its batch"}};
   k.outputs = {{"groups", llm::port_type::scored_group, "the group with each sample's values"}};
@@ -173,7 +186,8 @@ void register_critic_kind(kind_registry& registry) {
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::CriticParams>();
-    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.critic." + problem);
+    for (const auto& problem : check(*s.params_struct))
+      throw std::invalid_argument("params.critic." + problem);
     critic_options o;
     o.optimizer.lr = p.getLr();
     o.optimizer.weight_decay = p.getWeightDecay();
@@ -190,9 +204,8 @@ void register_critic_kind(kind_registry& registry) {
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(critic_fn, init));
   };
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::critic

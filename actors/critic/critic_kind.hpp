@@ -4,7 +4,8 @@
 ///      token) and emits the group on "groups" — for the trainer's gae estimator;
 ///   in "train" (llm.scored_group, a learner's batch port): the groups the trainer gets (an edge
 ///      of its own from the filter); each step the driver trains it on those of the policy's batch,
-///      beside the trainer: every `trainBatch` of them make one critic optimizer step. Emits nothing.
+///      beside the trainer: every `trainBatch` of them make one critic optimizer step. Emits
+///      nothing.
 /// Params: CriticParams (schemas/critic.capnp). Checkpoints: the model and value head (an HF folder
 /// with value_head.safetensors), the optimizer state, and its version.
 

@@ -3,22 +3,21 @@
 // token, and snapshot/restore round-trips bitwise (files, pending groups, optimizer state).
 #include "actors/critic/critic_kind.hpp"
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
 #include <random>
 
 #include "actors/critic/critic_core.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/safetensors.hpp"
 #include "actors/lib/llm/tiny_model_testing.hpp"
-#include "runtime/testing/kind_testing.hpp"
-#include "actors/lib/llm/messages.hpp"
 #include "milesrt/critic.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::critic {
 namespace {
@@ -69,7 +68,8 @@ class CriticKind : public ::testing::Test {
   }
   /// The group with values set by the actor's "groups" port.
   sample_group values(caf::actor_system& sys, const caf::actor& a, const sample_group& g) {
-    auto r = ask<node_reply>(sys, a, process_atom::value, std::string("groups"), wrap(g, g.group_id));
+    auto r =
+        ask<node_reply>(sys, a, process_atom::value, std::string("groups"), wrap(g, g.group_id));
     EXPECT_TRUE(r) << sys.render(r.error());
     if (!r) return {};
     EXPECT_EQ(r->outputs.size(), 1u);
@@ -78,7 +78,8 @@ class CriticKind : public ::testing::Test {
   }
   /// One training step on `g` (a batch of one group), as the driver sends it.
   metric_map train(caf::actor_system& sys, const caf::actor& a, const sample_group& g) {
-    auto r = ask<train_reply>(sys, a, train_atom::value, ++steps_, std::vector<envelope>{wrap(g, g.group_id)});
+    auto r = ask<train_reply>(sys, a, train_atom::value, ++steps_,
+                              std::vector<envelope>{wrap(g, g.group_id)});
     EXPECT_TRUE(r) << sys.render(r.error());
     if (!r) return {};
     EXPECT_TRUE(r->outputs.empty());
@@ -86,7 +87,8 @@ class CriticKind : public ::testing::Test {
     return r->metrics;
   }
   uint64_t steps_ = 0;
-  std::map<caf::actor_addr, std::vector<uint64_t>> versions_;  ///< per actor, the versions it answered
+  std::map<caf::actor_addr, std::vector<uint64_t>>
+      versions_;  ///< per actor, the versions it answered
 
   fs::path dir_;
   kind_registry registry_;
@@ -166,7 +168,8 @@ TEST_F(CriticKind, SnapshotRestoreRoundTripsBitwise) {
   // two batches of one group.
   {
     std::vector<envelope> three;
-    for (int i = 0; i < 3; ++i) three.push_back(wrap(values(ts.sys(), a, toy_group(rng, i)), uint64_t(i)));
+    for (int i = 0; i < 3; ++i)
+      three.push_back(wrap(values(ts.sys(), a, toy_group(rng, i)), uint64_t(i)));
     auto r = ask<train_reply>(ts.sys(), a, train_atom::value, uint64_t{1}, three);
     ASSERT_TRUE(r) << ts.sys().render(r.error());
     EXPECT_EQ(r->version, 1u);
@@ -188,8 +191,10 @@ TEST_F(CriticKind, SnapshotRestoreRoundTripsBitwise) {
   ASSERT_TRUE(snap2);
   EXPECT_EQ(snap->bytes, snap2->bytes);  // optimizer steps (4) and version (3)
   // Both the decoder and the head trained.
-  EXPECT_NE(file_bytes(dir_ / "ck1" / "model" / "model.safetensors"), file_bytes(dir_ / "init" / "model.safetensors"));
-  for (const char* f : {"model/config.json", "model/model.safetensors", "model/value_head.safetensors", "optimizer.bin"}) {
+  EXPECT_NE(file_bytes(dir_ / "ck1" / "model" / "model.safetensors"),
+            file_bytes(dir_ / "init" / "model.safetensors"));
+  for (const char* f : {"model/config.json", "model/model.safetensors",
+                        "model/value_head.safetensors", "optimizer.bin"}) {
     ASSERT_TRUE(fs::exists(dir_ / "ck1" / f)) << f;
     EXPECT_EQ(file_bytes(dir_ / "ck1" / f), file_bytes(dir_ / "ck2" / f)) << f;
   }
@@ -212,7 +217,8 @@ TEST_F(CriticKind, SnapshotRestoreRoundTripsBitwise) {
   EXPECT_EQ(versions_[a.address()].back(), 4u);
   EXPECT_EQ(versions_[b.address()], (std::vector<uint64_t>{4}));
   auto after_a = values(ts.sys(), a, probe), after_b = values(ts.sys(), b, probe);
-  for (size_t i = 0; i < probe.samples.size(); ++i) EXPECT_EQ(after_a.samples[i].values, after_b.samples[i].values);
+  for (size_t i = 0; i < probe.samples.size(); ++i)
+    EXPECT_EQ(after_a.samples[i].values, after_b.samples[i].values);
 
   // A saved folder (decoder + value_head.safetensors) loads as the same critic.
   auto loaded = critic_core::load(dir_ / "ck1" / "model", at::kFloat, at::kCPU, {});
@@ -236,13 +242,16 @@ TEST_F(CriticKind, ChecksParamsAndPorts) {
 
   test_system ts(registry_);
   auto critic = spawn(ts.sys(), 1e-3, 1);
-  auto r = ask<node_reply>(ts.sys(), critic, process_atom::value, std::string("batches"), wrap(sample_group{}));
+  auto r = ask<node_reply>(ts.sys(), critic, process_atom::value, std::string("batches"),
+                           wrap(sample_group{}));
   ASSERT_FALSE(r);
   EXPECT_NE(ts.sys().render(r.error()).find("no input port 'batches'"), std::string::npos);
   // "train" is a learner's batch port: its groups come in `train` requests, never one by one.
-  auto one = ask<node_reply>(ts.sys(), critic, process_atom::value, std::string("train"), wrap(sample_group{}));
+  auto one = ask<node_reply>(ts.sys(), critic, process_atom::value, std::string("train"),
+                             wrap(sample_group{}));
   ASSERT_FALSE(one);
-  EXPECT_NE(ts.sys().render(one.error()).find("port 'train' takes the learner's batches"), std::string::npos);
+  EXPECT_NE(ts.sys().render(one.error()).find("port 'train' takes the learner's batches"),
+            std::string::npos);
   EXPECT_EQ(registry_.find("critic")->role, role::learner);
 }
 

@@ -1,13 +1,12 @@
 #include "actors/data/data_kind.hpp"
 
+#include <caf/all.hpp>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <caf/all.hpp>
-#include <nlohmann/json.hpp>
-
-#include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "milesrt/data.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -96,7 +95,8 @@ source_actor::behavior_type data_fn(source_actor::stateful_pointer<data_state> s
           }
           if (st.options.epochs != 0 && st.pos.epoch >= st.options.epochs) break;
           if (!st.order_valid) {
-            st.order = epoch_order(recs.size(), st.options.shuffle, st.pos.order_seed, st.pos.epoch);
+            st.order =
+                epoch_order(recs.size(), st.options.shuffle, st.pos.order_seed, st.pos.epoch);
             st.order_valid = true;
           }
           const data_record& r = recs[st.order[st.pos.index++]];
@@ -107,7 +107,8 @@ source_actor::behavior_type data_fn(source_actor::stateful_pointer<data_state> s
           p.response = r.response;
           p.messages_json = r.messages_json;
           if (st.options.as_chat && p.messages_json.empty()) {
-            p.messages_json = nlohmann::json::array({{{"role", "user"}, {"content", r.prompt}}}).dump();
+            p.messages_json =
+                nlohmann::json::array({{{"role", "user"}, {"content", r.prompt}}}).dump();
           }
           envelope e;
           e.payload = caf::make_message(std::move(p));
@@ -176,9 +177,8 @@ void register_data_kind(runtime::kind_registry& registry) {
   // A restarted source starts afresh; the driver asks it again for what the dead one owed.
   k.restartable = true;
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::data

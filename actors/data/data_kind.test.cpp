@@ -3,13 +3,13 @@
 #include "actors/data/data_kind.hpp"
 
 #include <gtest/gtest.h>
-
-#include <fstream>
 #include <unistd.h>
 
-#include "runtime/testing/kind_testing.hpp"
+#include <fstream>
+
 #include "actors/lib/llm/messages.hpp"
 #include "milesrt/data.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::data {
 namespace {
@@ -24,7 +24,8 @@ class DataKind : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("milesrt-data-kind-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     std::ofstream out(dir_ / "d.jsonl");
-    for (int i = 0; i < 20; ++i) out << R"({"prompt": "p)" << i << R"(", "label": )" << i * 10 << "}\n";
+    for (int i = 0; i < 20; ++i)
+      out << R"({"prompt": "p)" << i << R"(", "label": )" << i * 10 << "}\n";
     register_data_kind(kinds_);
     system_ = std::make_unique<test_system>(kinds_);
   }
@@ -102,7 +103,7 @@ TEST_F(DataKind, ShufflesEachEpochWithTheSeeds) {
   EXPECT_EQ(sorted2, plain);
   EXPECT_NE(e1, e2);
   EXPECT_NE(e1, texts(produce(spawn(false, 1), 20)));
-  EXPECT_EQ(e1, texts(produce(spawn(true, 2), 20)));                 // the same seeds, the same order
+  EXPECT_EQ(e1, texts(produce(spawn(true, 2), 20)));  // the same seeds, the same order
   EXPECT_NE(e1, texts(produce(spawn(true, 2, /*run_seed=*/2), 20)));  // the run's seed counts
 }
 
@@ -137,12 +138,14 @@ TEST_F(DataKind, RefusesTheStateOfAnotherDataset) {
   produce(a, 2);
   auto state = ask<actor_state>(system_->sys(), a, snapshot_atom::value, dir_.string());
   ASSERT_TRUE(state);
-  std::ofstream(dir_ / "d.jsonl", std::ios::app) << R"({"prompt": "one more"})" << "\n";
+  std::ofstream(dir_ / "d.jsonl", std::ios::app) << R"({"prompt": "one more"})"
+                                                 << "\n";
   auto b = spawn(false, 1);
   auto ok = ask<bool>(system_->sys(), b, restore_atom::value, dir_.string(), *state);
   ASSERT_TRUE(ok);
   EXPECT_FALSE(*ok);
-  auto garbage = ask<bool>(system_->sys(), b, restore_atom::value, dir_.string(), actor_state{{1, 2, 3}});
+  auto garbage =
+      ask<bool>(system_->sys(), b, restore_atom::value, dir_.string(), actor_state{{1, 2, 3}});
   ASSERT_TRUE(garbage);
   EXPECT_FALSE(*garbage);
 }
@@ -169,7 +172,8 @@ TEST_F(DataKind, ChecksItsParams) {
     kind->spawn(system_->sys(), bad.setup());
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find((dir_ / "bad.jsonl").string() + ":2: not valid JSON"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find((dir_ / "bad.jsonl").string() + ":2: not valid JSON"),
+              std::string::npos)
         << e.what();
   }
 }

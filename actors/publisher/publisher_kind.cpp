@@ -27,8 +27,9 @@ using Transport = schema::PublisherParams::Transport;
 /// collectives), which they join once they get the update.
 using ncclgo_atom = caf::atom_constant<caf::atom("ncclgo")>;
 
-using publisher_actor = stage_actor::extend<caf::replies_to<fullcopy_atom, uint64_t>::with<std::string>,
-                                            caf::reacts_to<ncclgo_atom>>;
+using publisher_actor =
+    stage_actor::extend<caf::replies_to<fullcopy_atom, uint64_t>::with<std::string>,
+                        caf::reacts_to<ncclgo_atom>>;
 
 struct publisher_state {
   std::string name;
@@ -46,8 +47,9 @@ struct publisher_state {
 caf::expected<published_version> find_version(publisher_state& st, const weights_ref& ref) {
   auto live = st.versions->live(ref.channel);
   if (!live) {
-    return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': no trainer '" + ref.channel +
-                                                        "' in this process (place the publisher with the trainer)");
+    return caf::make_error(caf::sec::runtime_error,
+                           "publisher '" + st.name + "': no trainer '" + ref.channel +
+                               "' in this process (place the publisher with the trainer)");
   }
   published_version v;
   v.version = ref.version;
@@ -56,9 +58,11 @@ caf::expected<published_version> find_version(publisher_state& st, const weights
     v.frozen = true;
     if (!v.weights) {
       return caf::make_error(caf::sec::runtime_error,
-                             "publisher '" + st.name + "': trainer '" + ref.channel + "' has no copy of version " +
-                                 std::to_string(ref.version) + " (it keeps " + st.versions->kept_range(ref.channel) +
-                                 "; handover = copy needs a trainer that announces its versions to the weights library)");
+                             "publisher '" + st.name + "': trainer '" + ref.channel +
+                                 "' has no copy of version " + std::to_string(ref.version) +
+                                 " (it keeps " + st.versions->kept_range(ref.channel) +
+                                 "; handover = copy needs a trainer that announces its versions to "
+                                 "the weights library)");
     }
     return v;
   }
@@ -68,12 +72,13 @@ caf::expected<published_version> find_version(publisher_state& st, const weights
     // The trainer went on training before this version was published: the engines would read
     // weights that change under them (an async schedule with handover = share).
     st.warned_share = true;
-    std::fprintf(stderr,
-                 "publisher '%s': trainer '%s' is at version %llu while version %llu is published; with "
-                 "handover = share the engines read weights that training changes (an async schedule needs "
-                 "publisher.handover = copy)\n",
-                 st.name.c_str(), ref.channel.c_str(), static_cast<unsigned long long>(latest),
-                 static_cast<unsigned long long>(ref.version));
+    std::fprintf(
+        stderr,
+        "publisher '%s': trainer '%s' is at version %llu while version %llu is published; with "
+        "handover = share the engines read weights that training changes (an async schedule needs "
+        "publisher.handover = copy)\n",
+        st.name.c_str(), ref.channel.c_str(), static_cast<unsigned long long>(latest),
+        static_cast<unsigned long long>(ref.version));
   }
   return v;
 }
@@ -85,8 +90,9 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         auto& st = self->state;
         if (port != "weights" || !e.payload.match_elements<weights_ref>()) {
-          return caf::make_error(caf::sec::unexpected_message,
-                                 "publisher '" + st.name + "': port '" + port + "' expects a weights_ref");
+          return caf::make_error(
+              caf::sec::unexpected_message,
+              "publisher '" + st.name + "': port '" + port + "' expects a weights_ref");
         }
         const auto& ref = e.payload.get_as<weights_ref>(0);
         auto v = find_version(st, ref);
@@ -104,15 +110,18 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
           u.transport = st.out->name();
           const bool after_reply = st.out->publish(*v, u);
           if (st.verify && !u.share) u.hashes = param_hashes(*v->weights);
-          if (after_reply) self->send(self, ncclgo_atom::value);  // handled after this answer went out
+          if (after_reply)
+            self->send(self, ncclgo_atom::value);  // handled after this answer went out
         } catch (const std::exception& ex) {
           return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "', version " +
-                                                              std::to_string(ref.version) + ": " + ex.what());
+                                                              std::to_string(ref.version) + ": " +
+                                                              ex.what());
         }
         node_reply reply;
         reply.metrics["publish_seconds"] =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        reply.metrics["publish_bytes"] = static_cast<double>(buffer.numel() * buffer.element_size());
+        reply.metrics["publish_bytes"] =
+            static_cast<double>(buffer.numel() * buffer.element_size());
         envelope out;
         out.min_version = out.max_version = ref.version;
         out.payload = caf::make_message(std::move(u));
@@ -125,9 +134,11 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
           if (!st.out) throw full_copy_refused("has published nothing on disk");
           return st.out->full_copy(version);
         } catch (const full_copy_refused& ex) {
-          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "' " + ex.what());
+          return caf::make_error(caf::sec::runtime_error,
+                                 "publisher '" + st.name + "' " + ex.what());
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "': " + ex.what());
+          return caf::make_error(caf::sec::runtime_error,
+                                 "publisher '" + st.name + "': " + ex.what());
         }
       },
       [=](ncclgo_atom) {
@@ -137,7 +148,8 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
         } catch (const std::exception& ex) {
           // Nobody waits on this message: the engines' requests meet their deadlines, and this
           // line says why.
-          std::fprintf(stderr, "publisher '%s': %s: %s\n", st.name.c_str(), st.out->name(), ex.what());
+          std::fprintf(stderr, "publisher '%s': %s: %s\n", st.name.c_str(), st.out->name(),
+                       ex.what());
           self->quit(caf::make_error(caf::sec::runtime_error, ex.what()));
         }
       },
@@ -150,11 +162,13 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::PublisherParams>();
   std::vector<std::string> problems;
   auto t = p.getTransport();
-  if (t == schema::PublisherParams::Transport::BROADCAST || t == schema::PublisherParams::Transport::P2P) {
+  if (t == schema::PublisherParams::Transport::BROADCAST ||
+      t == schema::PublisherParams::Transport::P2P) {
 #ifndef MILESRT_PUBLISHER_HAVE_NCCL
     problems.push_back("transport: " + transport_name(t) + " needs a build with CUDA and NCCL");
 #endif
-    if (p.getEngines() == 0) problems.push_back("engines: must be at least 1 for " + transport_name(t));
+    if (p.getEngines() == 0)
+      problems.push_back("engines: must be at least 1 for " + transport_name(t));
     if (p.getBucketMb() == 0) problems.push_back("bucketMb: must be at least 1");
   }
   if (p.getKeepVersions() == 0) problems.push_back("keepVersions: must be at least 1");
@@ -166,7 +180,9 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
 void register_publisher_kind(kind_registry& registry) {
   kind_descriptor k;
   k.name = "publisher";
-  k.summary = "moves each trained version to the rollout engines (colocated, ipc, disk_delta, broadcast, p2p)";
+  k.summary =
+      "moves each trained version to the rollout engines (colocated, ipc, disk_delta, broadcast, "
+      "p2p)";
   k.role = role::stage;
   k.inputs = {{"weights", weights::port_type::trained_weights, "a new version from the trainer"}};
   k.outputs = {{"updates", weights::port_type::weights, "what each engine applies"}};
@@ -174,7 +190,8 @@ void register_publisher_kind(kind_registry& registry) {
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::PublisherParams>();
-    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.publisher." + problem);
+    for (const auto& problem : check(*s.params_struct))
+      throw std::invalid_argument("params.publisher." + problem);
     auto init = std::make_shared<publisher_state>();
     init->name = s.name;
     init->kind = p.getTransport();
@@ -194,7 +211,9 @@ void register_publisher_kind(kind_registry& registry) {
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(publisher_fn, init));
   };
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_weights>(); });
+  registry.add_types([](caf::actor_system_config& cfg) {
+    cfg.add_message_types<caf::id_block::milesrt_weights>();
+  });
 }
 
 }  // namespace milesrt::publisher

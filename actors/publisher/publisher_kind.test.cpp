@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/tiny_model_testing.hpp"
@@ -18,8 +17,8 @@
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
 #include "actors/lib/weights/tensor_hash.hpp"
-#include "runtime/testing/kind_testing.hpp"
 #include "milesrt/publisher.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::publisher {
 using namespace milesrt::weights;
@@ -80,7 +79,8 @@ class PublisherKind : public ::testing::Test {
     EXPECT_EQ(out.item.min_version, version);
     EXPECT_EQ(out.item.max_version, version);
     EXPECT_TRUE(reply->metrics.count("publish_seconds"));
-    EXPECT_EQ(reply->metrics.at("publish_bytes"), static_cast<double>(trainer_->params().buffer().nbytes()));
+    EXPECT_EQ(reply->metrics.at("publish_bytes"),
+              static_cast<double>(trainer_->params().buffer().nbytes()));
     EXPECT_TRUE(out.item.payload.match_elements<weights_update>());
     if (!out.item.payload.match_elements<weights_update>()) return {};
     return out.item.payload.get_as<weights_update>(0);
@@ -88,9 +88,9 @@ class PublisherKind : public ::testing::Test {
 
   kind_registry kinds_;
   std::unique_ptr<test_system> system_;
-  fs::path dir_ = fs::temp_directory_path() /
-                  ("milesrt_publisher_kind_" + std::to_string(::getpid()) + "_" +
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path dir_ =
+      fs::temp_directory_path() / ("milesrt_publisher_kind_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::unique_ptr<llm::decoder> trainer_ = llm::testing::tiny_model(1);
   std::unique_ptr<llm::decoder> engine_ = llm::testing::tiny_model(2);
   std::shared_ptr<process_store> store_ = std::make_shared<process_store>();
@@ -146,11 +146,13 @@ TEST_F(PublisherKind, CopyKeepsAPublishedVersionIntactWhileTheTrainerTrains) {
   r.apply(*engine_, u, *versions_);  // verifies the hashes of version 1 too
   EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1));
   nudge(*trainer_, 32);
-  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1)) << "training reached the published version";
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1))
+      << "training reached the published version";
   // A version the trainer did not announce (so no copy was taken) is refused, not read live.
   weights_ref unannounced = ref;
   unannounced.version = 7;
-  auto refused = ask<node_reply>(sys(), a, process_atom::value, std::string("weights"), wrap(unannounced));
+  auto refused =
+      ask<node_reply>(sys(), a, process_atom::value, std::string("weights"), wrap(unannounced));
   ASSERT_FALSE(refused);
   EXPECT_NE(sys().render(refused.error()).find("has no copy of version 7"), std::string::npos)
       << sys().render(refused.error());
@@ -165,7 +167,8 @@ TEST_F(PublisherKind, ShareHandsOverTheSameBufferAndCopyNeverDoes) {
   auto copied = spawn(Transport::COLOCATED, Handover::COPY);
   r.apply(*engine_, publish(copied, 2), *versions_);
   EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
-  EXPECT_EQ(engine_->params().buffer().data_ptr(), versions_->frozen("trainer", 2)->buffer().data_ptr());
+  EXPECT_EQ(engine_->params().buffer().data_ptr(),
+            versions_->frozen("trainer", 2)->buffer().data_ptr());
 }
 
 TEST_F(PublisherKind, IpcPublishesIntoASegmentTheReceiverReads) {
@@ -254,22 +257,27 @@ TEST_F(PublisherKind, FullCopyHoldsTheRequestedVersionAfterTheTrainerMovedOn) {
     error = e.what();
   }
   EXPECT_EQ(error, "");
-  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v2)) << "the full copy is not version 2";
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v2))
+      << "the full copy is not version 2";
 }
 
 TEST_F(PublisherKind, FullCopyRequestBeforeAnyDiskPublishIsAnError) {
   auto a = spawn(Transport::DISK_DELTA, Handover::SHARE);
   auto reply = ask<std::string>(sys(), a, fullcopy_atom::value, uint64_t{1});
   ASSERT_FALSE(reply);
-  EXPECT_NE(sys().render(reply.error()).find("publisher 'pub' has published nothing on disk"), std::string::npos)
+  EXPECT_NE(sys().render(reply.error()).find("publisher 'pub' has published nothing on disk"),
+            std::string::npos)
       << sys().render(reply.error());
 }
 
 TEST_F(PublisherKind, ErrorsNameThePublisherAndTheProblem) {
   auto a = spawn(Transport::COLOCATED, Handover::SHARE);
-  auto wrong_port = ask<node_reply>(sys(), a, process_atom::value, std::string("batches"), wrap(weights_ref{}));
+  auto wrong_port =
+      ask<node_reply>(sys(), a, process_atom::value, std::string("batches"), wrap(weights_ref{}));
   ASSERT_FALSE(wrong_port);
-  EXPECT_NE(sys().render(wrong_port.error()).find("publisher 'pub': port 'batches' expects a weights_ref"),
+  EXPECT_NE(sys()
+                .render(wrong_port.error())
+                .find("publisher 'pub': port 'batches' expects a weights_ref"),
             std::string::npos)
       << sys().render(wrong_port.error());
   weights_ref ref;
@@ -285,7 +293,8 @@ TEST_F(PublisherKind, ErrorsNameThePublisherAndTheProblem) {
   p->setEngines(0);
   auto problems = kinds_.find("publisher")->check_params(capnp::toDynamic(p->asReader()));
   ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems.back().find("engines: must be at least 1"), std::string::npos) << problems.back();
+  EXPECT_NE(problems.back().find("engines: must be at least 1"), std::string::npos)
+      << problems.back();
   EXPECT_THROW(kinds_.find("publisher")->spawn(sys(), p.setup()), std::invalid_argument);
   params_of<schema::PublisherParams> none_kept;
   none_kept->setKeepVersions(0);

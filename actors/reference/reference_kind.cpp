@@ -3,9 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <chrono>
-
 #include <caf/all.hpp>
+#include <chrono>
 
 #include "actors/lib/llm/device.hpp"
 #include "milesrt/reference.capnp.h"
@@ -29,19 +28,25 @@ stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         auto& st = self->state;
         const std::string who = "reference '" + st.name + "'";
-        if (port != "groups") return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
+        if (port != "groups")
+          return caf::make_error(caf::sec::unexpected_message,
+                                 who + ": no input port '" + port + "'");
         if (!e.payload.match_elements<sample_group>()) {
-          return caf::make_error(caf::sec::unexpected_message, who + ": port 'groups' expects a sample_group");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 who + ": port 'groups' expects a sample_group");
         }
         auto group = e.payload.get_as<sample_group>(0);
         const auto t0 = std::chrono::steady_clock::now();
         try {
           set_ref_logprobs(*st.model, st.temperature, group);
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, who + ", group " + std::to_string(group.group_id) + ": " + ex.what());
+          return caf::make_error(
+              caf::sec::runtime_error,
+              who + ", group " + std::to_string(group.group_id) + ": " + ex.what());
         }
         node_reply reply;
-        reply.metrics["ref_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        reply.metrics["ref_seconds"] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         envelope out = e;
         out.payload = caf::make_message(std::move(group));
         reply.outputs.push_back({"groups", std::move(out)});
@@ -72,7 +77,8 @@ void set_ref_logprobs(const llm::decoder& model, double temperature, sample_grou
     auto& s = group.samples[i];
     s.ref_logprobs.clear();
     if (s.output.empty()) continue;
-    if (s.prompt.empty()) throw std::invalid_argument("sample " + std::to_string(i) + " has no prompt token");
+    if (s.prompt.empty())
+      throw std::invalid_argument("sample " + std::to_string(i) + " has no prompt token");
     std::vector<int64_t> full = s.prompt;
     full.insert(full.end(), s.output.begin(), s.output.end());
     seqs.push_back(std::move(full));
@@ -96,12 +102,14 @@ void register_reference_kind(kind_registry& registry) {
   k.summary = "a frozen reference model: sets each sample's ref_logprobs (for KL to the reference)";
   k.role = role::stage;
   k.inputs = {{"groups", llm::port_type::scored_group, "a scored group"}};
-  k.outputs = {{"groups", llm::port_type::scored_group, "the group with each sample's reference log-probs"}};
+  k.outputs = {
+      {"groups", llm::port_type::scored_group, "the group with each sample's reference log-probs"}};
   k.params_member = "reference";
   k.check_params = check;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::ReferenceParams>();
-    for (const auto& problem : check(*s.params_struct)) throw std::invalid_argument("params.reference." + problem);
+    for (const auto& problem : check(*s.params_struct))
+      throw std::invalid_argument("params.reference." + problem);
     auto init = std::make_shared<reference_state>();
     init->name = s.name;
     init->temperature = p.getTemperature();
@@ -112,9 +120,8 @@ void register_reference_kind(kind_registry& registry) {
   };
   k.restartable = true;  // frozen: a fresh replica is the same
   registry.add(k);
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::reference

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model.hpp"
 #include "runtime/core/kind.hpp"
 
 namespace milesrt::reference {

@@ -3,14 +3,13 @@
 // at the configured temperature; params checks; a wrong port is an error.
 #include "actors/reference/reference_kind.hpp"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <ATen/ATen.h>
-
 #include "actors/lib/llm/tiny_model_testing.hpp"
-#include "runtime/testing/kind_testing.hpp"
 #include "milesrt/reference.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::reference {
 namespace {
@@ -52,8 +51,10 @@ TEST_F(ReferenceKind, LogprobsAreScoreSequencesBitwise) {
   sample_group g;
   g.group_id = 5;
   g.samples = {sample({1, 2, 3}, {4, 5, 6, 7}), sample({1, 9}, {10}), sample({8, 8, 8, 8, 8}, {}),
-               sample({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3}, {8, 4, 6, 2, 6, 4, 3, 3, 8, 3})};
-  auto reply = ask<node_reply>(ts.sys(), actor, process_atom::value, std::string("groups"), wrap(g, 42, 3, 4));
+               sample({3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3},
+                      {8, 4, 6, 2, 6, 4, 3, 3, 8, 3})};
+  auto reply = ask<node_reply>(ts.sys(), actor, process_atom::value, std::string("groups"),
+                               wrap(g, 42, 3, 4));
   ASSERT_TRUE(reply) << ts.sys().render(reply.error());
   ASSERT_EQ(reply->outputs.size(), 1u);
   EXPECT_EQ(reply->outputs[0].port, "groups");
@@ -105,7 +106,8 @@ TEST_F(ReferenceKind, RejectsOtherPortsAndPayloads) {
   auto r1 = ask<node_reply>(ts.sys(), actor, process_atom::value, std::string("scored"), wrap(g));
   ASSERT_FALSE(r1);
   EXPECT_NE(ts.sys().render(r1.error()).find("no input port 'scored'"), std::string::npos);
-  auto r2 = ask<node_reply>(ts.sys(), actor, process_atom::value, std::string("groups"), wrap(std::string("x")));
+  auto r2 = ask<node_reply>(ts.sys(), actor, process_atom::value, std::string("groups"),
+                            wrap(std::string("x")));
   ASSERT_FALSE(r2);
   EXPECT_NE(ts.sys().render(r2.error()).find("expects a sample_group"), std::string::npos);
   g.samples = {sample({}, {2})};

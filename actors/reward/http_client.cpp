@@ -1,13 +1,12 @@
 #include "actors/reward/http_client.hpp"
 
-#include <stdexcept>
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <stdexcept>
 
 namespace milesrt::reward {
 namespace {
@@ -43,7 +42,8 @@ std::optional<http_url> parse_http_url(const std::string& url, std::string& erro
   if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
     u.port = authority.substr(colon + 1);
     authority = authority.substr(0, colon);
-    if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos || std::stoul(u.port) > 65535) {
+    if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(u.port) > 65535) {
       error = "bad port '" + u.port + "'";
       return std::nullopt;
     }
@@ -59,7 +59,8 @@ std::optional<http_url> parse_http_url(const std::string& url, std::string& erro
   return u;
 }
 
-http_response http_post(const http_url& url, const std::string& body, std::chrono::duration<double> timeout) {
+http_response http_post(const http_url& url, const std::string& body,
+                        std::chrono::duration<double> timeout) {
   asio::io_context ioc;
   tcp::resolver resolver(ioc);
   beast::tcp_stream stream(ioc);
@@ -83,19 +84,20 @@ http_response http_post(const http_url& url, const std::string& body, std::chron
   };
   const auto deadline = std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
   stream.expires_after(deadline);
-  resolver.async_resolve(url.host, url.port, [&](beast::error_code ec, tcp::resolver::results_type results) {
-    if (ec) return fail(ec, "resolve");
-    stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
-      if (ec) return fail(ec, "connect");
-      http::async_write(stream, req, [&](beast::error_code ec, size_t) {
-        if (ec) return fail(ec, "send");
-        http::async_read(stream, buffer, parser, [&](beast::error_code ec, size_t) {
-          if (ec) return fail(ec, "read the answer");
-          done = true;
+  resolver.async_resolve(
+      url.host, url.port, [&](beast::error_code ec, tcp::resolver::results_type results) {
+        if (ec) return fail(ec, "resolve");
+        stream.async_connect(results, [&](beast::error_code ec, const tcp::endpoint&) {
+          if (ec) return fail(ec, "connect");
+          http::async_write(stream, req, [&](beast::error_code ec, size_t) {
+            if (ec) return fail(ec, "send");
+            http::async_read(stream, buffer, parser, [&](beast::error_code ec, size_t) {
+              if (ec) return fail(ec, "read the answer");
+              done = true;
+            });
+          });
         });
       });
-    });
-  });
   ioc.run_for(deadline);
   if (!done && !failure) {
     resolver.cancel();
@@ -105,7 +107,8 @@ http_response http_post(const http_url& url, const std::string& body, std::chron
   }
   if (failure) {
     if (failure == beast::error::timeout) {
-      throw std::runtime_error("timed out after " + seconds_text(timeout.count()) + " (" + failed_step + ")");
+      throw std::runtime_error("timed out after " + seconds_text(timeout.count()) + " (" +
+                               failed_step + ")");
     }
     throw std::runtime_error("cannot " + failed_step + ": " + failure.message());
   }

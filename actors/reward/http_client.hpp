@@ -26,6 +26,7 @@ struct http_response {
 
 /// POSTs `body` (application/json) and reads the answer, all within `timeout`. Throws
 /// std::runtime_error naming the problem ("timed out after 2s", "connection refused", ...).
-http_response http_post(const http_url& url, const std::string& body, std::chrono::duration<double> timeout);
+http_response http_post(const http_url& url, const std::string& body,
+                        std::chrono::duration<double> timeout);
 
 }  // namespace milesrt::reward

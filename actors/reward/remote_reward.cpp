@@ -1,10 +1,9 @@
 #include "actors/reward/remote_reward.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "actors/reward/http_client.hpp"
 
@@ -15,7 +14,8 @@ std::string reward_request_body(const llm::sample_group& group) {
   for (const auto& s : group.samples) {
     samples.push_back({{"prompt_ids", s.prompt}, {"output_ids", s.output}, {"text", s.text}});
   }
-  nlohmann::json body = {{"group_id", group.group_id}, {"label", group.label}, {"samples", std::move(samples)}};
+  nlohmann::json body = {
+      {"group_id", group.group_id}, {"label", group.label}, {"samples", std::move(samples)}};
   // Completions may cut a UTF-8 sequence in half: replace, do not throw.
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -33,21 +33,22 @@ std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
   }
   const auto& rewards = j["rewards"];
   if (rewards.size() != count) {
-    throw std::invalid_argument("the answer has " + std::to_string(rewards.size()) + " rewards for " +
-                                std::to_string(count) + " samples");
+    throw std::invalid_argument("the answer has " + std::to_string(rewards.size()) +
+                                " rewards for " + std::to_string(count) + " samples");
   }
   std::vector<float> out;
   for (size_t i = 0; i < rewards.size(); ++i) {
     if (!rewards[i].is_number()) {
-      throw std::invalid_argument("rewards[" + std::to_string(i) + "] is " + rewards[i].type_name() +
-                                  ", not a number");
+      throw std::invalid_argument("rewards[" + std::to_string(i) + "] is " +
+                                  rewards[i].type_name() + ", not a number");
     }
     out.push_back(rewards[i].get<float>());
   }
   return out;
 }
 
-std::vector<float> fetch_rewards(const remote_reward_config& config, const llm::sample_group& group) {
+std::vector<float> fetch_rewards(const remote_reward_config& config,
+                                 const llm::sample_group& group) {
   const std::string where = "POST " + config.url + ": ";
   std::string error;
   auto url = parse_http_url(config.url, error);

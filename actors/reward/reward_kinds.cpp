@@ -1,11 +1,10 @@
 #include "actors/reward/reward_kinds.hpp"
 
+#include <caf/all.hpp>
 #include <cmath>
 
-#include <caf/all.hpp>
-
-#include "actors/reward/http_client.hpp"
 #include "actors/lib/tasks/math_answer.hpp"
+#include "actors/reward/http_client.hpp"
 #include "actors/reward/remote_reward.hpp"
 #include "milesrt/reward.capnp.h"
 #include "runtime/core/interfaces.hpp"
@@ -18,7 +17,8 @@ using llm::sample_group;
 /// The group of an envelope arriving on "groups", or an error naming the kind.
 caf::expected<sample_group> group_of(const char* kind, const std::string& port, const envelope& e) {
   if (port != "groups") {
-    return caf::make_error(caf::sec::unexpected_message, std::string(kind) + ": no input port '" + port + "'");
+    return caf::make_error(caf::sec::unexpected_message,
+                           std::string(kind) + ": no input port '" + port + "'");
   }
   if (!e.payload.match_elements<sample_group>()) {
     return caf::make_error(caf::sec::unexpected_message,
@@ -77,7 +77,8 @@ stage_actor::behavior_type remote_fn(stage_actor::pointer self, remote_reward_co
         try {
           rewards = fetch_rewards(config, *group);
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, std::string("remote_reward: ") + ex.what());
+          return caf::make_error(caf::sec::runtime_error,
+                                 std::string("remote_reward: ") + ex.what());
         }
         for (size_t i = 0; i < rewards.size(); ++i) group->samples[i].reward = rewards[i];
         metric_map m = reward_metrics(group->samples);
@@ -90,8 +91,10 @@ stage_actor::behavior_type remote_fn(stage_actor::pointer self, remote_reward_co
   };
 }
 
-const std::vector<port_spec> reward_inputs = {{"groups", llm::port_type::sample_group, "the samples of one prompt"}};
-const std::vector<port_spec> reward_outputs = {{"scored", llm::port_type::scored_group, "the group with each sample's reward"}};
+const std::vector<port_spec> reward_inputs = {
+    {"groups", llm::port_type::sample_group, "the samples of one prompt"}};
+const std::vector<port_spec> reward_outputs = {
+    {"scored", llm::port_type::scored_group, "the group with each sample's reward"}};
 
 }  // namespace
 
@@ -119,7 +122,8 @@ void register_reward_kinds(runtime::kind_registry& registry) {
     auto p = reader.as<schema::MathRewardParams>();
     std::vector<std::string> problems;
     for (auto [name, v] : {std::pair<const char*, double>{"correct", p.getCorrect()},
-                           {"wrong", p.getWrong()}, {"noAnswer", p.getNoAnswer()}}) {
+                           {"wrong", p.getWrong()},
+                           {"noAnswer", p.getNoAnswer()}}) {
       if (!std::isfinite(v)) problems.push_back(std::string(name) + ": must be a finite number");
     }
     return problems;
@@ -160,15 +164,15 @@ void register_reward_kinds(runtime::kind_registry& registry) {
     c.retries = p.getRetries();
     c.backoff_seconds = p.getBackoffSeconds();
     std::string error;
-    if (!parse_http_url(c.url, error)) throw std::invalid_argument("params.remoteReward.url: '" + c.url + "': " + error);
+    if (!parse_http_url(c.url, error))
+      throw std::invalid_argument("params.remoteReward.url: '" + c.url + "': " + error);
     // HTTP requests block: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(remote_fn, c));
   };
   remote.restartable = true;
   registry.add(remote);
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::reward

@@ -6,16 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <functional>
-#include <thread>
-
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
-#include "runtime/testing/kind_testing.hpp"
 #include "milesrt/reward.capnp.h"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::reward {
 namespace {
@@ -32,7 +31,8 @@ class loopback_server {
  public:
   using handler = std::function<std::pair<unsigned, std::string>(const std::string&)>;
 
-  explicit loopback_server(handler h) : handler_(std::move(h)), acceptor_(ioc_, {boost::asio::ip::address_v4::loopback(), 0}) {
+  explicit loopback_server(handler h)
+      : handler_(std::move(h)), acceptor_(ioc_, {boost::asio::ip::address_v4::loopback(), 0}) {
     port_ = acceptor_.local_endpoint().port();
     thread_ = std::thread([this] { serve(); });
   }
@@ -121,7 +121,8 @@ class RewardKinds : public ::testing::Test {
   }
 
   static sample_group three_samples() {
-    return sample_group{7, "12", {sample("a", {5}), sample("bb", {6, 7}), sample("ccc", {8, 9, 10})}};
+    return sample_group{
+        7, "12", {sample("a", {5}), sample("bb", {6, 7}), sample("ccc", {8, 9, 10})}};
   }
 
   kind_registry kinds_;
@@ -134,9 +135,12 @@ TEST_F(RewardKinds, MathRewardScoresEachSampleAgainstTheLabel) {
   p->setWrong(-0.5);
   p->setNoAnswer(-1);
   auto a = kinds_.find("math_reward")->spawn(sys(), p.setup());
-  sample_group g{3, "12", {sample("so \\boxed{12}"), sample("The answer is 13."), sample("no idea"),
-                           sample("Answer: 12.0")}};
-  auto reply = ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(g, 42, 4, 6));
+  sample_group g{3,
+                 "12",
+                 {sample("so \\boxed{12}"), sample("The answer is 13."), sample("no idea"),
+                  sample("Answer: 12.0")}};
+  auto reply =
+      ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(g, 42, 4, 6));
   ASSERT_TRUE(reply) << sys().render(reply.error());
   ASSERT_EQ(reply->outputs.size(), 1u);
   const auto& out = reply->outputs[0];
@@ -158,9 +162,11 @@ TEST_F(RewardKinds, MathRewardScoresEachSampleAgainstTheLabel) {
   // Rewards 1, -0.5, -1, 1 around 0.125: variance (0.765625 + 0.390625 + 1.265625 + 0.765625) / 4.
   EXPECT_NEAR(reply->metrics.at("reward_std"), std::sqrt(3.1875 / 4), 1e-6);
 
-  auto wrong = ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(uint64_t{5}));
+  auto wrong =
+      ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(uint64_t{5}));
   ASSERT_FALSE(wrong);
-  EXPECT_NE(sys().render(wrong.error()).find("math_reward: port 'groups' expects a sample_group"), std::string::npos);
+  EXPECT_NE(sys().render(wrong.error()).find("math_reward: port 'groups' expects a sample_group"),
+            std::string::npos);
 }
 
 TEST_F(RewardKinds, RemoteRewardAsksTheServer) {
@@ -171,7 +177,8 @@ TEST_F(RewardKinds, RemoteRewardAsksTheServer) {
     return std::make_pair(200u, nlohmann::json{{"rewards", rewards}}.dump());
   });
   auto a = spawn_remote(server.url(), 5, 0);
-  auto reply = ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(three_samples(), 9, 1, 2));
+  auto reply = ask<node_reply>(sys(), a, process_atom::value, std::string("groups"),
+                               wrap(three_samples(), 9, 1, 2));
   ASSERT_TRUE(reply) << sys().render(reply.error());
   ASSERT_EQ(reply->outputs.size(), 1u);
   EXPECT_EQ(reply->outputs[0].port, "scored");
@@ -198,25 +205,32 @@ TEST_F(RewardKinds, RemoteRewardRetriesAfterAServerError) {
     return std::make_pair(200u, std::string(R"({"rewards": [1, 0, 1]})"));
   });
   auto a = spawn_remote(server.url(), 5, 2);
-  auto reply = ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(three_samples()));
+  auto reply =
+      ask<node_reply>(sys(), a, process_atom::value, std::string("groups"), wrap(three_samples()));
   ASSERT_TRUE(reply) << sys().render(reply.error());
   EXPECT_EQ(server.requests(), 2);
   EXPECT_EQ(reply->outputs[0].item.payload.get_as<sample_group>(0).samples[1].reward, 0.0f);
 }
 
 TEST_F(RewardKinds, RemoteRewardReportsAMalformedAnswerWithoutRetrying) {
-  loopback_server server([](const std::string&) { return std::make_pair(200u, std::string("{rewards: oops")); });
+  loopback_server server(
+      [](const std::string&) { return std::make_pair(200u, std::string("{rewards: oops")); });
   auto error = failure(spawn_remote(server.url(), 5, 3), three_samples());
-  EXPECT_NE(error.find("remote_reward: POST " + server.url() + ": the answer is not JSON: '{rewards: oops'"),
+  EXPECT_NE(error.find("remote_reward: POST " + server.url() +
+                       ": the answer is not JSON: '{rewards: oops'"),
             std::string::npos)
       << error;
   EXPECT_EQ(server.requests(), 1);
 }
 
 TEST_F(RewardKinds, RemoteRewardReportsAWrongCount) {
-  loopback_server server([](const std::string&) { return std::make_pair(200u, std::string(R"({"rewards": [1, 2]})")); });
+  loopback_server server([](const std::string&) {
+    return std::make_pair(200u, std::string(R"({"rewards": [1, 2]})"));
+  });
   auto error = failure(spawn_remote(server.url(), 5, 0), three_samples());
-  EXPECT_NE(error.find("POST " + server.url() + ": the answer has 2 rewards for 3 samples"), std::string::npos) << error;
+  EXPECT_NE(error.find("POST " + server.url() + ": the answer has 2 rewards for 3 samples"),
+            std::string::npos)
+      << error;
 }
 
 TEST_F(RewardKinds, RemoteRewardTimesOut) {
@@ -226,8 +240,10 @@ TEST_F(RewardKinds, RemoteRewardTimesOut) {
   });
   const auto start = std::chrono::steady_clock::now();
   auto error = failure(spawn_remote(server.url(), 0.2, 1), three_samples());
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NE(error.find("POST " + server.url() + ": timed out after 0.2s"), std::string::npos) << error;
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(error.find("POST " + server.url() + ": timed out after 0.2s"), std::string::npos)
+      << error;
   EXPECT_NE(error.find("(2 attempts)"), std::string::npos) << error;
   EXPECT_LT(took, 0.75);  // two attempts of 0.2 s, not the server's 0.8 s
 }

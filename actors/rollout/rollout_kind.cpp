@@ -8,22 +8,22 @@
 #include <set>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/text_codec.hpp"
+#include "actors/lib/serving/engine.hpp"
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
-#include "actors/lib/serving/engine.hpp"
-#include "actors/lib/llm/messages.hpp"
-#include "actors/lib/llm/text_codec.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/core/interfaces.hpp"
 #include "runtime/core/progress.hpp"
 
 namespace milesrt::rollout {
-using llm::text_codec;
 using llm::prompt_msg;
 using llm::sample_group;
 using llm::sample_msg;
+using llm::text_codec;
 using namespace milesrt::serving;  // the engine
 namespace {
 using namespace milesrt::runtime;
@@ -47,16 +47,18 @@ struct rollout_state {
   std::unique_ptr<engine> eng;
   sampling_params base;
   pause_mode mode = pause_mode::retract;
-  bool resume_aborted = false;  ///< pauseMode abort: resume the samples cut off, or drop their groups
+  bool resume_aborted =
+      false;  ///< pauseMode abort: resume the samples cut off, or drop their groups
   /// Totals since the start (reported in abort mode): samples an update cut off, groups dropped
   /// for it, samples resumed.
   uint64_t aborted_samples = 0, dropped_groups = 0, resumed_samples = 0;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
-  std::shared_ptr<weights::local_versions> versions;  ///< this process's trainers (colocated publishing)
+  std::shared_ptr<weights::local_versions>
+      versions;                ///< this process's trainers (colocated publishing)
   weights::receiver receiver;  ///< what this engine holds of the published versions
   uint64_t next_request = 1;
   bool stepping = false;
-  double busy_seconds = 0;  ///< time spent in engine steps since the start
+  double busy_seconds = 0;            ///< time spent in engine steps since the start
   bool release_kv_when_idle = false;  ///< colocated: the KV pool goes back between rollout phases
   double retake_seconds = -1;         ///< the last retake of the KV pool (and its graphs), if any
 };
@@ -85,7 +87,8 @@ void add_abort_metrics(const rollout_state& st, node_reply& reply) {
 }
 
 /// Delivers every group whose samples are all in.
-void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const std::vector<sample>& done) {
+void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self,
+                      const std::vector<sample>& done) {
   auto& st = self->state;
   for (const auto& s : done) {
     auto it = st.groups.find(s.request_id);
@@ -115,7 +118,8 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self, const
     reply.metrics["rollout_decode_tokens"] = double(stats.decode_tokens);
     if (st.busy_seconds > 0) {
       // Shares of the same engine time: prefill chunks and decode tokens run in one forward.
-      reply.metrics["rollout_prefill_tokens_per_s"] = double(stats.prefill_tokens) / st.busy_seconds;
+      reply.metrics["rollout_prefill_tokens_per_s"] =
+          double(stats.prefill_tokens) / st.busy_seconds;
       reply.metrics["rollout_decode_tokens_per_s"] = double(stats.decode_tokens) / st.busy_seconds;
     }
     reply.metrics["rollout_running"] = double(stats.running);
@@ -140,7 +144,8 @@ void schedule_step(rollout_actor::stateful_pointer<rollout_state> self) {
 /// Samples a weight update cut off (pauseMode abort) never reach the reward or the trainer as
 /// finished: they go on under the new weights (`aborted = resume`), or their groups are answered
 /// with nothing and counted (`drop`; the driver counts an empty answer as filtered).
-void settle_aborted(rollout_actor::stateful_pointer<rollout_state> self, const std::vector<sample>& cut) {
+void settle_aborted(rollout_actor::stateful_pointer<rollout_state> self,
+                    const std::vector<sample>& cut) {
   auto& st = self->state;
   std::set<uint64_t> dropped;
   for (const auto& s : cut) {
@@ -169,7 +174,8 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
                                         std::shared_ptr<text_codec> codec, engine_config cfg,
                                         sampling_params base, pause_mode mode, bool resume_aborted,
                                         bool release_kv_when_idle,
-                                        std::shared_ptr<runtime::process_store> store, uint32_t replica) {
+                                        std::shared_ptr<runtime::process_store> store,
+                                        uint32_t replica) {
   auto& st = self->state;
   st.versions = store->get_or_make<weights::local_versions>();
   st.receiver.set_rank(static_cast<int>(replica) + 1);  // NCCL transports: the trainer is rank 0
@@ -184,8 +190,8 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         auto& s = self->state;
         if (port == "weights") {
-          uint64_t version = e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0)
-                                                                  : e.max_version;
+          uint64_t version =
+              e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0) : e.max_version;
           node_reply reply;
           if (e.payload.match_elements<weights::weights_update>()) {
             const auto& u = e.payload.get_as<weights::weights_update>(0);
@@ -197,8 +203,9 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             } catch (const std::exception& ex) {
               return caf::make_error(caf::sec::runtime_error,
-                                     "rollout: cannot apply weights version " + std::to_string(u.version) +
-                                         " (" + u.transport + "): " + ex.what());
+                                     "rollout: cannot apply weights version " +
+                                         std::to_string(u.version) + " (" + u.transport +
+                                         "): " + ex.what());
             }
           }
           try {
@@ -209,7 +216,8 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           return reply;
         }
         if (!e.payload.match_elements<prompt_msg>()) {
-          return caf::make_error(caf::sec::unexpected_message, "rollout: port 'prompts' expects a prompt_msg");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 "rollout: port 'prompts' expects a prompt_msg");
         }
         const auto& p = e.payload.get_as<prompt_msg>(0);
         generate_request r;
@@ -219,19 +227,25 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
         r.params.seed = s.base.seed * 1000003 + p.group_id;  // each group its own streams
         try {
           if (r.prompt.empty() && !p.messages_json.empty()) {
-            if (!s.codec) throw std::invalid_argument("chat messages need a tokenizer.json in the model folder");
+            if (!s.codec)
+              throw std::invalid_argument(
+                  "chat messages need a tokenizer.json in the model folder");
             r.prompt = s.codec->encode(s.codec->render(p.messages_json));
           } else if (r.prompt.empty() && !p.text.empty()) {
-            if (!s.codec) throw std::invalid_argument("text prompts need a tokenizer.json in the model folder");
+            if (!s.codec)
+              throw std::invalid_argument("text prompts need a tokenizer.json in the model folder");
             r.prompt = s.codec->encode_prompt(p.text);
           }
-          if (r.prompt.empty()) throw std::invalid_argument("group " + std::to_string(p.group_id) + " has an empty prompt");
+          if (r.prompt.empty())
+            throw std::invalid_argument("group " + std::to_string(p.group_id) +
+                                        " has an empty prompt");
           // Work after an idle engine starts a rollout phase: its peak GPU memory counts from here.
           if (s.eng->idle() && s.groups.empty()) llm::reset_peak_memory(s.model->device());
           if (s.eng->kv_released()) {
             auto t0 = std::chrono::steady_clock::now();
             s.eng->retake_kv();
-            s.retake_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            s.retake_seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           }
           s.eng->add(r);
         } catch (const std::exception& ex) {
@@ -248,12 +262,16 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
         try {
           auto t0 = std::chrono::steady_clock::now();
           auto done = s.eng->step();
-          s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          s.busy_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           deliver_complete(self, done);
           // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.
-          if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty()) s.eng->release_kv(s.mode);
+          if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty())
+            s.eng->release_kv(s.mode);
         } catch (const std::exception& ex) {
-          for (auto& [id, g] : s.groups) g.promise.deliver(caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what()));
+          for (auto& [id, g] : s.groups)
+            g.promise.deliver(
+                caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what()));
           s.groups.clear();
           return;
         }
@@ -271,9 +289,12 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
 /// The text_codec's word for the params' BOS policy.
 std::string bos_word(schema::RolloutParams::BosPolicy b) {
   switch (b) {
-    case schema::RolloutParams::BosPolicy::CONFIG: return "config";
-    case schema::RolloutParams::BosPolicy::NEVER: return "never";
-    default: return "auto";
+    case schema::RolloutParams::BosPolicy::CONFIG:
+      return "config";
+    case schema::RolloutParams::BosPolicy::NEVER:
+      return "never";
+    default:
+      return "auto";
   }
 }
 
@@ -291,30 +312,36 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::RolloutParams>();
     std::vector<std::string> problems;
-    if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
+    if (p.getModel().size() == 0)
+      problems.push_back("model: required (a Hugging Face model folder)");
     const std::string chat = p.getChatTemplate();
     if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
     if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
     if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
-    if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1)) problems.push_back("kvMemoryFraction: must be in [0, 1]");
+    if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1))
+      problems.push_back("kvMemoryFraction: must be in [0, 1]");
     if (p.getSamplesPerPrompt() == 0) problems.push_back("samplesPerPrompt: must be at least 1");
     if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
     if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
     if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
     if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
         p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
-      problems.push_back("aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
+      problems.push_back(
+          "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
     }
     // The template compiles when the actor starts (errors then name its line); here only the file.
     if (!chat.empty() && !std::filesystem::is_regular_file(chat)) {
-      problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template, .jinja)");
+      problems.push_back("chatTemplate: '" + chat +
+                         "' is not a file (a Jinja chat template, .jinja)");
     }
     return problems;
   };
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();
-    if (p.getModel().size() == 0) throw std::invalid_argument("params.rollout.model: a model folder is required");
-    runtime::progress_meter loading(s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
+    if (p.getModel().size() == 0)
+      throw std::invalid_argument("params.rollout.model: a model folder is required");
+    runtime::progress_meter loading(
+        s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
     auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
                                     llm::to_device(p.getDevice()));
     loading.update(1);
@@ -334,19 +361,22 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     base.top_p = p.getTopP();
     base.top_k = p.getTopK();
     base.seed = p.getSeed() + s.seed * 7919 + s.replica;
-    pause_mode mode = p.getPauseMode() == schema::RolloutParams::PauseMode::ABORT     ? pause_mode::abort
-                      : p.getPauseMode() == schema::RolloutParams::PauseMode::IN_PLACE ? pause_mode::in_place
-                                                                                       : pause_mode::retract;
+    pause_mode mode =
+        p.getPauseMode() == schema::RolloutParams::PauseMode::ABORT      ? pause_mode::abort
+        : p.getPauseMode() == schema::RolloutParams::PauseMode::IN_PLACE ? pause_mode::in_place
+                                                                         : pause_mode::retract;
     // With a tokenizer, chat prompts are rendered with the graph's chat template (or the one
     // tokenizer_config.json names) and sampling stops at the end-of-sequence token.
     std::string tok_error;
     std::shared_ptr<text_codec> codec =
-        text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error, bos_word(p.getBos()));
+        text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error,
+                         bos_word(p.getBos()));
     if (!codec && p.getChatTemplate().size() > 0) {
       throw std::invalid_argument("params.rollout.chatTemplate: " + tok_error);
     }
     if (codec && codec->eos()) base.stop_token_ids.push_back(*codec->eos());
-    if (codec) cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
+    if (codec)
+      cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
     auto holder = std::shared_ptr<llm::decoder>(model.release());
     // Engine steps are heavy: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(
@@ -360,7 +390,8 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.restartable = true;
   registry.add(k);
   // The publisher's types (weights_update) are added by the publisher kind.
-  registry.add_types([](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::rollout

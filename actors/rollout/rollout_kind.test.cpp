@@ -2,18 +2,17 @@
 // the groups and publishes versions back; sync and async schedules with the real driver.
 #include "actors/rollout/rollout_kind.hpp"
 
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
-#include <caf/all.hpp>
-
-#include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "actors/lib/llm/model.hpp"
+#include <algorithm>
+#include <caf/all.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/driver/run.hpp"
@@ -23,10 +22,10 @@
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::rollout {
-using llm::text_codec;
 using llm::prompt_msg;
 using llm::sample_group;
 using llm::sample_msg;
+using llm::text_codec;
 namespace {
 namespace fs = std::filesystem;
 using namespace milesrt::runtime;
@@ -106,30 +105,31 @@ class RolloutKind : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("milesrt-rollout-kind-" + std::to_string(::getpid()));
     fs::create_directories(dir_);
-    auto model = llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 128, "hidden_size": 64,
+    auto model =
+        llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 128, "hidden_size": 64,
       "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
       "head_dim": 16, "rope_theta": 10000.0, "tie_word_embeddings": true, "hidden_act": "silu"})",
-                                      at::kFloat, at::kCPU, 2);
+                             at::kFloat, at::kCPU, 2);
     model->save(dir_ / "model");
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   run_outcome run(const std::string& schedule, std::shared_ptr<seen> log, bool chat = false) {
     auto file = dir_ / "g.capnp";
-    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
-                        << "const graph :Graph = (name = \"rollout_test\",\n"
-                        << "  actors = [(name = \"data\", kind = \"test_prompts\"),\n"
-                        << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
-                        << (dir_ / (chat ? "chat_model" : "model")).string()
-                        << "\", samplesPerPrompt = 4, maxNewTokens = 6, kvBlocks = 64, blockSize = 4"
-                        << (chat ? ", chatTemplate = \"" + (dir_ / "chat.jinja").string() + "\"" : "")
-                        << "))),\n"
-                        << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
-                        << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
-                        << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
-                        << "    (from = \"trainer.weights\", to = \"rollout.weights\")],\n"
-                        << "  schedule = " << schedule << ",\n"
-                        << "  run = (steps = 3, batchSize = 2, deadlineSeconds = 120));\n";
+    std::ofstream(file)
+        << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+        << "const graph :Graph = (name = \"rollout_test\",\n"
+        << "  actors = [(name = \"data\", kind = \"test_prompts\"),\n"
+        << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
+        << (dir_ / (chat ? "chat_model" : "model")).string()
+        << "\", samplesPerPrompt = 4, maxNewTokens = 6, kvBlocks = 64, blockSize = 4"
+        << (chat ? ", chatTemplate = \"" + (dir_ / "chat.jinja").string() + "\"" : "") << "))),\n"
+        << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
+        << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
+        << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
+        << "    (from = \"trainer.weights\", to = \"rollout.weights\")],\n"
+        << "  schedule = " << schedule << ",\n"
+        << "  run = (steps = 3, batchSize = 2, deadlineSeconds = 120));\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
     EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
     kind_registry kinds;
@@ -189,23 +189,24 @@ TEST_F(RolloutKind, ServesGroupsAsynchronouslyWithinTheBound) {
 class AbortedSamples : public RolloutKind {
  protected:
   struct cut_off {
-    node_reply answer;   ///< the answer to the prompt that was in flight at the update
-    node_reply after;    ///< the answer to a prompt sent after the update
+    node_reply answer;  ///< the answer to the prompt that was in flight at the update
+    node_reply after;   ///< the answer to a prompt sent after the update
   };
 
   cut_off run_cut(const std::string& aborted, int steps_before) {
     auto file = dir_ / "abort.capnp";
-    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
-                        << "const graph :Graph = (name = \"abort_test\",\n"
-                        << "  actors = [(name = \"data\", kind = \"test_prompts\"),\n"
-                        << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
-                        << (dir_ / "model").string()
-                        << "\", samplesPerPrompt = 4, maxNewTokens = 12, kvBlocks = 64, blockSize = 4, "
-                        << "pauseMode = abort, aborted = " << aborted << "))),\n"
-                        << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
-                        << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
-                        << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
-                        << "    (from = \"trainer.weights\", to = \"rollout.weights\")]);\n";
+    std::ofstream(file)
+        << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+        << "const graph :Graph = (name = \"abort_test\",\n"
+        << "  actors = [(name = \"data\", kind = \"test_prompts\"),\n"
+        << "    (name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \""
+        << (dir_ / "model").string()
+        << "\", samplesPerPrompt = 4, maxNewTokens = 12, kvBlocks = 64, blockSize = 4, "
+        << "pauseMode = abort, aborted = " << aborted << "))),\n"
+        << "    (name = \"trainer\", kind = \"test_group_learner\")],\n"
+        << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
+        << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
+        << "    (from = \"trainer.weights\", to = \"rollout.weights\")]);\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
     EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
     kind_registry kinds;
@@ -236,16 +237,19 @@ class AbortedSamples : public RolloutKind {
     auto pending = ask(prompter, "prompts", prompt(1));
     for (int i = 0; i < steps_before; ++i) {
       self->request(rollout, caf::infinite, snapshot_atom::value, std::string())
-          .receive([](actor_state&) {}, [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+          .receive([](actor_state&) {},
+                   [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
     }
     envelope v1;
     v1.payload = caf::make_message(uint64_t{1});
     v1.min_version = v1.max_version = 1;
-    ask(self, "weights", v1).receive([](node_reply&) {}, [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    ask(self, "weights", v1)
+        .receive([](node_reply&) {}, [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
     pending.receive([&](node_reply& r) { out.answer = r; },
                     [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
-    ask(self, "prompts", prompt(2)).receive([&](node_reply& r) { out.after = r; },
-                                           [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
+    ask(self, "prompts", prompt(2))
+        .receive([&](node_reply& r) { out.after = r; },
+                 [](caf::error& err) { ADD_FAILURE() << caf::to_string(err); });
     for (auto& n : plan.nodes)
       for (auto& a : n.replicas) self->send_exit(a, caf::exit_reason::user_shutdown);
     return out;
@@ -303,13 +307,14 @@ TEST_F(AbortedSamples, ResumeFinishesThemUnderTheNewVersion) {
 
 TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   auto file = dir_ / "bad.capnp";
-  std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
-                      << "const graph :Graph = (actors = [(name = \"data\", kind = \"test_prompts\"),\n"
-                      << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
-                      << " temperature = 0, chatTemplate = \"/nonexistent/chat.jinja\", aborted = resume))),\n"
-                      << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
-                      << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
-                      << "    (from = \"rollout.groups\", to = \"trainer.groups\")]);\n";
+  std::ofstream(file)
+      << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+      << "const graph :Graph = (actors = [(name = \"data\", kind = \"test_prompts\"),\n"
+      << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
+      << " temperature = 0, chatTemplate = \"/nonexistent/chat.jinja\", aborted = resume))),\n"
+      << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
+      << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
+      << "    (from = \"rollout.groups\", to = \"trainer.groups\")]);\n";
   auto loaded = graph::load_graph(file, graph::default_import_dirs());
   ASSERT_TRUE(loaded.ok());
   kind_registry kinds;
@@ -318,11 +323,16 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   std::string all;
   for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text + "\n";
   const std::string f = file.string() + ": actor 'rollout': params.rollout.";
-  EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos) << all;
+  EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos)
+      << all;
   EXPECT_NE(all.find(f + "temperature: must be > 0"), std::string::npos) << all;
-  EXPECT_NE(all.find(f + "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)"),
-            std::string::npos) << all;
-  EXPECT_NE(all.find(f + "chatTemplate: '/nonexistent/chat.jinja' is not a file"), std::string::npos) << all;
+  EXPECT_NE(
+      all.find(f + "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)"),
+      std::string::npos)
+      << all;
+  EXPECT_NE(all.find(f + "chatTemplate: '/nonexistent/chat.jinja' is not a file"),
+            std::string::npos)
+      << all;
 }
 
 TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
@@ -338,17 +348,20 @@ TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
   };
   auto errors = [&](const fs::path& file) {
     std::string all;
-    for (const auto& d : graph::load_graph(file, graph::default_import_dirs()).errors) all += d.text + "\n";
+    for (const auto& d : graph::load_graph(file, graph::default_import_dirs()).errors)
+      all += d.text + "\n";
     return all;
   };
   auto unknown = write("unknown.capnp", "device = tpu");
-  EXPECT_EQ(errors(unknown), unknown.string() + ":4:70: Not defined: tpu (device is one of: cpu, cuda)\n");
+  EXPECT_EQ(errors(unknown),
+            unknown.string() + ":4:70: Not defined: tpu (device is one of: cpu, cuda)\n");
   auto quoted = write("quoted.capnp", "dtype = \"bf16\"");
   EXPECT_EQ(errors(quoted), quoted.string() +
                                 ":4:69: Type mismatch; expected Dtype. Dtype is one of: fp32, bf16 "
                                 "(written without quotes)\n");
 
-  auto loaded = graph::load_graph(write("ok.capnp", "model = \"m\", dtype = bf16"), graph::default_import_dirs());
+  auto loaded = graph::load_graph(write("ok.capnp", "model = \"m\", dtype = bf16"),
+                                  graph::default_import_dirs());
   ASSERT_TRUE(loaded.ok());
   kind_registry kinds;
   register_rollout_kind(kinds);
@@ -370,10 +383,11 @@ TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
 
 TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   // A random model over the tokenizer the build trains (test/tokenizer_data/qwen3).
-  auto model = llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520, "hidden_size": 64,
+  auto model =
+      llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520, "hidden_size": 64,
     "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
     "head_dim": 16, "rope_theta": 10000.0, "tie_word_embeddings": true, "hidden_act": "silu"})",
-                                    at::kFloat, at::kCPU, 2);
+                           at::kFloat, at::kCPU, 2);
   model->save(dir_ / "chat_model");
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, dir_ / "chat_model" / f);
@@ -381,27 +395,35 @@ TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   // chatTemplate names a .jinja file: here the Qwen3 template the tokenizer carries, written out.
   {
     std::ifstream cfg(dir_ / "chat_model" / "tokenizer_config.json");
-    std::ofstream(dir_ / "chat.jinja") << nlohmann::json::parse(cfg).at("chat_template").get<std::string>();
+    std::ofstream(dir_ / "chat.jinja")
+        << nlohmann::json::parse(cfg).at("chat_template").get<std::string>();
   }
   auto log = std::make_shared<seen>();
   auto o = run("(sync = void)", log, true);
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log->groups.size(), 6u);
   std::string error;
-  auto codec = text_codec::load((dir_ / "chat_model").string(), (dir_ / "chat.jinja").string(), error);
+  auto codec =
+      text_codec::load((dir_ / "chat_model").string(), (dir_ / "chat.jinja").string(), error);
   ASSERT_TRUE(codec) << error;
   for (const auto& g : log->groups) {
-    auto text = codec->render(R"([{"role": "user", "content": "What is )" + std::to_string(g.group_id) +
-                              R"( + 2? Answer briefly."}])");
+    auto text = codec->render(R"([{"role": "user", "content": "What is )" +
+                              std::to_string(g.group_id) + R"( + 2? Answer briefly."}])");
     EXPECT_NE(text.find("<|im_start|>user\nWhat is "), std::string::npos) << text;
     EXPECT_EQ(g.samples[0].prompt, codec->encode(text));
   }
   // A template file that does not compile is refused when the actor starts, naming file and line.
-  std::ofstream(dir_ / "bad.jinja") << "{{ bos_token }}\n{% for m in messages %}{{ m.content }\n{% endfor %}";
-  EXPECT_FALSE(text_codec::load((dir_ / "chat_model").string(), (dir_ / "bad.jinja").string(), error));
-  EXPECT_NE(error.find((dir_ / "bad.jinja").string() + ": template line 2"), std::string::npos) << error;
-  EXPECT_FALSE(text_codec::load((dir_ / "chat_model").string(), (dir_ / "missing.jinja").string(), error));
-  EXPECT_NE(error.find("missing.jinja: cannot open the chat template (no such file)"), std::string::npos) << error;
+  std::ofstream(dir_ / "bad.jinja")
+      << "{{ bos_token }}\n{% for m in messages %}{{ m.content }\n{% endfor %}";
+  EXPECT_FALSE(
+      text_codec::load((dir_ / "chat_model").string(), (dir_ / "bad.jinja").string(), error));
+  EXPECT_NE(error.find((dir_ / "bad.jinja").string() + ": template line 2"), std::string::npos)
+      << error;
+  EXPECT_FALSE(
+      text_codec::load((dir_ / "chat_model").string(), (dir_ / "missing.jinja").string(), error));
+  EXPECT_NE(error.find("missing.jinja: cannot open the chat template (no such file)"),
+            std::string::npos)
+      << error;
 }
 
 // The rollout's `bos` parameter reaches prompts given as text: DeepSeek-V3's LlamaTokenizerFast

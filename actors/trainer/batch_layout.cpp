@@ -11,19 +11,22 @@ namespace {
 void check_batch(const std::vector<train_sequence>& batch, bool sft) {
   if (batch.empty()) throw std::invalid_argument("trainer: an empty batch");
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (batch[i].prompt.empty()) throw std::invalid_argument("trainer: sequence " + std::to_string(i) + " has no prompt token");
+    if (batch[i].prompt.empty())
+      throw std::invalid_argument("trainer: sequence " + std::to_string(i) +
+                                  " has no prompt token");
     if (!sft && batch[i].rollout_logprobs.size() != batch[i].output.size()) {
       throw std::invalid_argument("trainer: sequence " + std::to_string(i) + " has " +
                                   std::to_string(batch[i].rollout_logprobs.size()) +
-                                  " rollout log-probs for " + std::to_string(batch[i].output.size()) +
-                                  " output tokens");
+                                  " rollout log-probs for " +
+                                  std::to_string(batch[i].output.size()) + " output tokens");
     }
   }
 }
 
 }  // namespace
 
-std::vector<std::vector<size_t>> micro_batches(const std::vector<train_sequence>& batch, int64_t budget) {
+std::vector<std::vector<size_t>> micro_batches(const std::vector<train_sequence>& batch,
+                                               int64_t budget) {
   std::vector<std::vector<size_t>> out;
   int64_t used = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -38,7 +41,8 @@ std::vector<std::vector<size_t>> micro_batches(const std::vector<train_sequence>
   return out;
 }
 
-batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft, int64_t micro_batch_tokens) {
+batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
+                     int64_t micro_batch_tokens) {
   check_batch(batch, sft);
   auto fopt = at::TensorOptions().dtype(at::kFloat);
   batch_layout l;
@@ -52,10 +56,14 @@ batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft, int64_t
     for (size_t t = 0; t < s.output.size(); ++t) seq_index.push_back(i);
     l.offsets.push_back(l.offsets.back() + static_cast<int64_t>(s.output.size()));
     rollout_lp.insert(rollout_lp.end(), s.rollout_logprobs.begin(), s.rollout_logprobs.end());
-    if (s.ref_logprobs.size() != s.output.size()) have_ref = false;
-    else ref_lp.insert(ref_lp.end(), s.ref_logprobs.begin(), s.ref_logprobs.end());
-    if (s.values.size() != s.output.size()) have_values = false;
-    else values.insert(values.end(), s.values.begin(), s.values.end());
+    if (s.ref_logprobs.size() != s.output.size())
+      have_ref = false;
+    else
+      ref_lp.insert(ref_lp.end(), s.ref_logprobs.begin(), s.ref_logprobs.end());
+    if (s.values.size() != s.output.size())
+      have_values = false;
+    else
+      values.insert(values.end(), s.values.begin(), s.values.end());
   }
   const int64_t N = l.num_tokens = l.offsets.back();
   l.seq_index = N ? at::tensor(seq_index, at::kLong) : at::empty({0}, at::kLong);
@@ -77,7 +85,8 @@ at::Tensor batch_layout::slice(const at::Tensor& t, const std::vector<size_t>& i
 at::Tensor batch_layout::local_seq_index(const std::vector<size_t>& idx) const {
   std::vector<int64_t> s;
   for (size_t j = 0; j < idx.size(); ++j)
-    for (int64_t t = offsets[idx[j]]; t < offsets[idx[j] + 1]; ++t) s.push_back(static_cast<int64_t>(j));
+    for (int64_t t = offsets[idx[j]]; t < offsets[idx[j] + 1]; ++t)
+      s.push_back(static_cast<int64_t>(j));
   return s.empty() ? at::empty({0}, at::kLong) : at::tensor(s, at::kLong);
 }
 

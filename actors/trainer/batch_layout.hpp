@@ -12,14 +12,14 @@
 namespace milesrt::trainer {
 
 struct batch_layout {
-  int64_t num_seqs = 0;            ///< S
-  int64_t num_tokens = 0;          ///< N
-  std::vector<int64_t> offsets;    ///< [S + 1]: sequence i's tokens are [offsets[i], offsets[i+1])
-  at::Tensor seq_index;            ///< [N] int64
-  at::Tensor mask;                 ///< [N] fp32 ones
-  at::Tensor rollout_logprobs;     ///< [N] (RL); undefined for SFT
-  at::Tensor ref_logprobs;         ///< [N] when every sequence carries them, else undefined
-  at::Tensor values;               ///< [N] when every sequence carries them, else undefined
+  int64_t num_seqs = 0;          ///< S
+  int64_t num_tokens = 0;        ///< N
+  std::vector<int64_t> offsets;  ///< [S + 1]: sequence i's tokens are [offsets[i], offsets[i+1])
+  at::Tensor seq_index;          ///< [N] int64
+  at::Tensor mask;               ///< [N] fp32 ones
+  at::Tensor rollout_logprobs;   ///< [N] (RL); undefined for SFT
+  at::Tensor ref_logprobs;       ///< [N] when every sequence carries them, else undefined
+  at::Tensor values;             ///< [N] when every sequence carries them, else undefined
   std::vector<std::vector<size_t>> micro_batches;  ///< sequence indices of each micro-batch
 
   /// The tokens of the sequences in `idx`, concatenated (undefined stays undefined).
@@ -35,6 +35,7 @@ std::vector<std::vector<size_t>> micro_batches(const std::vector<train_sequence>
 
 /// Checks the batch (std::invalid_argument naming the sequence: empty batch, no prompt token,
 /// RL log-probs that do not match the output) and lays it out.
-batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft, int64_t micro_batch_tokens);
+batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
+                     int64_t micro_batch_tokens);
 
 }  // namespace milesrt::trainer

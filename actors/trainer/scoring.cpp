@@ -38,24 +38,26 @@ bool replays(const std::vector<train_sequence>& batch, const std::vector<size_t>
   size_t with = 0;
   for (size_t i : idx) with += batch[i].experts.empty() ? 0 : 1;
   if (with != 0 && with != idx.size()) {
-    throw std::invalid_argument("trainer: routing replay needs the rollout's experts on every sequence; " +
-                                std::to_string(idx.size() - with) + " of " + std::to_string(idx.size()) +
-                                " in a micro-batch have none");
+    throw std::invalid_argument(
+        "trainer: routing replay needs the rollout's experts on every sequence; " +
+        std::to_string(idx.size() - with) + " of " + std::to_string(idx.size()) +
+        " in a micro-batch have none");
   }
   return with == idx.size();
 }
 
 /// Per MoE layer [total_rows, k]: the rollout's experts of every packed row.
 std::vector<at::Tensor> replay_experts(const std::vector<train_sequence>& batch,
-                                       const std::vector<size_t>& idx, int64_t moe_layers, int64_t k,
-                                       int64_t total_rows) {
+                                       const std::vector<size_t>& idx, int64_t moe_layers,
+                                       int64_t k, int64_t total_rows) {
   std::vector<std::vector<int64_t>> rows(moe_layers);
   for (size_t i : idx) {
     const auto& s = batch[i];
     const int64_t L = static_cast<int64_t>(s.prompt.size() + s.output.size());
     if (static_cast<int64_t>(s.experts.size()) != (L - 1) * moe_layers * k) {
       throw std::invalid_argument("trainer: sequence " + std::to_string(i) + " carries " +
-                                  std::to_string(s.experts.size()) + " routed experts, routing replay needs " +
+                                  std::to_string(s.experts.size()) +
+                                  " routed experts, routing replay needs " +
                                   std::to_string((L - 1) * moe_layers * k));
     }
     for (int64_t l = 0; l < moe_layers; ++l) {
@@ -74,7 +76,8 @@ std::vector<at::Tensor> replay_experts(const std::vector<train_sequence>& batch,
 
 }  // namespace
 
-llm::token_scores score_sequences(const llm::decoder& model, const std::vector<train_sequence>& batch,
+llm::token_scores score_sequences(const llm::decoder& model,
+                                  const std::vector<train_sequence>& batch,
                                   const std::vector<size_t>& idx, const trainer_options& o,
                                   const loss_head& head) {
   const auto& cfg = model.config();

@@ -18,7 +18,8 @@ using loss_head = std::function<at::Tensor(const llm::token_scores&)>;
 /// recorded (all sequences of the micro-batch carry them, or none; a wrong count throws
 /// std::invalid_argument naming the sequence). With `head` set, the forward calls it with the
 /// scores (autograd on) and back-propagates its loss itself; the scores come back detached.
-llm::token_scores score_sequences(const llm::decoder& model, const std::vector<train_sequence>& batch,
+llm::token_scores score_sequences(const llm::decoder& model,
+                                  const std::vector<train_sequence>& batch,
                                   const std::vector<size_t>& idx, const trainer_options& o,
                                   const loss_head& head = nullptr);
 

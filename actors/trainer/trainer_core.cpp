@@ -21,8 +21,8 @@ namespace {
 
 /// The loss metrics of the step: RL terms as token-weighted means over micro-batches, losses
 /// averaged over the updates, and how far the first forward's log-probs are from the rollout's.
-void add_loss_metrics(std::map<std::string, double>& m, update_totals& t, const batch_layout& layout,
-                      bool sft, uint32_t updates) {
+void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
+                      const batch_layout& layout, bool sft, uint32_t updates) {
   if (sft) {
     m["sft_loss"] = t.sums["sft_loss"] / updates;
     return;
@@ -50,7 +50,8 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
   m["skipped_steps"] = static_cast<double>(t.skipped);
   m["train_tokens"] = static_cast<double>(tokens);
   m["train_tokens_per_s"] = secs > 0 ? tokens * updates / secs : 0.0;
-  m["response_length_mean"] = static_cast<double>(layout.num_tokens) / static_cast<double>(layout.num_seqs);
+  m["response_length_mean"] =
+      static_cast<double>(layout.num_tokens) / static_cast<double>(layout.num_seqs);
   if (!batch.empty()) {
     double lo = 1e300, hi = 0, sum = 0, squares = 0;
     for (const auto& s : batch) {
@@ -63,7 +64,8 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
     const double mean = sum / static_cast<double>(batch.size());
     m["response_length_min"] = lo;
     m["response_length_max"] = hi;
-    m["response_length_std"] = std::sqrt(std::max(0.0, squares / static_cast<double>(batch.size()) - mean * mean));
+    m["response_length_std"] =
+        std::sqrt(std::max(0.0, squares / static_cast<double>(batch.size()) - mean * mean));
   }
   if (model.device().is_cuda()) m["mfu"] = train_step_flops(batch, model) * updates / secs / 989e12;
 }
@@ -76,7 +78,8 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
 /// every expert's load.
 void add_expert_load_metrics(std::map<std::string, double>& m,
                              std::map<std::string, std::vector<double>>* lists,
-                             const std::vector<train_sequence>& batch, const llm::model_config& cfg) {
+                             const std::vector<train_sequence>& batch,
+                             const llm::model_config& cfg) {
   const int64_t E = cfg.num_experts, k = cfg.num_experts_per_tok, L = cfg.num_moe_layers();
   if (E <= 0 || k <= 0 || L <= 0) return;
   std::vector<double> counts(static_cast<size_t>(L * E), 0.0);
@@ -144,8 +147,8 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
 policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_options options)
     : policy_trainer(std::move(model), std::move(options), builtin_registries()) {}
 
-std::map<std::string, double> policy_trainer::train(const std::vector<train_sequence>& batch,
-                                                    std::map<std::string, std::vector<double>>* lists) {
+std::map<std::string, double> policy_trainer::train(
+    const std::vector<train_sequence>& batch, std::map<std::string, std::vector<double>>* lists) {
   const auto t0 = std::chrono::steady_clock::now();
   llm::reset_peak_memory(model_->device());  // the training phase starts
   const bool sft = options_.objective == "sft";
@@ -168,18 +171,21 @@ std::map<std::string, double> policy_trainer::train(const std::vector<train_sequ
   add_loss_metrics(m, totals, layout, sft, updates);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
-  if (model_->device().is_cuda()) m["train_gpu_memory_peak_gib"] = llm::peak_memory_gib(model_->device());
+  if (model_->device().is_cuda())
+    m["train_gpu_memory_peak_gib"] = llm::peak_memory_gib(model_->device());
   add_expert_load_metrics(m, lists, batch, model_->config());
   return m;
 }
 
-at::Tensor policy_trainer::advantages(const std::vector<train_sequence>& batch, const batch_layout& layout,
+at::Tensor policy_trainer::advantages(const std::vector<train_sequence>& batch,
+                                      const batch_layout& layout,
                                       std::map<std::string, double>& m) const {
   const int64_t N = layout.num_tokens;
   const bool needs_ref = options_.loss.kl != kl_estimator::none || options_.loss.distill_coef != 0;
   if (needs_ref && !layout.ref_logprobs.defined() && N > 0) {
-    throw std::invalid_argument("trainer: the KL / distillation terms need reference log-probs on every "
-                                "sample (add a reference actor before the trainer)");
+    throw std::invalid_argument(
+        "trainer: the KL / distillation terms need reference log-probs on every "
+        "sample (add a reference actor before the trainer)");
   }
   if (estimator_->needs_values() && !layout.values.defined() && N > 0) {
     throw std::invalid_argument("trainer: the " + options_.estimator +
@@ -212,7 +218,8 @@ at::Tensor policy_trainer::old_logprobs(const std::vector<train_sequence>& batch
   if (options_.updates_per_step <= 1) return at::Tensor();  // this step's own first forward
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
-  for (const auto& mb : layout.micro_batches) parts.push_back(score_sequences(*model_, batch, mb, options_).logprobs);
+  for (const auto& mb : layout.micro_batches)
+    parts.push_back(score_sequences(*model_, batch, mb, options_).logprobs);
   return at::cat(parts);
 }
 
@@ -226,7 +233,8 @@ void policy_trainer::load(const fs::path& dir) {
   auto saved = llm::decoder::load(dir / "model", at::kFloat, at::Device(at::kCPU));
   const auto& names = model_->params().names();
   if (saved->params().names() != names || saved->params().shapes() != model_->params().shapes()) {
-    throw std::runtime_error((dir / "model").string() + ": the saved model has other parameters than this one");
+    throw std::runtime_error((dir / "model").string() +
+                             ": the saved model has other parameters than this one");
   }
   load_optimizer_state(dir, *adam_);
   at::NoGradGuard no_grad;

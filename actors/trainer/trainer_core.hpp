@@ -17,13 +17,13 @@
 namespace milesrt::trainer {
 
 struct trainer_options {
-  std::string objective = "rl";  ///< rl | sft
+  std::string objective = "rl";    ///< rl | sft
   std::string estimator = "grpo";  ///< an advantage estimator's name in the registries
   rl::advantage_options advantages;
   std::string policy_loss = "ppo";  ///< a policy loss's name in the registries
   rl::policy_loss_options loss;
-  bool kl_in_reward = false;        ///< KL to the reference as a per-token reward penalty
-  double kl_reward_coef = 0;        ///< its coefficient (loss.kl names the estimator)
+  bool kl_in_reward = false;  ///< KL to the reference as a per-token reward penalty
+  double kl_reward_coef = 0;  ///< its coefficient (loss.kl names the estimator)
   bool use_rollout_logprobs = false;
   bool routing_replay = true;
   double temperature = 1.0;
@@ -46,15 +46,15 @@ struct train_sequence {
   std::vector<float> values;            ///< per output token, when a critic ran (GAE)
   std::vector<int64_t> experts;         ///< MoE: the rollout's routing (see sample_msg)
   float reward = 0;
-  int64_t group = 0;                    ///< samples of one prompt share a group
+  int64_t group = 0;  ///< samples of one prompt share a group
 };
 
 struct batch_layout;
 struct update_totals;
 
-/// FLOPs of one optimizer step over `batch`, as the project counts MFU: 6 N T + 6 L d_attn sum(T_i^2)
-/// (N all parameters, T tokens, L layers, d_attn = heads x head_dim, T_i each sequence's length),
-/// against 989 TFLOP/s (H100/H200 dense bf16).
+/// FLOPs of one optimizer step over `batch`, as the project counts MFU: 6 N T + 6 L d_attn
+/// sum(T_i^2) (N all parameters, T tokens, L layers, d_attn = heads x head_dim, T_i each sequence's
+/// length), against 989 TFLOP/s (H100/H200 dense bf16).
 double train_step_flops(const std::vector<train_sequence>& batch, const llm::decoder& model);
 
 class policy_trainer {
@@ -94,7 +94,8 @@ class policy_trainer {
                         std::map<std::string, double>& metrics) const;
   /// The old policy's log-probs [N]: the rollout's, or a no-grad forward before several updates;
   /// undefined: each micro-batch's own first forward.
-  at::Tensor old_logprobs(const std::vector<train_sequence>& batch, const batch_layout& layout) const;
+  at::Tensor old_logprobs(const std::vector<train_sequence>& batch,
+                          const batch_layout& layout) const;
   /// updates_per_step optimizer steps, each over all micro-batches.
   update_totals update(const std::vector<train_sequence>& batch, const batch_layout& layout,
                        const at::Tensor& advantages, const at::Tensor& old_logprobs);

@@ -59,7 +59,8 @@ std::vector<train_sequence> rl_batch(int salt) {
 }
 
 /// Sum of log p(output) of each sequence under `m` (no grad).
-std::vector<double> output_logprobs(const llm::decoder& m, const std::vector<train_sequence>& batch) {
+std::vector<double> output_logprobs(const llm::decoder& m,
+                                    const std::vector<train_sequence>& batch) {
   at::NoGradGuard no_grad;
   std::vector<std::vector<int64_t>> seqs;
   for (const auto& s : batch) {
@@ -77,9 +78,9 @@ std::vector<double> output_logprobs(const llm::decoder& m, const std::vector<tra
 }
 
 struct temp_dir {
-  fs::path path = fs::temp_directory_path() /
-                  ("milesrt_trainer_core_" + std::to_string(::getpid()) + "_" +
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path path =
+      fs::temp_directory_path() / ("milesrt_trainer_core_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   temp_dir() { fs::remove_all(path); }
   ~temp_dir() { fs::remove_all(path); }
 };
@@ -97,7 +98,8 @@ trainer_options resume_options() {
 
 TEST(TrainerCore, ResumeFromACheckpointIsBitwiseExact) {
   temp_dir d;
-  std::vector<std::vector<train_sequence>> batches = {rl_batch(0), rl_batch(1), rl_batch(2), rl_batch(3)};
+  std::vector<std::vector<train_sequence>> batches = {rl_batch(0), rl_batch(1), rl_batch(2),
+                                                      rl_batch(3)};
   policy_trainer a(tiny(), resume_options());
   std::vector<std::map<std::string, double>> ma;
   for (const auto& b : batches) ma.push_back(a.train(b));
@@ -145,7 +147,8 @@ TEST(TrainerCore, EqualRewardsGiveZeroAdvantageAndLeaveTheWeightsBitwiseUnchange
   o.optimizer.weight_decay = 0;
   policy_trainer t(tiny(), o);
   auto w0 = weights(t);
-  std::vector<train_sequence> group = {seq(6, 5, 1, 0.5f, 0), seq(6, 4, 2, 0.5f, 0), seq(6, 3, 3, 0.5f, 0)};
+  std::vector<train_sequence> group = {seq(6, 5, 1, 0.5f, 0), seq(6, 4, 2, 0.5f, 0),
+                                       seq(6, 3, 3, 0.5f, 0)};
   auto m = t.train(group);
   EXPECT_EQ(m["advantage_abs_mean"], 0.0);
   EXPECT_EQ(m["grad_norm"], 0.0);
@@ -243,10 +246,13 @@ TEST(TrainerCore, RoutingReplayTrainsWithTheRolloutExperts) {
   o.optimizer.lr = 0;  // the weights stay those of `ref`
   policy_trainer t(tiny(moe_config, 9), o);
   auto x = c.s;
-  auto to_vec = [](const at::Tensor& lp) { return std::vector<float>(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel()); };
+  auto to_vec = [](const at::Tensor& lp) {
+    return std::vector<float>(lp.data_ptr<float>(), lp.data_ptr<float>() + lp.numel());
+  };
   x.rollout_logprobs = to_vec(c.replay_logprobs);
   auto m = t.train({x});
-  EXPECT_EQ(m["train_rollout_logprob_abs_diff"], 0.0) << "training did not use the rollout's experts";
+  EXPECT_EQ(m["train_rollout_logprob_abs_diff"], 0.0)
+      << "training did not use the rollout's experts";
   x.rollout_logprobs = to_vec(c.router_logprobs);
   m = t.train({x});
   EXPECT_EQ(m["train_rollout_logprob_abs_diff"], gap);
@@ -321,7 +327,8 @@ TEST(TrainerCore, SftLowersTheLossOnAFixedBatch) {
   for (auto& s : batch) s.rollout_logprobs.clear();
   std::vector<double> losses;
   for (int i = 0; i < 5; ++i) losses.push_back(t.train(batch)["sft_loss"]);
-  for (size_t i = 1; i < losses.size(); ++i) EXPECT_LT(losses[i], losses[i - 1]) << "step " << i + 1;
+  for (size_t i = 1; i < losses.size(); ++i)
+    EXPECT_LT(losses[i], losses[i - 1]) << "step " << i + 1;
   EXPECT_LT(losses.back(), 0.8 * losses.front());
 }
 
@@ -346,7 +353,8 @@ TEST(TrainerCore, ANanLossSkipsTheStepAndKeepsTheWeights) {
 
 TEST(TrainerCore, AHugeLearningRateSkipsTheStepWhoseLossOverflows) {
   trainer_options o;
-  o.optimizer.lr = 1e30;  // step 1 moves every weight by about 1e30: finite, but the next forward overflows
+  o.optimizer.lr =
+      1e30;  // step 1 moves every weight by about 1e30: finite, but the next forward overflows
   policy_trainer t(tiny(), o);
   auto m = t.train(rl_batch(0));
   EXPECT_EQ(m["skipped_steps"], 0.0);
@@ -355,7 +363,8 @@ TEST(TrainerCore, AHugeLearningRateSkipsTheStepWhoseLossOverflows) {
   m = t.train(rl_batch(1));
   EXPECT_EQ(m["skipped_steps"], 1.0);
   // Either the loss or the gradient is no longer finite.
-  EXPECT_FALSE(std::isfinite(m["loss"]) && std::isfinite(m["grad_norm"])) << m["loss"] << " " << m["grad_norm"];
+  EXPECT_FALSE(std::isfinite(m["loss"]) && std::isfinite(m["grad_norm"]))
+      << m["loss"] << " " << m["grad_norm"];
   EXPECT_EQ(t.optimizer_steps(), 1u);
   EXPECT_TRUE(bitwise_equal(w1, weights(t)));
 }
@@ -369,7 +378,6 @@ TEST(TrainerCore, ALearningRateBeyondFp32ThrowsAndKeepsTheWeights) {
   EXPECT_EQ(t.optimizer_steps(), 0u);
   EXPECT_TRUE(bitwise_equal(w0, weights(t)));
 }
-
 
 TEST(TrainerCore, AColocatedEngineSharingTheWeightsKeepsTheTrainerTraining) {
   // The engine shares the trainer's parameters; applying an update must not leave the trainer
@@ -398,7 +406,8 @@ TEST(TrainerCore, AColocatedEngineSharingTheWeightsKeepsTheTrainerTraining) {
   auto before = engine->params().buffer().detach().clone();
   auto m = t.train(batch);
   EXPECT_GT(m["grad_norm"], 0.0);
-  EXPECT_FALSE(at::equal(before, engine->params().buffer().detach())) << "the shared weights did not move";
+  EXPECT_FALSE(at::equal(before, engine->params().buffer().detach()))
+      << "the shared weights did not move";
   u.version = 2;
   r.apply(*engine, u, store);
   m = t.train(batch);
@@ -476,7 +485,8 @@ class counting_ppo final : public rl::policy_loss {
 TEST(TrainerCore, ARegisteredSurrogateIsTheOneTheTrainerUses) {
   int calls = 0;
   auto losses = rl::builtin_registries();
-  losses.policy_losses.add("counting_ppo", [&calls] { return std::make_unique<counting_ppo>(&calls); });
+  losses.policy_losses.add("counting_ppo",
+                           [&calls] { return std::make_unique<counting_ppo>(&calls); });
   trainer_options o = resume_options();
   o.policy_loss = "counting_ppo";
   policy_trainer a(tiny(), o, losses), b(tiny(), resume_options());

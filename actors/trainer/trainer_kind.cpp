@@ -5,13 +5,13 @@
 #include <caf/all.hpp>
 #include <sstream>
 
+#include "actors/lib/eval/evaluation.hpp"
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
-#include "actors/lib/llm/messages.hpp"
-#include "actors/lib/llm/text_codec.hpp"
-#include "actors/lib/eval/evaluation.hpp"
 #include "actors/trainer/trainer_core.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/core/interfaces.hpp"
@@ -81,13 +81,15 @@ bool decode_state(trainer_state& st, const std::vector<uint8_t>& bytes) {
 
 std::vector<int64_t> tokenize_prompt(const trainer_state& st, const llm::prompt_msg& p) {
   if (!p.ids.empty()) return p.ids;
-  if (!st.codec) throw std::invalid_argument("SFT items need a tokenizer.json in the trainer's model folder");
+  if (!st.codec)
+    throw std::invalid_argument("SFT items need a tokenizer.json in the trainer's model folder");
   if (!p.messages_json.empty()) return st.codec->encode(st.codec->render(p.messages_json));
   return st.codec->encode(p.text);
 }
 
 /// The batch's items as training sequences: scored groups (RL) or prompts with a response (SFT).
-std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vector<envelope>& batch,
+std::vector<train_sequence> to_sequences(const trainer_state& st,
+                                         const std::vector<envelope>& batch,
                                          std::map<std::string, double>& metrics) {
   std::vector<train_sequence> out;
   double correct = 0, samples = 0, truncated = 0;
@@ -112,7 +114,8 @@ std::vector<train_sequence> to_sequences(const trainer_state& st, const std::vec
     } else if (payload.match_elements<llm::prompt_msg>()) {
       const auto& p = payload.get_as<llm::prompt_msg>(0);
       if (p.response.empty()) {
-        throw std::invalid_argument("SFT item of group " + std::to_string(p.group_id) + " has no response");
+        throw std::invalid_argument("SFT item of group " + std::to_string(p.group_id) +
+                                    " has no response");
       }
       train_sequence t;
       t.prompt = tokenize_prompt(st, p);
@@ -135,7 +138,8 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
                                         std::shared_ptr<trainer_state> init) {
   self->state = std::move(*init);
   return {
-      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
+      [=](train_atom, uint64_t step,
+          const std::vector<envelope>& batch) -> caf::result<train_reply> {
         auto& st = self->state;
         train_reply reply;
         try {
@@ -145,8 +149,9 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
           st.version = step;
           auto& ev = st.eval;
           if (ev.interval > 0 && !ev.records.empty() && st.codec && step % ev.interval == 0) {
-            runtime::progress_meter meter(ev.progress, "actor '" + st.name + "': evaluation at step " + std::to_string(step),
-                                          ev.limit > 0 ? std::min(ev.limit, ev.records.size()) : ev.records.size());
+            runtime::progress_meter meter(
+                ev.progress, "actor '" + st.name + "': evaluation at step " + std::to_string(step),
+                ev.limit > 0 ? std::min(ev.limit, ev.records.size()) : ev.records.size());
             auto r = evaluate(st.core->model(), *st.codec, ev.records, ev.max_new_tokens, ev.limit,
                               [&meter](size_t done, size_t) { meter.update(done); });
             meter.finish();
@@ -165,8 +170,10 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
             if (ev.patience > 0 && st.evals_since_best >= ev.patience) {
               char buf[256];
               std::snprintf(buf, sizeof buf,
-                            "held-out accuracy has not improved for %u evaluations (best %.4f at step %llu%s)",
-                            ev.patience, st.best_accuracy, static_cast<unsigned long long>(st.best_step),
+                            "held-out accuracy has not improved for %u evaluations (best %.4f at "
+                            "step %llu%s)",
+                            ev.patience, st.best_accuracy,
+                            static_cast<unsigned long long>(st.best_step),
                             ev.export_dir.empty() ? "" : ", exported");
               reply.stop = buf;
             }
@@ -174,8 +181,9 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
             export_model(st, ev.export_dir);
           }
         } catch (const std::exception& e) {
-          return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "', step " +
-                                                              std::to_string(step) + ": " + e.what());
+          return caf::make_error(
+              caf::sec::runtime_error,
+              "trainer '" + st.name + "', step " + std::to_string(step) + ": " + e.what());
         }
         reply.version = step;
         weights::weights_ref ref;
@@ -227,29 +235,41 @@ using Params = schema::TrainerParams;
 // maths').
 aggregation to_aggregation(Params::Aggregation a) {
   switch (a) {
-    case Params::Aggregation::TOKEN_MEAN: return aggregation::token_mean;
-    case Params::Aggregation::SEQ_MEAN_TOKEN_SUM: return aggregation::seq_mean_token_sum;
-    case Params::Aggregation::SEQ_MEAN_TOKEN_MEAN: return aggregation::seq_mean_token_mean;
-    case Params::Aggregation::CONSTANT: return aggregation::constant;
+    case Params::Aggregation::TOKEN_MEAN:
+      return aggregation::token_mean;
+    case Params::Aggregation::SEQ_MEAN_TOKEN_SUM:
+      return aggregation::seq_mean_token_sum;
+    case Params::Aggregation::SEQ_MEAN_TOKEN_MEAN:
+      return aggregation::seq_mean_token_mean;
+    case Params::Aggregation::CONSTANT:
+      return aggregation::constant;
   }
-  throw std::invalid_argument("aggregation: unknown enumerant " + std::to_string(static_cast<int>(a)));
+  throw std::invalid_argument("aggregation: unknown enumerant " +
+                              std::to_string(static_cast<int>(a)));
 }
 
 kl_estimator to_kl(Params::KlType k) {
   switch (k) {
-    case Params::KlType::NONE: return kl_estimator::none;
-    case Params::KlType::K1: return kl_estimator::k1;
-    case Params::KlType::K2: return kl_estimator::k2;
-    case Params::KlType::K3: return kl_estimator::k3;
+    case Params::KlType::NONE:
+      return kl_estimator::none;
+    case Params::KlType::K1:
+      return kl_estimator::k1;
+    case Params::KlType::K2:
+      return kl_estimator::k2;
+    case Params::KlType::K3:
+      return kl_estimator::k3;
   }
   throw std::invalid_argument("klType: unknown enumerant " + std::to_string(static_cast<int>(k)));
 }
 
 mis_level to_mis(Params::Mis m) {
   switch (m) {
-    case Params::Mis::NONE: return mis_level::none;
-    case Params::Mis::TOKEN: return mis_level::token;
-    case Params::Mis::SEQUENCE: return mis_level::sequence;
+    case Params::Mis::NONE:
+      return mis_level::none;
+    case Params::Mis::TOKEN:
+      return mis_level::token;
+    case Params::Mis::SEQUENCE:
+      return mis_level::sequence;
   }
   throw std::invalid_argument("mis: unknown enumerant " + std::to_string(static_cast<int>(m)));
 }
@@ -260,8 +280,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   auto bad = [&](const std::string& s) { problems.push_back(s); };
   if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
   // Open sets: names in the registries, which list the known ones.
-  if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty()) bad("estimator: " + e);
-  if (auto e = losses.policy_losses.check(std::string(p.getPolicyLoss())); !e.empty()) bad("policyLoss: " + e);
+  if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty())
+    bad("estimator: " + e);
+  if (auto e = losses.policy_losses.check(std::string(p.getPolicyLoss())); !e.empty())
+    bad("policyLoss: " + e);
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
   if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");
@@ -269,7 +291,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   if (p.getMisLow() > p.getMisHigh()) bad("misLow: must not exceed misHigh");
   if (!(p.getTemperature() > 0)) bad("temperature: must be > 0");
   if (p.getMicroBatchTokens() == 0) bad("microBatchTokens: must be at least 1");
-  if (p.getEvalInterval() > 0 && p.getEvalData().size() == 0) bad("evalData: required when evalInterval > 0");
+  if (p.getEvalInterval() > 0 && p.getEvalData().size() == 0)
+    bad("evalData: required when evalInterval > 0");
   if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
@@ -289,13 +312,16 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
   k.role = role::learner;
   k.inputs = {{"batches", llm::port_type::scored_group, "scored sample groups (RL)"},
               {"sft", llm::port_type::prompt, "prompts with a response (SFT)"}};
-  k.outputs = {{"weights", weights::port_type::trained_weights, "where the new version's weights are"}};
+  k.outputs = {
+      {"weights", weights::port_type::trained_weights, "where the new version's weights are"}};
   k.params_member = "trainer";
   k.check_params = [losses](capnp::DynamicStruct::Reader r) { return check(r, *losses); };
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
-    for (const auto& problem : check(*s.params_struct, *losses)) throw std::invalid_argument("params.trainer." + problem);
-    runtime::progress_meter loading(s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
+    for (const auto& problem : check(*s.params_struct, *losses))
+      throw std::invalid_argument("params.trainer." + problem);
+    runtime::progress_meter loading(
+        s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
     auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
                                     llm::to_device(p.getDevice()));
     loading.update(1);
@@ -349,7 +375,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     init->source_dir = std::string(p.getModel());
     init->total_steps = s.steps;
     std::string tok_error;
-    init->codec = llm::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
+    init->codec = llm::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()),
+                                        tok_error);
     if (o.objective == "sft" && !init->codec) {
       throw std::invalid_argument("params.trainer.objective sft needs a tokenizer: " + tok_error);
     }
@@ -360,7 +387,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     init->eval.limit = p.getEvalLimit();
     init->eval.export_dir = std::string(p.getExportDir());
     init->eval.progress = s.progress;
-    if (p.getEvalData().size() > 0) init->eval.records = tasks::load_jsonl(std::string(p.getEvalData()));
+    if (p.getEvalData().size() > 0)
+      init->eval.records = tasks::load_jsonl(std::string(p.getEvalData()));
     if (init->eval.interval > 0 && !init->codec) {
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);
     }

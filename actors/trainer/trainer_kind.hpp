@@ -16,6 +16,7 @@ namespace milesrt::trainer {
 void register_trainer_kind(runtime::kind_registry& registry);
 /// The same with `losses`, whose names the params `policyLoss` and `estimator` are checked
 /// against (a plugin's losses among them).
-void register_trainer_kind(runtime::kind_registry& registry, std::shared_ptr<const rl::registries> losses);
+void register_trainer_kind(runtime::kind_registry& registry,
+                           std::shared_ptr<const rl::registries> losses);
 
 }  // namespace milesrt::trainer

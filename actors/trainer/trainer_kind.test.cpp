@@ -12,7 +12,8 @@ namespace milesrt::trainer {
 namespace {
 using kind_testing::params_of;
 
-std::vector<std::string> problems_of(const runtime::kind_registry& kinds, params_of<schema::TrainerParams>& p) {
+std::vector<std::string> problems_of(const runtime::kind_registry& kinds,
+                                     params_of<schema::TrainerParams>& p) {
   return kinds.find("trainer")->check_params(*p.setup().params_struct);
 }
 

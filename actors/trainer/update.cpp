@@ -1,4 +1,6 @@
 // The update phase of policy_trainer::train: each micro-batch's loss and backward, then AdamW.
+#include "actors/trainer/update.hpp"
+
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -11,12 +13,12 @@
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/trainer_core.hpp"
-#include "actors/trainer/update.hpp"
 
 namespace milesrt::trainer {
 
-update_totals policy_trainer::update(const std::vector<train_sequence>& batch, const batch_layout& layout,
-                                     const at::Tensor& advantages, const at::Tensor& old_logprobs) {
+update_totals policy_trainer::update(const std::vector<train_sequence>& batch,
+                                     const batch_layout& layout, const at::Tensor& advantages,
+                                     const at::Tensor& old_logprobs) {
   update_totals totals;
   const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
   for (uint32_t u = 0; u < updates; ++u) {
@@ -32,8 +34,9 @@ update_totals policy_trainer::update(const std::vector<train_sequence>& batch, c
 
 bool policy_trainer::backward_micro_batch(const std::vector<train_sequence>& batch,
                                           const batch_layout& layout, const at::Tensor& advantages,
-                                          const at::Tensor& old_logprobs, const std::vector<size_t>& mb,
-                                          bool first, update_totals& totals) {
+                                          const at::Tensor& old_logprobs,
+                                          const std::vector<size_t>& mb, bool first,
+                                          update_totals& totals) {
   bool finite = true;
   // The loss, or an undefined tensor when it is not finite.
   auto loss_of = [&](const llm::token_scores& sc) -> at::Tensor {
@@ -43,7 +46,8 @@ bool policy_trainer::backward_micro_batch(const std::vector<train_sequence>& bat
     return at::Tensor();
   };
   if (options_.activation_checkpointing) {
-    auto sc = score_sequences(*model_, batch, mb, options_, loss_of);  // the forward runs the backward too
+    auto sc = score_sequences(*model_, batch, mb, options_,
+                              loss_of);  // the forward runs the backward too
     if (first) totals.first_logprobs.push_back(sc.logprobs);
   } else {
     auto sc = score_sequences(*model_, batch, mb, options_);
@@ -54,9 +58,9 @@ bool policy_trainer::backward_micro_batch(const std::vector<train_sequence>& bat
   return finite;
 }
 
-at::Tensor policy_trainer::micro_batch_loss(const batch_layout& layout, const at::Tensor& advantages,
-                                            const at::Tensor& old_logprobs, const std::vector<size_t>& mb,
-                                            const llm::token_scores& sc, update_totals& totals) const {
+at::Tensor policy_trainer::micro_batch_loss(
+    const batch_layout& layout, const at::Tensor& advantages, const at::Tensor& old_logprobs,
+    const std::vector<size_t>& mb, const llm::token_scores& sc, update_totals& totals) const {
   auto mask = layout.slice(layout.mask, mb);
   const double global_tokens = std::max(1.0, static_cast<double>(layout.num_tokens));
   if (options_.objective == "sft") {
@@ -95,7 +99,8 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
   // The step zeroes the gradient and refreshes the bf16 weights from the master weights (one pass
   // on CUDA).
   const bool bf16 = params.buffer().scalar_type() != at::kFloat;
-  auto info = adam_->step(master_, grad, bf16 ? params.buffer().detach() : at::Tensor(), /*zero_grad=*/true);
+  auto info = adam_->step(master_, grad, bf16 ? params.buffer().detach() : at::Tensor(),
+                          /*zero_grad=*/true);
   totals.grad_norm = info.grad_norm;
   totals.lr = info.lr;
   if (info.skipped) {

@@ -16,8 +16,8 @@ struct update_totals {
   /// weight_sum later), "loss" and "sft_loss" plain sums over all updates.
   std::map<std::string, double> sums;
   double weight_sum = 0;
-  uint64_t skipped = 0;            ///< optimizer steps skipped (non-finite loss or gradient)
-  double grad_norm = 0, lr = 0;    ///< of the last optimizer step
+  uint64_t skipped = 0;          ///< optimizer steps skipped (non-finite loss or gradient)
+  double grad_norm = 0, lr = 0;  ///< of the last optimizer step
   std::vector<at::Tensor> first_logprobs;  ///< the first update's log-probs, per micro-batch
 };
 

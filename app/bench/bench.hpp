@@ -1,11 +1,11 @@
 #pragma once
-/// `milesrt bench <what>`: one file per benchmark (app/bench/<what>.cpp), each adding its options to
-/// its CLI11 subcommand and returning the runner; command.cpp lists them.
+/// `milesrt bench <what>`: one file per benchmark (app/bench/<what>.cpp), each adding its options
+/// to its CLI11 subcommand and returning the runner; command.cpp lists them.
 
-#include <CLI/CLI.hpp>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,8 +25,9 @@ cli::runner define_bench_logprobs(CLI::App& app, cli::context& ctx);  ///< chunk
 cli::runner define_bench_tokenize(CLI::App& app, cli::context& ctx);  ///< tokenizer MB/s
 cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx);   ///< rollout engine tok/s
 cli::runner define_bench_train(CLI::App& app, cli::context& ctx);     ///< trainer step, MFU
-cli::runner define_bench_optim(CLI::App& app, cli::context& ctx);     ///< one AdamW step vs libtorch's
-cli::runner define_bench_publish(CLI::App& app, cli::context& ctx);   ///< weights handed to an engine
+cli::runner define_bench_optim(CLI::App& app, cli::context& ctx);  ///< one AdamW step vs libtorch's
+cli::runner define_bench_publish(CLI::App& app,
+                                 cli::context& ctx);  ///< weights handed to an engine
 
 /// Helpers the benches share.
 double bench_now_s();
@@ -39,10 +40,11 @@ struct bench_target {
   at::ScalarType dtype;
 };
 /// The target, or nullopt with `cmd`'s error printed when cuda is asked for and none is visible.
-std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype, const char* cmd,
-                                            cli::context& ctx);
+std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype,
+                                            const char* cmd, cli::context& ctx);
 /// llm::benchmark_model on the target (`name` says which model); null with `cmd`'s error printed.
-std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers, const bench_target& t,
-                                          std::string& name, const char* cmd, cli::context& ctx);
+std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers,
+                                          const bench_target& t, std::string& name, const char* cmd,
+                                          cli::context& ctx);
 
 }  // namespace milesrt::app

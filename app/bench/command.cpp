@@ -20,9 +20,10 @@ void bench_sync(const at::Device& device) {
   if (device.is_cuda()) at::zeros({1}, at::TensorOptions().device(device)).cpu();
 }
 
-std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype, const char* cmd,
-                                            cli::context& ctx) {
-  bench_target t{at::Device(device == "cuda" ? at::kCUDA : at::kCPU), dtype == "bf16" ? at::kBFloat16 : at::kFloat};
+std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype,
+                                            const char* cmd, cli::context& ctx) {
+  bench_target t{at::Device(device == "cuda" ? at::kCUDA : at::kCPU),
+                 dtype == "bf16" ? at::kBFloat16 : at::kFloat};
   if (t.device.is_cuda() && !at::hasCUDA()) {
     cli::print_error(ctx.err, cmd, "--device cuda: no CUDA device is visible");
     return std::nullopt;
@@ -30,8 +31,9 @@ std::optional<bench_target> bench_target_of(const std::string& device, const std
   return t;
 }
 
-std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers, const bench_target& t,
-                                          std::string& name, const char* cmd, cli::context& ctx) {
+std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers,
+                                          const bench_target& t, std::string& name, const char* cmd,
+                                          cli::context& ctx) {
   try {
     return llm::benchmark_model(dir, layers, t.dtype, t.device, name);
   } catch (const std::exception& e) {
@@ -41,33 +43,42 @@ std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers
 }
 
 cli::command make_bench_command() {
-  return {"bench", "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, publish (see docs/benchmarks.md)",
-          [](CLI::App& app, cli::context& ctx) -> cli::runner {
-            const std::vector<std::tuple<const char*, const char*, bench_define>> benches = {
-                {"forward", "Forward tokens/s of a model (packed sequences, no cache)", define_bench_forward},
-                {"logprobs", "Peak memory of chunked vs naive log-probs over a large vocabulary",
-                 define_bench_logprobs},
-                {"tokenize", "Tokenizer MB/s on a corpus (single thread and batch)", define_bench_tokenize},
-                {"rollout", "The rollout engine: tok/s, ms per decode step, prefill tok/s, peak GPU memory",
-                 define_bench_rollout},
-                {"train", "Trainer steps on random sequences (tokens/s, MFU on CUDA)", define_bench_train},
-                {"optim", "One AdamW step over fp32 master weights (GPU: beside libtorch's fused AdamW)",
-                 define_bench_optim},
-                {"publish", "A version of the weights handed to an engine (colocated, CUDA IPC) vs a device copy",
-                 define_bench_publish},
-            };
-            app.require_subcommand(1);
-            std::vector<std::pair<CLI::App*, cli::runner>> subs;
-            for (const auto& [name, summary, define] : benches) {
-              auto* sub = app.add_subcommand(name, summary);
-              subs.emplace_back(sub, define(*sub, ctx));
-            }
-            return [subs] {
-              for (const auto& [sub, run] : subs)
-                if (sub->parsed()) return run();
-              return cli::exit_status::bad_input;
-            };
-          }};
+  return {
+      "bench",
+      "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, publish (see "
+      "docs/benchmarks.md)",
+      [](CLI::App& app, cli::context& ctx) -> cli::runner {
+        const std::vector<std::tuple<const char*, const char*, bench_define>> benches = {
+            {"forward", "Forward tokens/s of a model (packed sequences, no cache)",
+             define_bench_forward},
+            {"logprobs", "Peak memory of chunked vs naive log-probs over a large vocabulary",
+             define_bench_logprobs},
+            {"tokenize", "Tokenizer MB/s on a corpus (single thread and batch)",
+             define_bench_tokenize},
+            {"rollout",
+             "The rollout engine: tok/s, ms per decode step, prefill tok/s, peak GPU memory",
+             define_bench_rollout},
+            {"train", "Trainer steps on random sequences (tokens/s, MFU on CUDA)",
+             define_bench_train},
+            {"optim",
+             "One AdamW step over fp32 master weights (GPU: beside libtorch's fused AdamW)",
+             define_bench_optim},
+            {"publish",
+             "A version of the weights handed to an engine (colocated, CUDA IPC) vs a device copy",
+             define_bench_publish},
+        };
+        app.require_subcommand(1);
+        std::vector<std::pair<CLI::App*, cli::runner>> subs;
+        for (const auto& [name, summary, define] : benches) {
+          auto* sub = app.add_subcommand(name, summary);
+          subs.emplace_back(sub, define(*sub, ctx));
+        }
+        return [subs] {
+          for (const auto& [sub, run] : subs)
+            if (sub->parsed()) return run();
+          return cli::exit_status::bad_input;
+        };
+      }};
 }
 
 }  // namespace milesrt::app

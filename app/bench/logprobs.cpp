@@ -1,10 +1,10 @@
 // `milesrt bench logprobs`: peak host memory of chunked vs naive log-probs over a large vocabulary.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <nlohmann/json.hpp>
+#include <ATen/Parallel.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "actors/lib/llm/model.hpp"
@@ -34,7 +34,8 @@ cli::runner define_bench_logprobs(CLI::App& app, cli::context& ctx) {
   };
   auto opt = std::make_shared<options>();
   app.add_option("--tokens", opt->tokens, "rows")->check(CLI::PositiveNumber);
-  app.add_option("--mode", opt->mode, "chunked | naive")->check(CLI::IsMember({"chunked", "naive"}));
+  app.add_option("--mode", opt->mode, "chunked | naive")
+      ->check(CLI::IsMember({"chunked", "naive"}));
   app.add_option("--vocab", opt->vocab, "vocabulary size")->check(CLI::PositiveNumber);
   app.add_option("--hidden", opt->hidden, "hidden size")->check(CLI::PositiveNumber);
   app.add_option("--chunk", opt->chunk, "rows per chunk")->check(CLI::PositiveNumber);
@@ -64,11 +65,18 @@ cli::runner define_bench_logprobs(CLI::App& app, cli::context& ctx) {
       auto logp = at::log_softmax(logits, -1);
       checksum = logp.gather(1, targets.to(device).unsqueeze(1)).sum().item<double>();
     }
-    nlohmann::json out = {{"bench", "logprobs"}, {"device", opt->device}, {"dtype", opt->dtype},
-                          {"threads", at::get_num_threads()}, {"mode", opt->mode}, {"tokens", n},
-                          {"vocab", opt->vocab}, {"chunk", opt->chunk}, {"seconds", bench_now_s() - t0},
+    nlohmann::json out = {{"bench", "logprobs"},
+                          {"device", opt->device},
+                          {"dtype", opt->dtype},
+                          {"threads", at::get_num_threads()},
+                          {"mode", opt->mode},
+                          {"tokens", n},
+                          {"vocab", opt->vocab},
+                          {"chunk", opt->chunk},
+                          {"seconds", bench_now_s() - t0},
                           {"peak_extra_mib", status_mib("VmHWM") - base},
-                          {"logits_full_mib", double(n) * opt->vocab * 4 / (1 << 20)}, {"checksum", checksum}};
+                          {"logits_full_mib", double(n) * opt->vocab * 4 / (1 << 20)},
+                          {"checksum", checksum}};
     ctx.out << out.dump() << "\n";
     return cli::exit_status::ok;
   };

@@ -2,20 +2,19 @@
 // trainer takes it on the GPU (rl::adamw: one pass of kernels/optim/adamw that also refreshes the
 // bf16 weights and zeroes the gradient), beside libtorch's fused AdamW over the same bytes (its
 // kernel wants an fp32 gradient: the conversion, the step and the bf16 refresh are timed together,
-// and the step alone), and a device-to-device copy of the master weights as the bandwidth yardstick.
-// One JSON line out.
-
-#include "app/bench/bench.hpp"
+// and the step alone), and a device-to-device copy of the master weights as the bandwidth
+// yardstick. One JSON line out.
 
 #include <ATen/ATen.h>
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/rl/optimizer.hpp"
+#include "app/bench/bench.hpp"
 
 namespace milesrt::app {
 
@@ -29,15 +28,18 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
   auto opt = std::make_shared<options>();
   app.add_option("--params", opt->params, "parameters (default: Qwen3-1.7B's count)");
   app.add_option("--steps", opt->steps, "timed steps (after one warm-up step)");
-  app.add_option("--zero-fraction", opt->zero_fraction,
-                 "the leading fraction of the gradient that is exactly zero, as the rows of tokens a batch "
-                 "never saw in an embedding (about 0.18 of Qwen3-1.7B)")
+  app.add_option(
+         "--zero-fraction", opt->zero_fraction,
+         "the leading fraction of the gradient that is exactly zero, as the rows of tokens a batch "
+         "never saw in an embedding (about 0.18 of Qwen3-1.7B)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--fragment-gib", opt->fragment_gib,
-                 "before the buffers are made, fill this much device memory with tensors of random sizes "
-                 "(1 to 256 MiB) and free every other one, as a trainer's model loading leaves it");
+  app.add_option(
+      "--fragment-gib", opt->fragment_gib,
+      "before the buffers are made, fill this much device memory with tensors of random sizes "
+      "(1 to 256 MiB) and free every other one, as a trainer's model loading leaves it");
   app.add_option("--order", opt->order,
-                 "bench: master, weights, gradient; trainer: the trainer's order (weights, gradient, master)")
+                 "bench: master, weights, gradient; trainer: the trainer's order (weights, "
+                 "gradient, master)")
       ->check(CLI::IsMember({"bench", "trainer"}));
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   return [opt, &ctx] {
@@ -83,11 +85,13 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
       return (bench_now_s() - t0) / double(opt->steps) * 1e3;
     };
     rl::adamw ours(o, master);
-    const double ours_ms = time_of([&] {
-      ours.step(master, grad, weights, /*zero_grad=*/false);
-    });
-    nlohmann::json out = {{"bench", "optim"}, {"device", opt->device}, {"params", n}, {"zero_fraction", opt->zero_fraction},
-                          {"fragment_gib", opt->fragment_gib}, {"order", opt->order},
+    const double ours_ms = time_of([&] { ours.step(master, grad, weights, /*zero_grad=*/false); });
+    nlohmann::json out = {{"bench", "optim"},
+                          {"device", opt->device},
+                          {"params", n},
+                          {"zero_fraction", opt->zero_fraction},
+                          {"fragment_gib", opt->fragment_gib},
+                          {"order", opt->order},
                           {"milesrt_adamw_ms", ours_ms}};
     if (dev.is_cuda()) {
       auto m = at::zeros_like(master), v = at::zeros_like(master);
@@ -96,13 +100,13 @@ cli::runner define_bench_optim(CLI::App& app, cli::context& ctx) {
       at::Tensor g32;
       const double torch_step_ms = time_of([&] {
         if (!g32.defined()) g32 = grad.to(at::kFloat);
-        at::_fused_adamw_({master}, {g32}, {m}, {v}, {}, {step}, o.lr, o.beta1, o.beta2, o.weight_decay, o.eps,
-                          false, false, scale, c10::nullopt);
+        at::_fused_adamw_({master}, {g32}, {m}, {v}, {}, {step}, o.lr, o.beta1, o.beta2,
+                          o.weight_decay, o.eps, false, false, scale, c10::nullopt);
       });
       const double torch_all_ms = time_of([&] {
         g32 = grad.to(at::kFloat);
-        at::_fused_adamw_({master}, {g32}, {m}, {v}, {}, {step}, o.lr, o.beta1, o.beta2, o.weight_decay, o.eps,
-                          false, false, scale, c10::nullopt);
+        at::_fused_adamw_({master}, {g32}, {m}, {v}, {}, {step}, o.lr, o.beta1, o.beta2,
+                          o.weight_decay, o.eps, false, false, scale, c10::nullopt);
         weights.copy_(master);
         grad.zero_();
       });

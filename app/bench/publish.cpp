@@ -15,7 +15,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <nlohmann/json.hpp>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "actors/lib/llm/model.hpp"
@@ -106,7 +106,9 @@ struct receiver_process {
     posix_spawn_file_actions_destroy(&fa);
     close(in[0]);
     close(out[1]);
-    if (rc != 0) throw std::runtime_error("could not start the receiving process: " + std::string(strerror(rc)));
+    if (rc != 0)
+      throw std::runtime_error("could not start the receiving process: " +
+                               std::string(strerror(rc)));
     to = fdopen(in[1], "w");
     from = fdopen(out[0], "r");
   }
@@ -197,8 +199,8 @@ struct publish_bench {
   /// The CUDA IPC rows: an engine in a second process on the same GPU.
   void ipc_rows(double copy_ms, nlohmann::json& out) {
     engine.reset();  // the receiver loads its own
-    std::vector<std::string> args = {"milesrt", "bench", "publish", "--receiver", "--device", opt.device,
-                                     "--dtype", opt.dtype};
+    std::vector<std::string> args = {"milesrt",  "bench",    "publish", "--receiver",
+                                     "--device", opt.device, "--dtype", opt.dtype};
     if (!opt.model.empty()) args.insert(args.end(), {"--model", opt.model});
     if (opt.layers > 0) args.insert(args.end(), {"--layers", std::to_string(opt.layers)});
     receiver_process rx(args);
@@ -215,7 +217,8 @@ struct publish_bench {
       u.version = v;
       u.transport = pub->name();
       pub->publish(pv, u);
-      const auto answer = rx.ask("apply " + std::to_string(v) + " " + u.location + " " + (verify ? hash_list : "-"));
+      const auto answer = rx.ask("apply " + std::to_string(v) + " " + u.location + " " +
+                                 (verify ? hash_list : "-"));
       std::istringstream in(answer);
       std::string what;
       double ms = 0;
@@ -254,7 +257,8 @@ cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
   std::string name;
   auto trainer_model = bench_model(opt.model, opt.layers, *target, name, "bench publish", ctx);
   if (!trainer_model) return cli::exit_status::bad_input;
-  if (opt.receiver) return run_receiver(*trainer_model) == 0 ? cli::exit_status::ok : cli::exit_status::run_failed;
+  if (opt.receiver)
+    return run_receiver(*trainer_model) == 0 ? cli::exit_status::ok : cli::exit_status::run_failed;
   at::NoGradGuard no_grad;
   publish_bench b{opt, target->device, trainer_model->shared_params(), nullptr, {}, 0};
   const auto& buf = b.trainer->buffer();
@@ -270,10 +274,16 @@ cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
   b.hashes = weights::param_hashes(*b.trainer);
   const double hash_ms = (bench_now_s() - t_hash) * 1e3;
 
-  nlohmann::json out = {{"bench", "publish"}, {"model", name}, {"device", opt.device}, {"dtype", opt.dtype},
-                        {"bytes_gb", bytes / 1e9}, {"parameters", b.trainer->buffer().numel()},
-                        {"tensors", b.trainer->names().size()}, {"copy_ms", copy_ms},
-                        {"copy_tb_s", 2 * bytes / (copy_ms * 1e-3) / 1e12}, {"hash_trainer_ms", hash_ms}};
+  nlohmann::json out = {{"bench", "publish"},
+                        {"model", name},
+                        {"device", opt.device},
+                        {"dtype", opt.dtype},
+                        {"bytes_gb", bytes / 1e9},
+                        {"parameters", b.trainer->buffer().numel()},
+                        {"tensors", b.trainer->names().size()},
+                        {"copy_ms", copy_ms},
+                        {"copy_tb_s", 2 * bytes / (copy_ms * 1e-3) / 1e12},
+                        {"hash_trainer_ms", hash_ms}};
   try {
     double verify_copy = 0;
     const double share_ms = b.colocated(false, nullptr);
@@ -295,13 +305,17 @@ cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
 
 cli::runner define_bench_publish(CLI::App& app, cli::context& ctx) {
   auto opt = std::make_shared<publish_options>();
-  app.add_option("--model", opt->model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
+  app.add_option(
+      "--model", opt->model,
+      "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
   app.add_option("--layers", opt->layers, "keep only this many layers of the model");
   app.add_option("--device", opt->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
-  app.add_option("--steps", opt->steps, "timed versions per way (after one warm-up version)")->check(CLI::PositiveNumber);
+  app.add_option("--steps", opt->steps, "timed versions per way (after one warm-up version)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("!--no-ipc", opt->ipc, "leave out the CUDA IPC row (no second process)");
-  app.add_flag("--receiver", opt->receiver, "internal: be the receiving engine of the ipc row")->group("");
+  app.add_flag("--receiver", opt->receiver, "internal: be the receiving engine of the ipc row")
+      ->group("");
   return [opt, &ctx] { return bench_publish(*opt, ctx); };
 }
 

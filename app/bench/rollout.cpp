@@ -3,10 +3,10 @@
 // decode-only step, prefill tok/s and peak GPU memory, as one JSON line. The prompts can be saved
 // (--save-prompts) for the peer script test/peers/hf_generate.py to run the same ones.
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "actors/lib/llm/model.hpp"
@@ -30,24 +30,34 @@ struct rollout_options {
 };
 
 void add_rollout_options(CLI::App& app, rollout_options& opt) {
-  app.add_option("--model", opt.model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
+  app.add_option(
+      "--model", opt.model,
+      "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
   app.add_option("--layers", opt.layers, "keep only this many layers of the default model");
-  app.add_option("--batch", opt.batch, "sequences, all submitted at once")->check(CLI::PositiveNumber);
-  app.add_option("--prompt-len", opt.prompt_len, "prompt tokens per sequence")->check(CLI::PositiveNumber);
-  app.add_option("--new-tokens", opt.new_tokens, "tokens generated per sequence")->check(CLI::PositiveNumber);
+  app.add_option("--batch", opt.batch, "sequences, all submitted at once")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prompt-len", opt.prompt_len, "prompt tokens per sequence")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--new-tokens", opt.new_tokens, "tokens generated per sequence")
+      ->check(CLI::PositiveNumber);
   app.add_option("--device", opt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--kv-memory-fraction", opt.kv_fraction,
                  "cuda: the KV pool's share of the free GPU memory (default 0.9)")
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--kv-blocks", opt.kv_blocks, "KV blocks (default: cuda by memory fraction, cpu what the batch needs)");
+  app.add_option("--kv-blocks", opt.kv_blocks,
+                 "KV blocks (default: cuda by memory fraction, cpu what the batch needs)");
   app.add_option("--block-size", opt.block_size, "tokens per KV block")->check(CLI::PositiveNumber);
-  app.add_option("--step-tokens", opt.step_tokens, "token budget of one engine step")->check(CLI::PositiveNumber);
-  app.add_option("--temperature", opt.temperature, "sampling temperature")->check(CLI::PositiveNumber);
+  app.add_option("--step-tokens", opt.step_tokens, "token budget of one engine step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--temperature", opt.temperature, "sampling temperature")
+      ->check(CLI::PositiveNumber);
   app.add_option("--seed", opt.seed, "seed of the prompts and the sampling");
-  app.add_flag("!--no-overlap", opt.overlap,
-               "stage each decode step after the last one's samples are back (default: while it runs)");
-  app.add_option("--save-prompts", opt.save_prompts, "write the prompts as JSON lines {\"prompt_ids\": [...]}");
+  app.add_flag(
+      "!--no-overlap", opt.overlap,
+      "stage each decode step after the last one's samples are back (default: while it runs)");
+  app.add_option("--save-prompts", opt.save_prompts,
+                 "write the prompts as JSON lines {\"prompt_ids\": [...]}");
 }
 
 serving::engine_config rollout_engine_config(const rollout_options& opt, const at::Device& device) {
@@ -68,8 +78,9 @@ serving::engine_config rollout_engine_config(const rollout_options& opt, const a
 
 /// Submits n of the prompts with `new_tokens` each and steps the engine until idle; with a
 /// report, writes the timings into it.
-void run_rollout(serving::engine& e, const rollout_options& opt, const std::vector<std::vector<int64_t>>& prompts,
-                 const at::Device& device, int64_t n, int64_t new_tokens, nlohmann::json* report) {
+void run_rollout(serving::engine& e, const rollout_options& opt,
+                 const std::vector<std::vector<int64_t>>& prompts, const at::Device& device,
+                 int64_t n, int64_t new_tokens, nlohmann::json* report) {
   for (int64_t i = 0; i < n; ++i) {
     serving::generate_request r;
     r.id = uint64_t(i);
@@ -140,7 +151,8 @@ void hbm_floor(const llm::decoder& model, const at::Device& device, nlohmann::js
   for (int i = 0; i < 5; ++i) b.copy_(a);
   bench_sync(device);
   const double gbps = 2.0 * double(bytes) * 5 / (bench_now_s() - t0) / 1e9;
-  const double weight_bytes = double(model.params().buffer().numel()) * model.params().buffer().element_size();
+  const double weight_bytes =
+      double(model.params().buffer().numel()) * model.params().buffer().element_size();
   out["hbm_copy_gbps"] = gbps;
   out["weight_bytes"] = weight_bytes;
   out["weight_read_floor_ms"] = weight_bytes / (gbps * 1e9) * 1e3;
@@ -167,8 +179,9 @@ cli::exit_status bench_rollout(const rollout_options& opt, cli::context& ctx) {
     }
   }
   const serving::engine_config cfg = rollout_engine_config(opt, device);
-  nlohmann::json out = {{"bench", "rollout"}, {"model", name}, {"device", opt.device}, {"dtype", opt.dtype},
-                        {"batch", opt.batch}, {"prompt_len", opt.prompt_len},
+  nlohmann::json out = {{"bench", "rollout"},          {"model", name},
+                        {"device", opt.device},        {"dtype", opt.dtype},
+                        {"batch", opt.batch},          {"prompt_len", opt.prompt_len},
                         {"new_tokens", opt.new_tokens}};
   if (device.is_cuda()) hbm_floor(*model, device, out);
   try {
@@ -178,12 +191,14 @@ cli::exit_status bench_rollout(const rollout_options& opt, cli::context& ctx) {
     // Warm-up: a few sequences through prefill and decode (kernels loaded, cuBLAS handles made).
     run_rollout(e, opt, prompts, device, std::min<int64_t>(opt.batch, 4), 4, nullptr);
 #ifdef MILESRT_TORCH_CUDA
-    if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+    if (device.is_cuda())
+      c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
 #endif
     run_rollout(e, opt, prompts, device, opt.batch, opt.new_tokens, &out);
 #ifdef MILESRT_TORCH_CUDA
     if (device.is_cuda()) {
-      auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+      auto stats =
+          c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
       const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
       out["peak_gpu_allocated_mib"] = double(stats.allocated_bytes[all].peak) / (1 << 20);
       out["peak_gpu_reserved_mib"] = double(stats.reserved_bytes[all].peak) / (1 << 20);

@@ -7,7 +7,8 @@ namespace milesrt::app {
 cli::runner define_bench_tokenize(CLI::App& app, cli::context& ctx) {
   auto opt = std::make_shared<llm::tokenize_bench_options>();
   app.add_option("--model", opt->model, "a folder with tokenizer.json")->required();
-  app.add_option("--corpus", opt->corpus, "JSON lines with \"text\" (.jsonl) or plain text split at blank lines")
+  app.add_option("--corpus", opt->corpus,
+                 "JSON lines with \"text\" (.jsonl) or plain text split at blank lines")
       ->required();
   app.add_option("--threads", opt->threads, "batch threads (default: all)");
   return [opt, &ctx] {

@@ -2,22 +2,20 @@
 // groups with random rewards), so that tokens/s and MFU are measured on the code the trainer
 // actor runs. One JSON line out.
 
-#include "app/bench/bench.hpp"
-
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
-
-#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 #include "actors/trainer/trainer_core.hpp"
+#include "app/bench/bench.hpp"
 
 namespace milesrt::app {
 using namespace milesrt::llm;
@@ -33,23 +31,27 @@ struct train_options {
 };
 
 void add_train_options(CLI::App& app, train_options& opt) {
-  app.add_option("--model", opt.model, "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
+  app.add_option(
+      "--model", opt.model,
+      "a Hugging Face model folder (default: Qwen3-0.6B's architecture, random weights)");
   app.add_option("--layers", opt.layers, "keep only this many layers of the default model");
   app.add_option("--seqs", opt.seqs, "sequences per step (groups of 8)");
   app.add_option("--prompt", opt.prompt, "prompt tokens per sequence");
   app.add_option("--response", opt.response, "response tokens per sequence");
   app.add_option("--steps", opt.steps, "timed steps (after one warm-up step)");
   app.add_option("--micro-batch-tokens", opt.micro, "tokens per micro-batch");
-  app.add_option("--profile", opt.profile,
-                 "after the timed steps, profile one more step with libtorch's profiler (Kineto) and "
-                 "write its Chrome trace here (test/peers/trace_table.py sums its kernels)");
+  app.add_option(
+      "--profile", opt.profile,
+      "after the timed steps, profile one more step with libtorch's profiler (Kineto) and "
+      "write its Chrome trace here (test/peers/trace_table.py sums its kernels)");
   app.add_option("--checkpoint-layers", opt.checkpoint_layers,
                  "activation checkpointing: recompute the first N layers in the backward (0: all; "
                  "default: none)");
-  app.add_flag("--optimizer-probe", opt.optimizer_probe,
-               "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
-               "gradient and weights (the gradient refilled with random values), then on fresh copies of "
-               "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
+  app.add_flag(
+      "--optimizer-probe", opt.optimizer_probe,
+      "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
+      "gradient and weights (the gradient refilled with random values), then on fresh copies of "
+      "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
   app.add_option("--device", opt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
 }
@@ -71,8 +73,8 @@ std::vector<train_sequence> random_batch(const train_options& opt, int64_t vocab
 }
 
 /// One more step under libtorch's profiler (Kineto), its Chrome trace written to `path`.
-void profile_step(policy_trainer& t, const std::vector<train_sequence>& batch, const at::Device& device,
-                  const std::string& path) {
+void profile_step(policy_trainer& t, const std::vector<train_sequence>& batch,
+                  const at::Device& device, const std::string& path) {
   namespace prof = torch::autograd::profiler;
   using torch::profiler::impl::ActivityType;
   const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
@@ -91,7 +93,8 @@ nlohmann::json optimizer_probe(policy_trainer& t, const at::Device& device) {
   nlohmann::json probe = nlohmann::json::object();
   auto& params = t.model().mutable_params();
   auto grad = params.grad();
-  at::Tensor weights = params.buffer().scalar_type() == at::kFloat ? at::Tensor() : params.buffer().detach();
+  at::Tensor weights =
+      params.buffer().scalar_type() == at::kFloat ? at::Tensor() : params.buffer().detach();
   auto& master = t.master_weights();
   auto time_steps = [&](rl::adamw& a, at::Tensor& m, const at::Tensor& g, const at::Tensor& w) {
     a.step(m, g, w, /*zero_grad=*/false);
@@ -144,16 +147,21 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   }
   if (!opt.profile.empty()) profile_step(t, batch, device, opt.profile);
   const double peak_gib = llm::peak_memory_gib(device);  // of the timed steps
-  nlohmann::json probe = opt.optimizer_probe ? optimizer_probe(t, device) : nlohmann::json::object();
+  nlohmann::json probe =
+      opt.optimizer_probe ? optimizer_probe(t, device) : nlohmann::json::object();
   const int64_t tokens = opt.seqs * (opt.prompt + opt.response);
-  nlohmann::json out = {{"bench", "train"}, {"model", name}, {"device", opt.device},
-                        {"dtype", opt.dtype}, {"tokens_per_step", tokens},
+  nlohmann::json out = {{"bench", "train"},
+                        {"model", name},
+                        {"device", opt.device},
+                        {"dtype", opt.dtype},
+                        {"tokens_per_step", tokens},
                         {"checkpoint_layers", opt.checkpoint_layers},
                         {"seconds_per_step", secs / double(opt.steps)},
                         {"train_tokens_per_s", double(tokens) * double(opt.steps) / secs}};
   out.update(probe);
   if (device.is_cuda()) out["peak_gib"] = peak_gib;
-  if (device.is_cuda()) out["mfu"] = train_step_flops(batch, t.model()) * double(opt.steps) / secs / 989e12;
+  if (device.is_cuda())
+    out["mfu"] = train_step_flops(batch, t.model()) * double(opt.steps) / secs / 989e12;
   ctx.out << out.dump() << std::endl;
   return cli::exit_status::ok;
 }

@@ -9,11 +9,10 @@
 #include <ATen/ATen.h>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
@@ -25,27 +24,38 @@ namespace {
 
 /// The vocabulary: digits, the operators, space, and the end-of-text token (16 tokens: the
 /// model's dimensions stay multiples of 16).
-const std::vector<std::string> kVocab = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
-                                         "+", "=", "-", "*", " ", "<|endoftext|>"};
+const std::vector<std::string> kVocab = {"0", "1", "2", "3", "4", "5", "6", "7",
+                                         "8", "9", "+", "=", "-", "*", " ", "<|endoftext|>"};
 
 void write_tokenizer(const fs::path& dir) {
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (size_t i = 0; i < kVocab.size(); ++i) vocab[kVocab[i]] = i;
-  nlohmann::ordered_json tok = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens",
-       {{{"id", kVocab.size() - 1}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
-         {"rstrip", false}, {"normalized", false}, {"special", true}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", nullptr},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "Fuse"}}},
-      {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-        {"ignore_merges", false}, {"vocab", vocab}, {"merges", nlohmann::ordered_json::array()}}}};
+  nlohmann::ordered_json tok = {{"version", "1.0"},
+                                {"truncation", nullptr},
+                                {"padding", nullptr},
+                                {"added_tokens",
+                                 {{{"id", kVocab.size() - 1},
+                                   {"content", "<|endoftext|>"},
+                                   {"single_word", false},
+                                   {"lstrip", false},
+                                   {"rstrip", false},
+                                   {"normalized", false},
+                                   {"special", true}}}},
+                                {"normalizer", nullptr},
+                                {"pre_tokenizer", nullptr},
+                                {"post_processor", nullptr},
+                                {"decoder", {{"type", "Fuse"}}},
+                                {"model",
+                                 {{"type", "BPE"},
+                                  {"dropout", nullptr},
+                                  {"unk_token", nullptr},
+                                  {"continuing_subword_prefix", nullptr},
+                                  {"end_of_word_suffix", nullptr},
+                                  {"fuse_unk", false},
+                                  {"byte_fallback", false},
+                                  {"ignore_merges", false},
+                                  {"vocab", vocab},
+                                  {"merges", nlohmann::ordered_json::array()}}}};
   std::ofstream(dir / "tokenizer.json") << tok.dump(2) << "\n";
   nlohmann::ordered_json cfg = {{"tokenizer_class", "PreTrainedTokenizerFast"},
                                 {"eos_token", "<|endoftext|>"},
@@ -55,25 +65,24 @@ void write_tokenizer(const fs::path& dir) {
 }
 
 std::string model_config(int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads) {
-  nlohmann::ordered_json c = {
-      {"architectures", {"Qwen3ForCausalLM"}},
-      {"model_type", "qwen3"},
-      {"vocab_size", kVocab.size()},
-      {"hidden_size", hidden},
-      {"intermediate_size", hidden * 3},
-      {"num_hidden_layers", layers},
-      {"num_attention_heads", heads},
-      {"num_key_value_heads", kv_heads},
-      {"head_dim", hidden / heads},
-      {"hidden_act", "silu"},
-      {"max_position_embeddings", 64},
-      {"rms_norm_eps", 1e-6},
-      {"rope_theta", 10000.0},
-      {"tie_word_embeddings", true},
-      {"attention_bias", false},
-      {"torch_dtype", "float32"},
-      {"bos_token_id", kVocab.size() - 1},
-      {"eos_token_id", kVocab.size() - 1}};
+  nlohmann::ordered_json c = {{"architectures", {"Qwen3ForCausalLM"}},
+                              {"model_type", "qwen3"},
+                              {"vocab_size", kVocab.size()},
+                              {"hidden_size", hidden},
+                              {"intermediate_size", hidden * 3},
+                              {"num_hidden_layers", layers},
+                              {"num_attention_heads", heads},
+                              {"num_key_value_heads", kv_heads},
+                              {"head_dim", hidden / heads},
+                              {"hidden_act", "silu"},
+                              {"max_position_embeddings", 64},
+                              {"rms_norm_eps", 1e-6},
+                              {"rope_theta", 10000.0},
+                              {"tie_word_embeddings", true},
+                              {"attention_bias", false},
+                              {"torch_dtype", "float32"},
+                              {"bos_token_id", kVocab.size() - 1},
+                              {"eos_token_id", kVocab.size() - 1}};
   return c.dump(2);
 }
 
@@ -90,8 +99,8 @@ int64_t teacher_answer(int64_t a, int64_t b, double slip, std::mt19937_64& rng) 
 int main(int argc, char** argv) {
   CLI::App app{"Writes the arithmetic example's model, tokenizer and datasets"};
   std::string out = "runs/arith/setup";
-  int64_t max_operand = 49, sft_size = 2000, rl_size = 4000, heldout = 200, hidden = 128, layers = 2,
-          heads = 4, kv_heads = 1;
+  int64_t max_operand = 49, sft_size = 2000, rl_size = 4000, heldout = 200, hidden = 128,
+          layers = 2, heads = 4, kv_heads = 1;
   double slip = 0.6;
   uint64_t seed = 7;
   app.add_option("--out", out, "the folder to write");
@@ -110,8 +119,8 @@ int main(int argc, char** argv) {
   const fs::path dir = out;
   fs::create_directories(dir / "model");
   write_tokenizer(dir / "model");
-  auto model = milesrt::llm::decoder::random(model_config(hidden, layers, heads, kv_heads), at::kFloat,
-                                             at::Device(at::kCPU), seed);
+  auto model = milesrt::llm::decoder::random(model_config(hidden, layers, heads, kv_heads),
+                                             at::kFloat, at::Device(at::kCPU), seed);
   model->save(dir / "model");
 
   // Every problem once: held-out ones first, then the rest shared out to SFT and RL prompts.
@@ -121,14 +130,18 @@ int main(int argc, char** argv) {
     for (int64_t b = 0; b <= max_operand; ++b) all.push_back({a, b});
   std::shuffle(all.begin(), all.end(), rng);
   if (static_cast<int64_t>(all.size()) <= heldout) {
-    std::cerr << "milesrt_arith_make: --heldout must be smaller than the " << all.size() << " problems\n";
+    std::cerr << "milesrt_arith_make: --heldout must be smaller than the " << all.size()
+              << " problems\n";
     return 2;
   }
-  auto prompt = [](int64_t a, int64_t b) { return std::to_string(a) + "+" + std::to_string(b) + "="; };
+  auto prompt = [](int64_t a, int64_t b) {
+    return std::to_string(a) + "+" + std::to_string(b) + "=";
+  };
   std::ofstream held(dir / "heldout.jsonl"), sft(dir / "sft.jsonl"), rl(dir / "rl.jsonl");
   for (int64_t i = 0; i < heldout; ++i) {
     auto [a, b] = all[i];
-    held << nlohmann::json{{"prompt", prompt(a, b)}, {"label", std::to_string(a + b)}}.dump() << "\n";
+    held << nlohmann::json{{"prompt", prompt(a, b)}, {"label", std::to_string(a + b)}}.dump()
+         << "\n";
   }
   std::vector<std::pair<int64_t, int64_t>> pool(all.begin() + heldout, all.end());
   for (int64_t i = 0; i < sft_size; ++i) {

@@ -11,7 +11,8 @@ using buffer::staleness_of;
 
 class freshest final : public buffer::buffer_policy {
  public:
-  bool admit(const held_group& g, uint64_t learner_version, const policy_rules& rules) const override {
+  bool admit(const held_group& g, uint64_t learner_version,
+             const policy_rules& rules) const override {
     return staleness_of(g, learner_version) <= rules.max_staleness;
   }
 
@@ -27,7 +28,8 @@ class freshest final : public buffer::buffer_policy {
       }
     }
     std::stable_sort(fresh.begin(), fresh.end(), [&](size_t a, size_t b) {
-      if (held[a].item.min_version != held[b].item.min_version) return held[a].item.min_version > held[b].item.min_version;
+      if (held[a].item.min_version != held[b].item.min_version)
+        return held[a].item.min_version > held[b].item.min_version;
       return held[a].arrival > held[b].arrival;
     });
     for (size_t i : fresh) {
@@ -40,6 +42,8 @@ class freshest final : public buffer::buffer_policy {
 
 }  // namespace
 
-std::unique_ptr<buffer::buffer_policy> make_freshest_policy() { return std::make_unique<freshest>(); }
+std::unique_ptr<buffer::buffer_policy> make_freshest_policy() {
+  return std::make_unique<freshest>();
+}
 
 }  // namespace milesrt::examples

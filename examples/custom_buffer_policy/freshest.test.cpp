@@ -21,7 +21,8 @@ buffer::held_group group(uint64_t version, uint64_t arrival) {
 
 TEST(Freshest, ServesTheNewestVersionFirstAndDiscardsTheStale) {
   auto p = make_freshest_policy();
-  std::deque<buffer::held_group> held = {group(3, 0), group(5, 1), group(4, 2), group(5, 3), group(1, 4)};
+  std::deque<buffer::held_group> held = {group(3, 0), group(5, 1), group(4, 2), group(5, 3),
+                                         group(1, 4)};
   buffer::policy_rules rules{1, false};  // whenStale = wait: freshest discards anyway
   auto c = p->choose(held, 2, 5, rules);
   EXPECT_EQ(c.serve, (std::vector<size_t>{3, 1}));  // version 5, the newer arrival first
@@ -40,9 +41,12 @@ TEST(Freshest, ThePluginAddsThePolicyToTheOfferedRegistry) {
   extensions.offer(buffer::kPolicyExtension, &policies);
   runtime::kind_registry kinds;
   caf::actor_system_config config;
-  EXPECT_EQ(runtime::load_plugin_file(MILESRT_CUSTOM_BUFFER_POLICY_PLUGIN, {&kinds, &config, &extensions}), "");
+  EXPECT_EQ(runtime::load_plugin_file(MILESRT_CUSTOM_BUFFER_POLICY_PLUGIN,
+                                      {&kinds, &config, &extensions}),
+            "");
   EXPECT_TRUE(policies.contains("freshest"));
-  const auto error = runtime::load_plugin_file(MILESRT_CUSTOM_BUFFER_POLICY_PLUGIN, {&kinds, &config, nullptr});
+  const auto error =
+      runtime::load_plugin_file(MILESRT_CUSTOM_BUFFER_POLICY_PLUGIN, {&kinds, &config, nullptr});
   EXPECT_NE(error.find("offers no buffer policies"), std::string::npos) << error;
 }
 

@@ -9,7 +9,8 @@
 
 extern "C" void milesrt_plugin_init(milesrt::runtime::plugin_context* ctx) {
   using namespace milesrt;
-  if (ctx->extensions == nullptr) throw std::runtime_error("custom_buffer_policy: this program offers no buffer policies");
+  if (ctx->extensions == nullptr)
+    throw std::runtime_error("custom_buffer_policy: this program offers no buffer policies");
   auto& policies = ctx->extensions->get<buffer::policy_registry>(buffer::kPolicyExtension);
   if (!policies.contains("freshest")) policies.add("freshest", examples::make_freshest_policy);
 }

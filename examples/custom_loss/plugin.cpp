@@ -7,7 +7,8 @@
 
 extern "C" void milesrt_plugin_init(milesrt::runtime::plugin_context* ctx) {
   using namespace milesrt;
-  if (ctx->extensions == nullptr) throw std::runtime_error("custom_loss: this program offers no RL registries");
+  if (ctx->extensions == nullptr)
+    throw std::runtime_error("custom_loss: this program offers no RL registries");
   auto& rl_registries = ctx->extensions->get<rl::registries>(rl::kRegistriesExtension);
   if (!rl_registries.policy_losses.contains("vanilla_pg")) {
     rl_registries.policy_losses.add("vanilla_pg", [] { return examples::make_vanilla_pg(); });

@@ -2,9 +2,9 @@
 // milesrt loads it, adding the loss to a program's registries.
 #include "examples/custom_loss/vanilla_pg.hpp"
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <ATen/ATen.h>
 #include <caf/actor_system_config.hpp>
 
 #include "actors/lib/rl/builtin.hpp"
@@ -14,8 +14,8 @@ namespace milesrt::examples {
 namespace {
 
 // Two sequences: tokens (logp, A, mask) = (-1, 2, 1), (-0.5, 2, 1), (-2, -1, 1), (-3, -1, 0).
-// token_mean over the 3 unmasked tokens: (-(2)(-1) - (2)(-0.5) - (-1)(-2)) / 3 = (2 + 1 - 2) / 3 = 1/3.
-// Its gradient in logp: -A / 3 on unmasked tokens, 0 on the masked one.
+// token_mean over the 3 unmasked tokens: (-(2)(-1) - (2)(-0.5) - (-1)(-2)) / 3 = (2 + 1 - 2) / 3 =
+// 1/3. Its gradient in logp: -A / 3 on unmasked tokens, 0 on the masked one.
 TEST(VanillaPg, LossAndGradientByHand) {
   auto loss = make_vanilla_pg();
   rl::policy_batch b;
@@ -42,11 +42,13 @@ TEST(VanillaPg, ThePluginAddsTheLossToTheOfferedRegistries) {
   extensions.offer(rl::kRegistriesExtension, &losses);
   runtime::kind_registry kinds;
   caf::actor_system_config config;
-  EXPECT_EQ(runtime::load_plugin_file(MILESRT_CUSTOM_LOSS_PLUGIN, {&kinds, &config, &extensions}), "");
+  EXPECT_EQ(runtime::load_plugin_file(MILESRT_CUSTOM_LOSS_PLUGIN, {&kinds, &config, &extensions}),
+            "");
   EXPECT_TRUE(losses.policy_losses.contains("vanilla_pg"));
   // Without the extension point the plugin says what is missing.
   rl::registries other = rl::builtin_registries();
-  const auto error = runtime::load_plugin_file(MILESRT_CUSTOM_LOSS_PLUGIN, {&kinds, &config, nullptr});
+  const auto error =
+      runtime::load_plugin_file(MILESRT_CUSTOM_LOSS_PLUGIN, {&kinds, &config, nullptr});
   (void)other;
   EXPECT_NE(error.find("offers no RL registries"), std::string::npos) << error;
 }

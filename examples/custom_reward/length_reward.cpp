@@ -1,8 +1,7 @@
 #include "examples/custom_reward/length_reward.hpp"
 
-#include <cmath>
-
 #include <caf/all.hpp>
+#include <cmath>
 
 #include "actors/lib/llm/messages.hpp"
 #include "runtime/core/interfaces.hpp"
@@ -16,7 +15,8 @@ stage_actor::behavior_type length_reward_fn(stage_actor::pointer, uint64_t targe
   return {
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
         if (port != "groups" || !e.payload.match_elements<sample_group>()) {
-          return caf::make_error(caf::sec::unexpected_message, "length_reward: port 'groups' expects a sample_group");
+          return caf::make_error(caf::sec::unexpected_message,
+                                 "length_reward: port 'groups' expects a sample_group");
         }
         auto group = e.payload.get_as<sample_group>(0);
         double sum = 0, sq = 0;
@@ -55,10 +55,11 @@ void register_length_reward(runtime::kind_registry& registry) {
   k.inputs = {{"groups", llm::port_type::sample_group, "the samples of one prompt"}};
   k.outputs = {{"scored", llm::port_type::scored_group, "the group with each sample's reward"}};
   // Custom kinds declare their parameters; the graph's `custom` list is checked against them.
-  k.params = {{"target_length", param_type::integer, "the completion length (tokens) that earns the most",
-               false, int64_t{64}, 1.0, std::nullopt},
-              {"scale", param_type::real, "the reward of a completion of exactly the target length", false,
-               1.0, std::nullopt, std::nullopt}};
+  k.params = {
+      {"target_length", param_type::integer, "the completion length (tokens) that earns the most",
+       false, int64_t{64}, 1.0, std::nullopt},
+      {"scale", param_type::real, "the reward of a completion of exactly the target length", false,
+       1.0, std::nullopt, std::nullopt}};
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     const auto target = uint64_t(std::get<int64_t>(s.params.at("target_length")));
     const double scale = std::get<double>(s.params.at("scale"));
@@ -67,9 +68,8 @@ void register_length_reward(runtime::kind_registry& registry) {
   k.restartable = true;
   registry.add(k);
   // sample_group's type IDs (the rollout's block); adding them twice is harmless.
-  registry.add_types([](caf::actor_system_config& cfg) {
-    cfg.add_message_types<caf::id_block::milesrt_llm>();
-  });
+  registry.add_types(
+      [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
 }
 
 }  // namespace milesrt::examples

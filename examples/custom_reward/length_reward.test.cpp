@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/testing/kind_testing.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "runtime/core/plugins.hpp"
+#include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::examples {
 namespace {
@@ -39,7 +39,8 @@ TEST(LengthReward, RunsFromThePlugin) {
     m.output.assign(n, 7);
     g.samples.push_back(m);
   }
-  auto reply = ask<node_reply>(system.sys(), a, process_atom::value, std::string("groups"), wrap(g, 3));
+  auto reply =
+      ask<node_reply>(system.sys(), a, process_atom::value, std::string("groups"), wrap(g, 3));
   ASSERT_TRUE(reply) << system.sys().render(reply.error());
   ASSERT_EQ(reply->outputs.size(), 1u);
   EXPECT_EQ(reply->outputs[0].port, "scored");

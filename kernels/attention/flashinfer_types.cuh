@@ -4,11 +4,10 @@
 #include <cuda_bf16.h>
 
 #include <flashinfer/attention/default_decode_params.cuh>
-#include <flashinfer/attention/mask.cuh>
 #include <flashinfer/attention/default_prefill_params.cuh>
+#include <flashinfer/attention/mask.cuh>
 #include <flashinfer/attention/variants.cuh>
 #include <flashinfer/page.cuh>
-
 #include <string>
 
 #include "kernels/attention/paged_attention.hpp"
@@ -56,10 +55,10 @@ cudaError_t BatchPrefillWithPagedKVCacheDispatched(Params params, typename Param
                                                    cudaStream_t stream);
 }  // namespace flashinfer
 
-#define MILESRT_FI_PREFILL_INSTANCE(CTA)                                                         \
-  template cudaError_t flashinfer::BatchPrefillWithPagedKVCacheDispatched<                      \
-      /*SAME_KV_STRIDES=*/true, CTA, 128, 128, flashinfer::PosEncodingMode::kNone,              \
-      /*fp16_qk_reduction=*/false, flashinfer::MaskMode::kCausal, /*token_head_sf=*/false,      \
-      milesrt::kernels::fi_types::variant, milesrt::kernels::fi_types::prefill_params>(         \
-      milesrt::kernels::fi_types::prefill_params, milesrt::kernels::fi_types::bf16*, float*,    \
-      bool, cudaStream_t);
+#define MILESRT_FI_PREFILL_INSTANCE(CTA)                                                           \
+  template cudaError_t flashinfer::BatchPrefillWithPagedKVCacheDispatched<                         \
+      /*SAME_KV_STRIDES=*/true, CTA, 128, 128, flashinfer::PosEncodingMode::kNone,                 \
+      /*fp16_qk_reduction=*/false, flashinfer::MaskMode::kCausal, /*token_head_sf=*/false,         \
+      milesrt::kernels::fi_types::variant, milesrt::kernels::fi_types::prefill_params>(            \
+      milesrt::kernels::fi_types::prefill_params, milesrt::kernels::fi_types::bf16*, float*, bool, \
+      cudaStream_t);

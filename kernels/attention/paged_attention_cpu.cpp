@@ -40,7 +40,8 @@ void paged_attention_reference(const float* q, float* o, const float* k, const f
         float* out = o + (int64_t(qo_indptr[b] + i) * qo_heads + h) * head_dim;
         for (int d = 0; d < head_dim; ++d) {
           double acc = 0;
-          for (int p = 0; p <= limit; ++p) acc += score[p] * v[(rows[p] * kv_heads + g) * head_dim + d];
+          for (int p = 0; p <= limit; ++p)
+            acc += score[p] * v[(rows[p] * kv_heads + g) * head_dim + d];
           out[d] = float(acc / sum);
         }
       }

@@ -1,5 +1,3 @@
-#include "kernels/attention/paged_attention.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/attention/paged_attention.hpp"
 #include "kernels/device.hpp"
 #ifdef MILESRT_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -93,14 +92,16 @@ double max_error(const std::vector<int>& kv_len, const std::vector<int>& q_len, 
     attn.plan_decode(indptr.data(), B, qo_heads, kv_heads, D, page_size, false, nullptr);
     attn.run_decode(dq, dout, kv, B, qo_heads, scale, nullptr);
   } else {
-    attn.plan_prefill(qo_indptr.data(), indptr.data(), B, qo_heads, kv_heads, D, page_size, nullptr);
+    attn.plan_prefill(qo_indptr.data(), indptr.data(), B, qo_heads, kv_heads, D, page_size,
+                      nullptr);
     attn.run_prefill(dq, d_qo, dout, kv, B, qo_heads, scale, nullptr);
   }
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> got(q.size());
   cudaMemcpy(got.data(), dout, got.size() * 2, cudaMemcpyDeviceToHost);
   double err = 0;
-  for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::fabs(from_bf16(got[i]) - want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    err = std::max(err, double(std::fabs(from_bf16(got[i]) - want[i])));
   for (void* p : {fws, iws, (void*)dk, (void*)dv, (void*)dq, (void*)dout, (void*)d_indptr,
                   (void*)d_indices, (void*)d_last, (void*)d_qo})
     cudaFree(p);

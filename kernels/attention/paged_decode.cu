@@ -27,9 +27,9 @@ void paged_attention::plan_decode(const int32_t* kv_indptr_host, int batch, int 
           GROUP_SIZE, kHeadDim, fi::PosEncodingMode::kNone, variant, decode_params>;
       status = fi::DecodePlan<kHeadDim, fi::PosEncodingMode::kNone, variant, decode_params>(
           float_ws_, kAttentionFloatWorkspaceBytes, int_ws_, pinned_ws_,
-          kAttentionIntWorkspaceBytes, info, const_cast<int32_t*>(kv_indptr_host),
-          uint32_t(batch), uint32_t(qo_heads), uint32_t(page_size), cuda_graph,
-          static_cast<cudaStream_t>(stream), estimate);
+          kAttentionIntWorkspaceBytes, info, const_cast<int32_t*>(kv_indptr_host), uint32_t(batch),
+          uint32_t(qo_heads), uint32_t(page_size), cuda_graph, static_cast<cudaStream_t>(stream),
+          estimate);
     });
   } catch (const std::exception& e) {  // FlashInfer's error for a GQA group size it lacks
     throw attention_error(std::string("paged decode plan: ") + e.what());

@@ -12,10 +12,9 @@ namespace fi = flashinfer;
 namespace {
 template <uint32_t CTA>
 cudaError_t launch(const prefill_params& p, bf16* tmp_v, float* tmp_s, cudaStream_t stream) {
-  return fi::BatchPrefillWithPagedKVCacheDispatched<true, CTA, kHeadDim, kHeadDim,
-                                                    fi::PosEncodingMode::kNone, false,
-                                                    fi::MaskMode::kCausal, false, variant,
-                                                    prefill_params>(p, tmp_v, tmp_s, false, stream);
+  return fi::BatchPrefillWithPagedKVCacheDispatched<
+      true, CTA, kHeadDim, kHeadDim, fi::PosEncodingMode::kNone, false, fi::MaskMode::kCausal,
+      false, variant, prefill_params>(p, tmp_v, tmp_s, false, stream);
 }
 }  // namespace
 
@@ -78,9 +77,15 @@ void paged_attention::run_prefill(const void* q, const int32_t* qo_indptr, void*
   auto s = static_cast<cudaStream_t>(stream);
   cudaError_t status;
   switch (info.cta_tile_q) {
-    case 16: status = launch<16>(p, tmp_v, tmp_s, s); break;
-    case 64: status = launch<64>(p, tmp_v, tmp_s, s); break;
-    case 128: status = launch<128>(p, tmp_v, tmp_s, s); break;
+    case 16:
+      status = launch<16>(p, tmp_v, tmp_s, s);
+      break;
+    case 64:
+      status = launch<64>(p, tmp_v, tmp_s, s);
+      break;
+    case 128:
+      status = launch<128>(p, tmp_v, tmp_s, s);
+      break;
     default:
       throw attention_error("paged prefill: the planner chose CTA_TILE_Q " +
                             std::to_string(info.cta_tile_q) + ", which is not compiled");

@@ -17,7 +17,8 @@ constexpr int kNormThreads = 256;
 // memory between the two passes; the sum of squares is reduced in a fixed order.
 __global__ void __launch_bounds__(kNormThreads)
     add_rmsnorm_kernel(uint16_t* __restrict__ h, const uint16_t* __restrict__ delta,
-                       const uint16_t* __restrict__ w, uint16_t* __restrict__ x, int64_t cols, float eps) {
+                       const uint16_t* __restrict__ w, uint16_t* __restrict__ x, int64_t cols,
+                       float eps) {
   extern __shared__ float row[];
   __shared__ float partial[kNormThreads / 32];
   const int64_t r = blockIdx.x;
@@ -59,7 +60,8 @@ __global__ void qk_rope_append_kernel(qk_rope_args a) {
   *reinterpret_cast<uint2*>(in) = *reinterpret_cast<const uint2*>(src);
   const int64_t slot = a.slots[t];
   if (hr >= a.heads + a.kv_heads) {  // v: into the cache as it is
-    auto* dst = static_cast<uint16_t*>(a.v_cache) + (slot * a.kv_heads + (hr - a.heads - a.kv_heads)) * D + 4 * lane;
+    auto* dst = static_cast<uint16_t*>(a.v_cache) +
+                (slot * a.kv_heads + (hr - a.heads - a.kv_heads)) * D + 4 * lane;
     *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(in);
     return;
   }
@@ -71,7 +73,8 @@ __global__ void qk_rope_append_kernel(qk_rope_args a) {
     float ss = y[0] * y[0] + y[1] * y[1] + y[2] * y[2] + y[3] * y[3];
     ss = warp_sum(ss);
     const float inv = rsqrtf(ss / float(D) + a.eps);
-    for (int i = 0; i < 4; ++i) y[i] = round_bf16(bf16_bits_to_float(norm[4 * lane + i]) * round_bf16(y[i] * inv));
+    for (int i = 0; i < 4; ++i)
+      y[i] = round_bf16(bf16_bits_to_float(norm[4 * lane + i]) * round_bf16(y[i] * inv));
   }
   // rotate_half: element d < 64 pairs with d + 64, which lane (lane + 16) % 32 holds.
   const auto* cs = static_cast<const uint16_t*>(a.cos) + t * D + 4 * lane;
@@ -84,14 +87,16 @@ __global__ void qk_rope_append_kernel(qk_rope_args a) {
                                 round_bf16(rot * bf16_bits_to_float(sn[i])));
   }
   uint16_t* dst = is_q ? static_cast<uint16_t*>(a.q_out) + (t * a.heads + hr) * D + 4 * lane
-                       : static_cast<uint16_t*>(a.k_cache) + (slot * a.kv_heads + (hr - a.heads)) * D + 4 * lane;
+                       : static_cast<uint16_t*>(a.k_cache) +
+                             (slot * a.kv_heads + (hr - a.heads)) * D + 4 * lane;
   *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(out);
 }
 
-__global__ void silu_mul_kernel(const uint16_t* __restrict__ gu, uint16_t* __restrict__ out, int64_t rows,
-                                int64_t inter) {
+__global__ void silu_mul_kernel(const uint16_t* __restrict__ gu, uint16_t* __restrict__ out,
+                                int64_t rows, int64_t inter) {
   const int64_t n = rows * inter;
-  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = k / inter, i = k % inter;
     const float g = bf16_bits_to_float(gu[r * 2 * inter + i]);
     const float u = bf16_bits_to_float(gu[r * 2 * inter + inter + i]);
@@ -101,12 +106,13 @@ __global__ void silu_mul_kernel(const uint16_t* __restrict__ gu, uint16_t* __res
 
 }  // namespace
 
-void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows, int64_t cols,
-                      float eps, void* stream) {
+void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows,
+                      int64_t cols, float eps, void* stream) {
   if (rows == 0) return;
-  add_rmsnorm_kernel<<<unsigned(rows), kNormThreads, cols * sizeof(float), static_cast<cudaStream_t>(stream)>>>(
-      static_cast<uint16_t*>(h), static_cast<const uint16_t*>(delta), static_cast<const uint16_t*>(w),
-      static_cast<uint16_t*>(x), cols, eps);
+  add_rmsnorm_kernel<<<unsigned(rows), kNormThreads, cols * sizeof(float),
+                       static_cast<cudaStream_t>(stream)>>>(
+      static_cast<uint16_t*>(h), static_cast<const uint16_t*>(delta),
+      static_cast<const uint16_t*>(w), static_cast<uint16_t*>(x), cols, eps);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 

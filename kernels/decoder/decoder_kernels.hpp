@@ -20,20 +20,20 @@ namespace milesrt::kernels {
 
 /// h, delta, x: [rows, cols] bf16 (raw uint16 bits on the host); delta may be null (then h is
 /// only normalised). w: [cols] bf16.
-void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows, int64_t cols,
-                      float eps, void* stream);
-void add_rmsnorm_cpu(uint16_t* h, const uint16_t* delta, const uint16_t* w, uint16_t* x, int64_t rows,
-                     int64_t cols, float eps);
+void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows,
+                      int64_t cols, float eps, void* stream);
+void add_rmsnorm_cpu(uint16_t* h, const uint16_t* delta, const uint16_t* w, uint16_t* x,
+                     int64_t rows, int64_t cols, float eps);
 
 struct qk_rope_args {
-  const void* qkv = nullptr;        ///< [T, (H + 2 KH) * 128] bf16
-  const void* q_norm = nullptr;     ///< [128] bf16 or null (no QK norm)
+  const void* qkv = nullptr;     ///< [T, (H + 2 KH) * 128] bf16
+  const void* q_norm = nullptr;  ///< [128] bf16 or null (no QK norm)
   const void* k_norm = nullptr;
-  const void* cos = nullptr;        ///< [T, 128] bf16 (the rotary tables of each token)
+  const void* cos = nullptr;  ///< [T, 128] bf16 (the rotary tables of each token)
   const void* sin = nullptr;
-  const int64_t* slots = nullptr;   ///< [T] cache rows
-  void* q_out = nullptr;            ///< [T, H, 128] bf16
-  void* k_cache = nullptr;          ///< [cache rows, KH, 128] bf16
+  const int64_t* slots = nullptr;  ///< [T] cache rows
+  void* q_out = nullptr;           ///< [T, H, 128] bf16
+  void* k_cache = nullptr;         ///< [cache rows, KH, 128] bf16
   void* v_cache = nullptr;
   int64_t tokens = 0, heads = 0, kv_heads = 0;
   float eps = 1e-6f;

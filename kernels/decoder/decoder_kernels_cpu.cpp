@@ -20,8 +20,8 @@ void rms_row(const float* x, const uint16_t* w, uint16_t* out, int64_t n, float 
 
 }  // namespace
 
-void add_rmsnorm_cpu(uint16_t* h, const uint16_t* delta, const uint16_t* w, uint16_t* x, int64_t rows,
-                     int64_t cols, float eps) {
+void add_rmsnorm_cpu(uint16_t* h, const uint16_t* delta, const uint16_t* w, uint16_t* x,
+                     int64_t rows, int64_t cols, float eps) {
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
@@ -67,7 +67,8 @@ void qk_rope_append_cpu(const qk_rope_args& a) {
                            : kc + (a.slots[t] * a.kv_heads + (hr - a.heads)) * D;
       for (int d = 0; d < D; ++d) {
         const float v = bf16_bits_to_float(y[d]);
-        const float rot = d < D / 2 ? -bf16_bits_to_float(y[d + D / 2]) : bf16_bits_to_float(y[d - D / 2]);
+        const float rot =
+            d < D / 2 ? -bf16_bits_to_float(y[d + D / 2]) : bf16_bits_to_float(y[d - D / 2]);
         const float c = bf16_bits_to_float(cos[t * D + d]), s = bf16_bits_to_float(sin[t * D + d]);
         dst[d] = float_to_bf16_bits(round_bf16(v * c) + round_bf16(rot * s));
       }

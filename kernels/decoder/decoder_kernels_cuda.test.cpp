@@ -1,5 +1,3 @@
-#include "kernels/decoder/decoder_kernels.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 
 #include "kernels/cuda_testing.hpp"
 #include "kernels/decoder/bf16.hpp"
+#include "kernels/decoder/decoder_kernels.hpp"
 #include "kernels/device.hpp"
 
 namespace milesrt::kernels {
@@ -33,7 +32,8 @@ TEST(DecoderKernelsCuda, MatchTheCpuReferences) {
     for (bool with_delta : {true, false}) {
       auto h_ref = h;
       std::vector<uint16_t> x_ref(rows * cols);
-      add_rmsnorm_cpu(h_ref.data(), with_delta ? d.data() : nullptr, w.data(), x_ref.data(), rows, cols, 1e-6f);
+      add_rmsnorm_cpu(h_ref.data(), with_delta ? d.data() : nullptr, w.data(), x_ref.data(), rows,
+                      cols, 1e-6f);
       auto *dh = dev(h), *dd = dev(d), *dw = dev(w), *dx = dev(x_ref);
       add_rmsnorm_cuda(dh, with_delta ? dd : nullptr, dw, dx, rows, cols, 1e-6f, nullptr);
       EXPECT_EQ(host(dh, h.size()), h_ref);  // the residual sum is element-wise
@@ -56,7 +56,8 @@ TEST(DecoderKernelsCuda, MatchTheCpuReferences) {
     std::vector<int64_t> slots(T);
     for (int64_t t = 0; t < T; ++t) slots[t] = (t * 7 + 3) % slots_n;
     for (bool norm : {true, false}) {
-      std::vector<uint16_t> q_ref(T * H * D), k_ref(slots_n * KH * D, 0), v_ref(slots_n * KH * D, 0);
+      std::vector<uint16_t> q_ref(T * H * D), k_ref(slots_n * KH * D, 0),
+          v_ref(slots_n * KH * D, 0);
       qk_rope_args a;
       a.qkv = qkv.data();
       a.q_norm = norm ? qn.data() : nullptr;
@@ -72,7 +73,8 @@ TEST(DecoderKernelsCuda, MatchTheCpuReferences) {
       a.kv_heads = KH;
       qk_rope_append_cpu(a);
       auto *dqkv = dev(qkv), *dqn = dev(qn), *dkn = dev(kn), *dc = dev(cos), *ds = dev(sin);
-      auto *dq = dev(std::vector<uint16_t>(q_ref.size())), *dk = dev(std::vector<uint16_t>(k_ref.size(), 0)),
+      auto *dq = dev(std::vector<uint16_t>(q_ref.size())),
+           *dk = dev(std::vector<uint16_t>(k_ref.size(), 0)),
            *dv = dev(std::vector<uint16_t>(v_ref.size(), 0));
       auto* dslots = dev(slots);
       a.qkv = dqkv;
@@ -88,8 +90,8 @@ TEST(DecoderKernelsCuda, MatchTheCpuReferences) {
       EXPECT_LE(max_ulps(host(dq, q_ref.size()), q_ref), norm ? 1 : 0);
       EXPECT_LE(max_ulps(host(dk, k_ref.size()), k_ref), norm ? 1 : 0);
       EXPECT_EQ(host(dv, v_ref.size()), v_ref);
-      for (void* p : {(void*)dqkv, (void*)dqn, (void*)dkn, (void*)dc, (void*)ds, (void*)dq, (void*)dk, (void*)dv,
-                      (void*)dslots})
+      for (void* p : {(void*)dqkv, (void*)dqn, (void*)dkn, (void*)dc, (void*)ds, (void*)dq,
+                      (void*)dk, (void*)dv, (void*)dslots})
         cudaFree(p);
     }
   }

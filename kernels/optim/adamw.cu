@@ -12,12 +12,14 @@
 namespace milesrt::kernels {
 namespace {
 
-__device__ __forceinline__ void update(const adamw_args& a, float coef, float decay, int64_t i, float g) {
+__device__ __forceinline__ void update(const adamw_args& a, float coef, float decay, int64_t i,
+                                       float g) {
   g *= coef;
   const float m0 = a.exp_avg[i];
   float p = __fmul_rn(a.master[i], decay);
   const float m = __fadd_rn(m0, __fmul_rn(1.f - a.beta1, __fsub_rn(g, m0)));
-  const float v = __fadd_rn(__fmul_rn(a.beta2, a.exp_avg_sq[i]), __fmul_rn(__fmul_rn(1.f - a.beta2, g), g));
+  const float v =
+      __fadd_rn(__fmul_rn(a.beta2, a.exp_avg_sq[i]), __fmul_rn(__fmul_rn(1.f - a.beta2, g), g));
   const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), a.bc2_sqrt), a.eps);
   p = __fsub_rn(p, __fmul_rn(a.step_size, __fdiv_rn(m, denom)));
   a.master[i] = p;
@@ -61,7 +63,10 @@ __global__ void adamw_kernel(adamw_args a) {
     } else {
       auto* gp = reinterpret_cast<float4*>(static_cast<float*>(a.grad) + i);
       const float4 raw = *gp;
-      g[0] = raw.x; g[1] = raw.y; g[2] = raw.z; g[3] = raw.w;
+      g[0] = raw.x;
+      g[1] = raw.y;
+      g[2] = raw.z;
+      g[3] = raw.w;
       if (a.zero_grad) *gp = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     float4 p = *reinterpret_cast<const float4*>(a.master + i);
@@ -76,7 +81,8 @@ __global__ void adamw_kernel(adamw_args a) {
       const float m0 = mp[k];
       float pk = __fmul_rn(pp[k], decay);
       const float mk = __fadd_rn(m0, __fmul_rn(1.f - a.beta1, __fsub_rn(gk, m0)));
-      const float vk = __fadd_rn(__fmul_rn(a.beta2, vp[k]), __fmul_rn(__fmul_rn(1.f - a.beta2, gk), gk));
+      const float vk =
+          __fadd_rn(__fmul_rn(a.beta2, vp[k]), __fmul_rn(__fmul_rn(1.f - a.beta2, gk), gk));
       const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), a.bc2_sqrt), a.eps);
       pk = __fsub_rn(pk, __fmul_rn(a.step_size, __fdiv_rn(mk, denom)));
       pp[k] = pk;
@@ -88,8 +94,8 @@ __global__ void adamw_kernel(adamw_args a) {
     *reinterpret_cast<float4*>(a.exp_avg + i) = m;
     *reinterpret_cast<float4*>(a.exp_avg_sq + i) = v;
     if (a.weights_bf16 != nullptr) {
-      *reinterpret_cast<uint2*>(a.weights_bf16 + i) =
-          make_uint2(uint32_t(w[0]) | (uint32_t(w[1]) << 16), uint32_t(w[2]) | (uint32_t(w[3]) << 16));
+      *reinterpret_cast<uint2*>(a.weights_bf16 + i) = make_uint2(
+          uint32_t(w[0]) | (uint32_t(w[1]) << 16), uint32_t(w[2]) | (uint32_t(w[3]) << 16));
     }
   }
   // The last n % 4 elements.
@@ -109,7 +115,8 @@ void adamw_step_cuda(const adamw_args& a, void* stream) {
     throw std::invalid_argument("adamw_step_cuda: every buffer must be 16-byte aligned");
   }
   const int64_t blocks = std::max<int64_t>(1, (a.n / 4 + kChunkQuads - 1) / kChunkQuads);
-  if (blocks > int64_t{INT32_MAX}) throw std::invalid_argument("adamw_step_cuda: too many elements");
+  if (blocks > int64_t{INT32_MAX})
+    throw std::invalid_argument("adamw_step_cuda: too many elements");
   adamw_kernel<<<unsigned(blocks), 256, 0, static_cast<cudaStream_t>(stream)>>>(a);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }

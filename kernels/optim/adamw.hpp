@@ -1,8 +1,9 @@
 #pragma once
 /// One AdamW step over flat fp32 master weights in one pass (torch.optim.AdamW's formula, as
-/// milesrt::rl::adamw states it): reads the gradient (bf16 or fp32) and the state, writes the master
-/// weights, the state, optionally the model's bf16 copy of the weights, and optionally zeroes the
-/// gradient, so an optimizer step costs one read and one write of each buffer. CPU reference alike.
+/// milesrt::rl::adamw states it): reads the gradient (bf16 or fp32) and the state, writes the
+/// master weights, the state, optionally the model's bf16 copy of the weights, and optionally
+/// zeroes the gradient, so an optimizer step costs one read and one write of each buffer. CPU
+/// reference alike.
 
 #include <cstdint>
 
@@ -12,15 +13,16 @@ struct adamw_args {
   float* master = nullptr;
   float* exp_avg = nullptr;
   float* exp_avg_sq = nullptr;
-  void* grad = nullptr;             ///< [n] bf16 (grad_bf16) or fp32
+  void* grad = nullptr;  ///< [n] bf16 (grad_bf16) or fp32
   bool grad_bf16 = true;
-  bool zero_grad = false;           ///< write 0 to the gradient once read
+  bool zero_grad = false;            ///< write 0 to the gradient once read
   uint16_t* weights_bf16 = nullptr;  ///< [n] bf16 copy of the master weights to refresh, or null
-  const float* grad_coef = nullptr;  ///< device scalar the gradient is multiplied by (clipping), or null
+  const float* grad_coef =
+      nullptr;  ///< device scalar the gradient is multiplied by (clipping), or null
   int64_t n = 0;
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
-  float step_size = 0;     ///< lr / (1 - beta1^t)
-  float bc2_sqrt = 1;      ///< sqrt(1 - beta2^t)
+  float step_size = 0;  ///< lr / (1 - beta1^t)
+  float bc2_sqrt = 1;   ///< sqrt(1 - beta2^t)
 };
 
 void adamw_step_cuda(const adamw_args& a, void* stream);

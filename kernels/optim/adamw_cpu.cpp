@@ -9,10 +9,13 @@ namespace milesrt::kernels {
 void adamw_step_cpu(const adamw_args& a) {
   const float coef = a.grad_coef != nullptr ? *a.grad_coef : 1.f;
   for (int64_t i = 0; i < a.n; ++i) {
-    float g = a.grad_bf16 ? bf16_bits_to_float(static_cast<uint16_t*>(a.grad)[i]) : static_cast<float*>(a.grad)[i];
+    float g = a.grad_bf16 ? bf16_bits_to_float(static_cast<uint16_t*>(a.grad)[i])
+                          : static_cast<float*>(a.grad)[i];
     if (a.zero_grad) {
-      if (a.grad_bf16) static_cast<uint16_t*>(a.grad)[i] = 0;
-      else static_cast<float*>(a.grad)[i] = 0.f;
+      if (a.grad_bf16)
+        static_cast<uint16_t*>(a.grad)[i] = 0;
+      else
+        static_cast<float*>(a.grad)[i] = 0.f;
     }
     g *= coef;
     float p = a.master[i] * (1.f - a.lr * a.weight_decay);

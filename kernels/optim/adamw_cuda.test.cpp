@@ -1,5 +1,3 @@
-#include "kernels/optim/adamw.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 
 #include "kernels/decoder/bf16.hpp"
 #include "kernels/device.hpp"
+#include "kernels/optim/adamw.hpp"
 #ifdef MILESRT_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -50,7 +49,9 @@ TEST(AdamWCuda, OnePassStepEqualsTheCpuReferenceBitForBit) {
     auto cg32 = g32;
     std::vector<uint16_t> cw(n);
     float coef = 0.37f;
-    a.master = cm.data(); a.exp_avg = cmo.data(); a.exp_avg_sq = cv.data();
+    a.master = cm.data();
+    a.exp_avg = cmo.data();
+    a.exp_avg_sq = cv.data();
     a.grad = bf16 ? static_cast<void*>(cg16.data()) : static_cast<void*>(cg32.data());
     a.weights_bf16 = cw.data();
     a.grad_coef = &coef;
@@ -59,15 +60,26 @@ TEST(AdamWCuda, OnePassStepEqualsTheCpuReferenceBitForBit) {
     float *dm, *dmo, *dv, *dcoef;
     void* dg;
     uint16_t* dw;
-    cudaMalloc(&dm, n * 4); cudaMalloc(&dmo, n * 4); cudaMalloc(&dv, n * 4); cudaMalloc(&dcoef, 4);
-    cudaMalloc(&dg, n * 4); cudaMalloc(&dw, n * 2);
+    cudaMalloc(&dm, n * 4);
+    cudaMalloc(&dmo, n * 4);
+    cudaMalloc(&dv, n * 4);
+    cudaMalloc(&dcoef, 4);
+    cudaMalloc(&dg, n * 4);
+    cudaMalloc(&dw, n * 2);
     cudaMemcpy(dm, master.data(), n * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dmo, m.data(), n * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dv, v.data(), n * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dcoef, &coef, 4, cudaMemcpyHostToDevice);
-    if (bf16) cudaMemcpy(dg, g16.data(), n * 2, cudaMemcpyHostToDevice);
-    else cudaMemcpy(dg, g32.data(), n * 4, cudaMemcpyHostToDevice);
-    a.master = dm; a.exp_avg = dmo; a.exp_avg_sq = dv; a.grad = dg; a.weights_bf16 = dw; a.grad_coef = dcoef;
+    if (bf16)
+      cudaMemcpy(dg, g16.data(), n * 2, cudaMemcpyHostToDevice);
+    else
+      cudaMemcpy(dg, g32.data(), n * 4, cudaMemcpyHostToDevice);
+    a.master = dm;
+    a.exp_avg = dmo;
+    a.exp_avg_sq = dv;
+    a.grad = dg;
+    a.weights_bf16 = dw;
+    a.grad_coef = dcoef;
     adamw_step_cuda(a, nullptr);
     std::vector<float> gm(n), gmo(n), gv(n);
     std::vector<uint16_t> gw(n);

@@ -4,5 +4,7 @@
 #include "kernels/optim/adamw.hpp"
 
 namespace milesrt::kernels {
-void adamw_step_cuda(const adamw_args&, void*) { throw std::runtime_error("adamw: built without CUDA kernels"); }
+void adamw_step_cuda(const adamw_args&, void*) {
+  throw std::runtime_error("adamw: built without CUDA kernels");
+}
 }  // namespace milesrt::kernels

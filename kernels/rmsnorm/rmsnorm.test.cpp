@@ -6,7 +6,6 @@
 #include <random>
 #include <vector>
 
-
 namespace milesrt::kernels {
 namespace {
 
@@ -19,8 +18,8 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float lo, float hi) {
 }
 
 // Shapes with tails: 1 column, fewer columns than threads, not a multiple of the block, large.
-const std::vector<std::pair<int64_t, int64_t>> kShapes = {
-    {1, 1}, {3, 7}, {5, 255}, {2, 257}, {17, 1000}, {4, 4097}};
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 1},   {3, 7},     {5, 255},
+                                                          {2, 257}, {17, 1000}, {4, 4097}};
 
 TEST(RmsNormCpu, MatchesTheFormulaInDoublePrecision) {
   for (auto [rows, cols] : kShapes) {

@@ -1,5 +1,3 @@
-#include "kernels/rmsnorm/rmsnorm.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +5,7 @@
 #include <vector>
 
 #include "kernels/device.hpp"
+#include "kernels/rmsnorm/rmsnorm.hpp"
 #ifdef MILESRT_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif

@@ -2,8 +2,8 @@
 /// Counter-based random numbers for sampling: Philox4x32-10 (Salmon et al., "Parallel random
 /// numbers: as easy as 1, 2, 3", SC'11), the generator cuRAND and PyTorch use. The same code runs
 /// on the host (the CPU reference) and on the device, so both draw the same numbers.
-/// A number depends only on its key (the request's seed) and its counter (token position, vocabulary
-/// id), never on where the request sits in a batch.
+/// A number depends only on its key (the request's seed) and its counter (token position,
+/// vocabulary id), never on where the request sits in a batch.
 
 #include <cstdint>
 
@@ -46,7 +46,7 @@ MILESRT_HD double philox_uniform(uint64_t seed, int64_t position, int64_t vocab_
                    uint32_t(uint64_t(vocab_id)), uint32_t(uint64_t(vocab_id) >> 32)};
   philox4x32_10(c, uint32_t(seed), uint32_t(seed >> 32));
   const uint64_t bits = ((uint64_t(c[0]) << 32) | c[1]) >> 11;  // 53 bits
-  return (double(bits) + 0.5) * (1.0 / 9007199254740992.0);      // 2^-53
+  return (double(bits) + 0.5) * (1.0 / 9007199254740992.0);     // 2^-53
 }
 
 }  // namespace milesrt::kernels

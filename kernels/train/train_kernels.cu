@@ -30,10 +30,11 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 // A block takes per_block consecutive rows; each thread owns columns c = tid + k * blockDim
 // and keeps their dw partial sums in registers; the block's partials go to the workspace.
-__global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy, const uint16_t* __restrict__ x,
+__global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy,
+                                        const uint16_t* __restrict__ x,
                                         const uint16_t* __restrict__ w, uint16_t* __restrict__ dx,
-                                        float* __restrict__ partial, int64_t rows, int64_t cols, float eps,
-                                        int64_t per_block) {
+                                        float* __restrict__ partial, int64_t rows, int64_t cols,
+                                        float eps, int64_t per_block) {
   __shared__ float scratch[32];
   float acc[kMaxColsPerThread];
   const int per = int((cols + blockDim.x - 1) / blockDim.x);
@@ -55,7 +56,9 @@ __global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy, const u
     float dot = 0.f;
     for (int k = 0; k < per; ++k) {
       const int64_t c = threadIdx.x + int64_t(k) * blockDim.x;
-      if (c < cols) dot += bf16_bits_to_float(gr[c]) * bf16_bits_to_float(w[c]) * (bf16_bits_to_float(xr[c]) * rstd);
+      if (c < cols)
+        dot += bf16_bits_to_float(gr[c]) * bf16_bits_to_float(w[c]) *
+               (bf16_bits_to_float(xr[c]) * rstd);
     }
     const float mean = block_sum(dot, scratch) / float(cols);
     for (int k = 0; k < per; ++k) {
@@ -76,8 +79,8 @@ __global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy, const u
 
 // dw[c] = the blocks' partial sums in a fixed order: a block takes 32 columns; its 8 warps' lane c
 // sums every 8th partial row (j, j + 8, ...), then warp 0 adds the 8 sums in order.
-__global__ void sum_partials_kernel(const float* __restrict__ partial, float* __restrict__ dw, int64_t blocks,
-                                    int64_t cols) {
+__global__ void sum_partials_kernel(const float* __restrict__ partial, float* __restrict__ dw,
+                                    int64_t blocks, int64_t cols) {
   __shared__ float sums[8][32];
   const int lane = threadIdx.x % 32, j = threadIdx.x / 32;
   const int64_t c = int64_t(blockIdx.x) * 32 + lane;
@@ -95,17 +98,20 @@ __global__ void sum_partials_kernel(const float* __restrict__ partial, float* __
 
 // One thread per (row, head, i < d/2) pair: elements i and i + d/2.
 __global__ void rope_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ cos,
-                            const uint16_t* __restrict__ sin, uint16_t* __restrict__ out, int64_t rows,
-                            int64_t heads, int64_t d, bool backward) {
+                            const uint16_t* __restrict__ sin, uint16_t* __restrict__ out,
+                            int64_t rows, int64_t heads, int64_t d, bool backward) {
   const int64_t half = d / 2;
   const int64_t n = rows * heads * half;
-  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = k % half, rh = k / half, r = rh / heads;
     const uint16_t* xi = x + rh * d;
     uint16_t* o = out + rh * d;
     const float a = bf16_bits_to_float(xi[i]), b = bf16_bits_to_float(xi[i + half]);
-    const float c1 = bf16_bits_to_float(cos[r * d + i]), c2 = bf16_bits_to_float(cos[r * d + i + half]);
-    const float s1 = bf16_bits_to_float(sin[r * d + i]), s2 = bf16_bits_to_float(sin[r * d + i + half]);
+    const float c1 = bf16_bits_to_float(cos[r * d + i]),
+                c2 = bf16_bits_to_float(cos[r * d + i + half]);
+    const float s1 = bf16_bits_to_float(sin[r * d + i]),
+                s2 = bf16_bits_to_float(sin[r * d + i + half]);
     if (backward) {
       o[i] = float_to_bf16_bits(a * c1 + b * s2);
       o[i + half] = float_to_bf16_bits(b * c2 - a * s1);
@@ -117,13 +123,15 @@ __global__ void rope_kernel(const uint16_t* __restrict__ x, const uint16_t* __re
 }
 
 // Four elements a thread (8-byte loads) where the buffers allow it, one at a time for the rest.
-__device__ __forceinline__ void silu_mul_one(const uint16_t* gate, const uint16_t* up, uint16_t* out, int64_t k) {
+__device__ __forceinline__ void silu_mul_one(const uint16_t* gate, const uint16_t* up,
+                                             uint16_t* out, int64_t k) {
   const float g = bf16_bits_to_float(gate[k]);
   out[k] = float_to_bf16_bits(round_bf16(g / (1.0f + expf(-g))) * bf16_bits_to_float(up[k]));
 }
 
-__device__ __forceinline__ void silu_mul_grad_one(const uint16_t* dout, const uint16_t* gate, const uint16_t* up,
-                                                  uint16_t* dgate, uint16_t* dup, int64_t k) {
+__device__ __forceinline__ void silu_mul_grad_one(const uint16_t* dout, const uint16_t* gate,
+                                                  const uint16_t* up, uint16_t* dgate,
+                                                  uint16_t* dup, int64_t k) {
   const float g = bf16_bits_to_float(gate[k]), u = bf16_bits_to_float(up[k]);
   const float d = bf16_bits_to_float(dout[k]);
   const float s = 1.0f / (1.0f + expf(-g));
@@ -133,16 +141,20 @@ __device__ __forceinline__ void silu_mul_grad_one(const uint16_t* dout, const ui
 
 __device__ __forceinline__ void load4(const uint16_t* p, int64_t k, uint16_t (&v)[4]) {
   const uint2 raw = *reinterpret_cast<const uint2*>(p + k);
-  v[0] = uint16_t(raw.x & 0xffffu); v[1] = uint16_t(raw.x >> 16);
-  v[2] = uint16_t(raw.y & 0xffffu); v[3] = uint16_t(raw.y >> 16);
+  v[0] = uint16_t(raw.x & 0xffffu);
+  v[1] = uint16_t(raw.x >> 16);
+  v[2] = uint16_t(raw.y & 0xffffu);
+  v[3] = uint16_t(raw.y >> 16);
 }
 
 __device__ __forceinline__ void store4(uint16_t* p, int64_t k, const uint16_t (&v)[4]) {
-  *reinterpret_cast<uint2*>(p + k) = make_uint2(uint32_t(v[0]) | (uint32_t(v[1]) << 16), uint32_t(v[2]) | (uint32_t(v[3]) << 16));
+  *reinterpret_cast<uint2*>(p + k) =
+      make_uint2(uint32_t(v[0]) | (uint32_t(v[1]) << 16), uint32_t(v[2]) | (uint32_t(v[3]) << 16));
 }
 
-__global__ void silu_mul_forward_kernel(const uint16_t* __restrict__ gate, const uint16_t* __restrict__ up,
-                                        uint16_t* __restrict__ out, int64_t n, bool vec) {
+__global__ void silu_mul_forward_kernel(const uint16_t* __restrict__ gate,
+                                        const uint16_t* __restrict__ up, uint16_t* __restrict__ out,
+                                        int64_t n, bool vec) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (!vec) {
@@ -162,9 +174,11 @@ __global__ void silu_mul_forward_kernel(const uint16_t* __restrict__ gate, const
   if (first < n % 4) silu_mul_one(gate, up, out, n / 4 * 4 + first);
 }
 
-__global__ void silu_mul_backward_kernel(const uint16_t* __restrict__ dout, const uint16_t* __restrict__ gate,
-                                         const uint16_t* __restrict__ up, uint16_t* __restrict__ dgate,
-                                         uint16_t* __restrict__ dup, int64_t n, bool vec) {
+__global__ void silu_mul_backward_kernel(const uint16_t* __restrict__ dout,
+                                         const uint16_t* __restrict__ gate,
+                                         const uint16_t* __restrict__ up,
+                                         uint16_t* __restrict__ dgate, uint16_t* __restrict__ dup,
+                                         int64_t n, bool vec) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (!vec) {
@@ -177,7 +191,8 @@ __global__ void silu_mul_backward_kernel(const uint16_t* __restrict__ dout, cons
     load4(gate, 4 * q, g);
     load4(up, 4 * q, u);
     for (int i = 0; i < 4; ++i) {
-      const float gf = bf16_bits_to_float(g[i]), uf = bf16_bits_to_float(u[i]), df = bf16_bits_to_float(d[i]);
+      const float gf = bf16_bits_to_float(g[i]), uf = bf16_bits_to_float(u[i]),
+                  df = bf16_bits_to_float(d[i]);
       const float s = 1.0f / (1.0f + expf(-gf));
       du[i] = float_to_bf16_bits(df * round_bf16(gf * s));
       dg[i] = float_to_bf16_bits(df * uf * (s * (1.0f + gf * (1.0f - s))));
@@ -194,57 +209,65 @@ bool aligned8(std::initializer_list<const void*> ps) {
   return true;
 }
 
-unsigned grid_for(int64_t n) { return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535))); }
+unsigned grid_for(int64_t n) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65535)));
+}
 
 }  // namespace
 
 bool train_kernels_available() { return true; }
 
-void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, void* dx, float* dw, int64_t rows,
-                           int64_t cols, float eps, float* workspace, void* stream) {
+void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, void* dx, float* dw,
+                           int64_t rows, int64_t cols, float eps, float* workspace, void* stream) {
   if (cols == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const int threads = int(std::min<int64_t>(256, (cols + 31) / 32 * 32));
   if ((cols + threads - 1) / threads > kMaxColsPerThread) {
-    throw std::invalid_argument("rmsnorm_backward_cuda: rows of more than 8192 columns are not supported");
+    throw std::invalid_argument(
+        "rmsnorm_backward_cuda: rows of more than 8192 columns are not supported");
   }
   const int64_t per_block = norm_rows_per_block(rows);
   const int64_t blocks = (rows + per_block - 1) / per_block;
   if (blocks > 0) {
     rmsnorm_backward_kernel<<<unsigned(blocks), threads, 0, s>>>(
-        static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(w),
-        static_cast<uint16_t*>(dx), workspace, rows, cols, eps, per_block);
+        static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x),
+        static_cast<const uint16_t*>(w), static_cast<uint16_t*>(dx), workspace, rows, cols, eps,
+        per_block);
     MILESRT_CUDA_CHECK(cudaGetLastError());
   }
   sum_partials_kernel<<<unsigned((cols + 31) / 32), 256, 0, s>>>(workspace, dw, blocks, cols);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 
-void rope_cuda(const void* x, const void* cos, const void* sin, void* out, int64_t rows, int64_t heads, int64_t d,
-               bool backward, void* stream) {
+void rope_cuda(const void* x, const void* cos, const void* sin, void* out, int64_t rows,
+               int64_t heads, int64_t d, bool backward, void* stream) {
   const int64_t n = rows * heads * (d / 2);
   if (n == 0) return;
   rope_kernel<<<grid_for(n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(cos), static_cast<const uint16_t*>(sin),
-      static_cast<uint16_t*>(out), rows, heads, d, backward);
+      static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(cos),
+      static_cast<const uint16_t*>(sin), static_cast<uint16_t*>(out), rows, heads, d, backward);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 
 void silu_mul_forward_cuda(const void* gate, const void* up, void* out, int64_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned8({gate, up, out});
-  silu_mul_forward_kernel<<<grid_for(vec ? n / 4 + 1 : n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const uint16_t*>(gate), static_cast<const uint16_t*>(up), static_cast<uint16_t*>(out), n, vec);
+  silu_mul_forward_kernel<<<grid_for(vec ? n / 4 + 1 : n), 256, 0,
+                            static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const uint16_t*>(gate), static_cast<const uint16_t*>(up),
+      static_cast<uint16_t*>(out), n, vec);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 
-void silu_mul_backward_cuda(const void* dout, const void* gate, const void* up, void* dgate, void* dup, int64_t n,
-                            void* stream) {
+void silu_mul_backward_cuda(const void* dout, const void* gate, const void* up, void* dgate,
+                            void* dup, int64_t n, void* stream) {
   if (n == 0) return;
   const bool vec = aligned8({dout, gate, up, dgate, dup});
-  silu_mul_backward_kernel<<<grid_for(vec ? n / 4 + 1 : n), 256, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(gate), static_cast<const uint16_t*>(up),
-      static_cast<uint16_t*>(dgate), static_cast<uint16_t*>(dup), n, vec);
+  silu_mul_backward_kernel<<<grid_for(vec ? n / 4 + 1 : n), 256, 0,
+                             static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(gate),
+      static_cast<const uint16_t*>(up), static_cast<uint16_t*>(dgate), static_cast<uint16_t*>(dup),
+      n, vec);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,7 +6,8 @@
 ///   rmsnorm: y = w * bf16(x * rstd), rstd = 1 / sqrt(mean(x^2) + eps) in fp32 (transformers'
 ///     order; the forward is add_rmsnorm_cuda in kernels/decoder). Backward, with n = x * rstd and
 ///     dn = dy * w in fp32: dx = rstd * (dn - n * mean(dn * n)), dw = sum over rows of dy * bf16(n)
-///     (fp32, reduced in a fixed order: blocks of norm_rows_per_block rows, then the blocks in order).
+///     (fp32, reduced in a fixed order: blocks of norm_rows_per_block rows, then the blocks in
+///     order).
 ///   rope: out = bf16(bf16(x * cos) + bf16(rotate_half(x) * sin)) over [rows, heads, d] with tables
 ///     [rows, d]; backward: for i < d/2: dx_i = g_i cos_i + g_{i+d/2} sin_{i+d/2};
 ///     dx_{i+d/2} = g_{i+d/2} cos_{i+d/2} - g_i sin_i.
@@ -31,24 +32,24 @@ inline int64_t rmsnorm_backward_workspace(int64_t rows, int64_t cols) {
   return ((rows + per - 1) / per) * cols * 4;
 }
 /// dy, x: [rows, cols] bf16; w: [cols] bf16. dx: [rows, cols] bf16; dw: [cols] fp32 (overwritten).
-void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, void* dx, float* dw, int64_t rows,
-                           int64_t cols, float eps, float* workspace, void* stream);
-void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t* w, uint16_t* dx, float* dw,
-                          int64_t rows, int64_t cols, float eps);
+void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, void* dx, float* dw,
+                           int64_t rows, int64_t cols, float eps, float* workspace, void* stream);
+void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t* w, uint16_t* dx,
+                          float* dw, int64_t rows, int64_t cols, float eps);
 
 /// x, out: [rows, heads, d] bf16 (contiguous); cos, sin: [rows, d] bf16. `backward` applies the
 /// transposed rotation to a gradient instead.
-void rope_cuda(const void* x, const void* cos, const void* sin, void* out, int64_t rows, int64_t heads,
-               int64_t d, bool backward, void* stream);
-void rope_cpu(const uint16_t* x, const uint16_t* cos, const uint16_t* sin, uint16_t* out, int64_t rows,
-              int64_t heads, int64_t d, bool backward);
+void rope_cuda(const void* x, const void* cos, const void* sin, void* out, int64_t rows,
+               int64_t heads, int64_t d, bool backward, void* stream);
+void rope_cpu(const uint16_t* x, const uint16_t* cos, const uint16_t* sin, uint16_t* out,
+              int64_t rows, int64_t heads, int64_t d, bool backward);
 
 /// gate, up, out: [n] bf16 (the same element layout).
 void silu_mul_forward_cuda(const void* gate, const void* up, void* out, int64_t n, void* stream);
-void silu_mul_backward_cuda(const void* dout, const void* gate, const void* up, void* dgate, void* dup,
-                            int64_t n, void* stream);
+void silu_mul_backward_cuda(const void* dout, const void* gate, const void* up, void* dgate,
+                            void* dup, int64_t n, void* stream);
 void silu_mul_forward_cpu(const uint16_t* gate, const uint16_t* up, uint16_t* out, int64_t n);
-void silu_mul_backward_cpu(const uint16_t* dout, const uint16_t* gate, const uint16_t* up, uint16_t* dgate,
-                           uint16_t* dup, int64_t n);
+void silu_mul_backward_cpu(const uint16_t* dout, const uint16_t* gate, const uint16_t* up,
+                           uint16_t* dgate, uint16_t* dup, int64_t n);
 
 }  // namespace milesrt::kernels

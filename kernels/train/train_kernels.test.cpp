@@ -20,7 +20,8 @@ TEST(TrainKernels, BackwardReferencesAreTheForwardsGradients) {
       auto f = [&](float gg, float uu) { return gg / (1.f + std::exp(-gg)) * uu; };
       uint16_t d = bits(1.f), gb = bits(g), ub = bits(u), dg, du;
       silu_mul_backward_cpu(&d, &gb, &ub, &dg, &du, 1);
-      const float g_num = (f(bf16_bits_to_float(gb) + h, u) - f(bf16_bits_to_float(gb) - h, u)) / (2 * h);
+      const float g_num =
+          (f(bf16_bits_to_float(gb) + h, u) - f(bf16_bits_to_float(gb) - h, u)) / (2 * h);
       EXPECT_NEAR(bf16_bits_to_float(dg), g_num, 2e-2f * (1 + std::abs(g_num))) << g;
       EXPECT_NEAR(bf16_bits_to_float(du), f(bf16_bits_to_float(gb), 1.f), 1e-2f);
     }
@@ -58,7 +59,8 @@ TEST(TrainKernels, BackwardReferencesAreTheForwardsGradients) {
       for (double e : v) ss += e * e;
       const double r = 1 / std::sqrt(ss / cols + 1e-6);
       double l = 0;
-      for (int64_t c = 0; c < cols; ++c) l += bf16_bits_to_float(g[c]) * bf16_bits_to_float(w[c]) * v[c] * r;
+      for (int64_t c = 0; c < cols; ++c)
+        l += bf16_bits_to_float(g[c]) * bf16_bits_to_float(w[c]) * v[c] * r;
       return l;
     };
     std::vector<double> xv(cols);

@@ -7,8 +7,8 @@
 
 namespace milesrt::kernels {
 
-void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t* w, uint16_t* dx, float* dw,
-                          int64_t rows, int64_t cols, float eps) {
+void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t* w, uint16_t* dx,
+                          float* dw, int64_t rows, int64_t cols, float eps) {
   const int64_t per_block = norm_rows_per_block(rows);
   const int64_t blocks = (rows + per_block - 1) / per_block;
   std::vector<float> partial(blocks * cols, 0.f);
@@ -16,7 +16,8 @@ void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t*
     const uint16_t* xr = x + r * cols;
     const uint16_t* gr = dy + r * cols;
     double ss = 0;  // the GPU's tree order differs from this one by rounding only
-    for (int64_t c = 0; c < cols; ++c) ss += double(bf16_bits_to_float(xr[c])) * bf16_bits_to_float(xr[c]);
+    for (int64_t c = 0; c < cols; ++c)
+      ss += double(bf16_bits_to_float(xr[c])) * bf16_bits_to_float(xr[c]);
     const float rstd = 1.f / std::sqrt(float(ss / double(cols)) + eps);
     double dot = 0;
     for (int64_t c = 0; c < cols; ++c) {
@@ -39,8 +40,8 @@ void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t*
   }
 }
 
-void rope_cpu(const uint16_t* x, const uint16_t* cos, const uint16_t* sin, uint16_t* out, int64_t rows,
-              int64_t heads, int64_t d, bool backward) {
+void rope_cpu(const uint16_t* x, const uint16_t* cos, const uint16_t* sin, uint16_t* out,
+              int64_t rows, int64_t heads, int64_t d, bool backward) {
   const int64_t half = d / 2;
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* c = cos + r * d;
@@ -71,8 +72,8 @@ void silu_mul_forward_cpu(const uint16_t* gate, const uint16_t* up, uint16_t* ou
   }
 }
 
-void silu_mul_backward_cpu(const uint16_t* dout, const uint16_t* gate, const uint16_t* up, uint16_t* dgate,
-                           uint16_t* dup, int64_t n) {
+void silu_mul_backward_cpu(const uint16_t* dout, const uint16_t* gate, const uint16_t* up,
+                           uint16_t* dgate, uint16_t* dup, int64_t n) {
   for (int64_t k = 0; k < n; ++k) {
     const float g = bf16_bits_to_float(gate[k]), u = bf16_bits_to_float(up[k]);
     const float d = bf16_bits_to_float(dout[k]);

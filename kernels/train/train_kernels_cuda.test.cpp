@@ -1,5 +1,3 @@
-#include "kernels/train/train_kernels.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +7,7 @@
 #include "kernels/cuda_testing.hpp"
 #include "kernels/decoder/bf16.hpp"
 #include "kernels/device.hpp"
+#include "kernels/train/train_kernels.hpp"
 
 namespace milesrt::kernels {
 namespace {
@@ -31,7 +30,8 @@ TEST(TrainKernelsCuda, MatchTheCpuReferences) {
     auto w = random_bf16(cols, 3, 1.f, 0.1f);
     std::vector<uint16_t> dx_ref(rows * cols);
     std::vector<float> dw_ref(cols);
-    rmsnorm_backward_cpu(g.data(), x.data(), w.data(), dx_ref.data(), dw_ref.data(), rows, cols, 1e-6f);
+    rmsnorm_backward_cpu(g.data(), x.data(), w.data(), dx_ref.data(), dw_ref.data(), rows, cols,
+                         1e-6f);
     auto *dxp = dev(x), *dgp = dev(g), *dwp = dev(w), *ddx = dev(dx_ref);
     auto* ddw = dev(dw_ref);
     auto* ws = dev(std::vector<float>(rmsnorm_backward_workspace(rows, cols) / 4));
@@ -39,9 +39,11 @@ TEST(TrainKernelsCuda, MatchTheCpuReferences) {
     EXPECT_LE(max_ulps(host(ddx, dx_ref.size()), dx_ref), 2) << rows << "x" << cols;
     auto dw = host(ddw, cols);
     double worst = 0;
-    for (int64_t c = 0; c < cols; ++c) worst = std::max(worst, double(std::abs(dw[c] - dw_ref[c]) / (1e-3 + std::abs(dw_ref[c]))));
+    for (int64_t c = 0; c < cols; ++c)
+      worst = std::max(worst, double(std::abs(dw[c] - dw_ref[c]) / (1e-3 + std::abs(dw_ref[c]))));
     EXPECT_LT(worst, 1e-3) << rows << "x" << cols;  // fp32 sums of up to 4,100 terms in two orders
-    for (void* p : {(void*)dxp, (void*)dgp, (void*)dwp, (void*)ddx, (void*)ddw, (void*)ws}) cudaFree(p);
+    for (void* p : {(void*)dxp, (void*)dgp, (void*)dwp, (void*)ddx, (void*)ddw, (void*)ws})
+      cudaFree(p);
   }
   {  // rope forward and backward, head size 128 and 64
     for (int64_t d : {128, 64}) {
@@ -59,14 +61,16 @@ TEST(TrainKernelsCuda, MatchTheCpuReferences) {
         rope_cpu(x.data(), cos.data(), sin.data(), ref.data(), rows, heads, d, backward);
         auto *dxp = dev(x), *dc = dev(cos), *ds = dev(sin), *dout = dev(ref);
         rope_cuda(dxp, dc, ds, dout, rows, heads, d, backward, nullptr);
-        EXPECT_LE(max_ulps(host(dout, ref.size()), ref), 1) << "d " << d << (backward ? " backward" : " forward");
+        EXPECT_LE(max_ulps(host(dout, ref.size()), ref), 1)
+            << "d " << d << (backward ? " backward" : " forward");
         for (void* p : {(void*)dxp, (void*)dc, (void*)ds, (void*)dout}) cudaFree(p);
       }
     }
   }
   {  // silu_mul forward and backward
     const int64_t n = 10007;
-    auto g = random_bf16(n, 5, 0.f, 3.f), u = random_bf16(n, 6, 0.f, 1.f), d = random_bf16(n, 7, 0.f, 1.f);
+    auto g = random_bf16(n, 5, 0.f, 3.f), u = random_bf16(n, 6, 0.f, 1.f),
+         d = random_bf16(n, 7, 0.f, 1.f);
     std::vector<uint16_t> out(n), dg(n), du(n);
     silu_mul_forward_cpu(g.data(), u.data(), out.data(), n);
     silu_mul_backward_cpu(d.data(), g.data(), u.data(), dg.data(), du.data(), n);
@@ -76,7 +80,8 @@ TEST(TrainKernelsCuda, MatchTheCpuReferences) {
     EXPECT_LE(max_ulps(host(po, n), out), 1);
     EXPECT_LE(max_ulps(host(pdg, n), dg), 1);
     EXPECT_LE(max_ulps(host(pdu, n), du), 1);
-    for (void* p : {(void*)pg, (void*)pu, (void*)pd, (void*)po, (void*)pdg, (void*)pdu}) cudaFree(p);
+    for (void* p : {(void*)pg, (void*)pu, (void*)pd, (void*)po, (void*)pdg, (void*)pdu})
+      cudaFree(p);
   }
 #endif
 }

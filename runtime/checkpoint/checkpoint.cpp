@@ -3,9 +3,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace milesrt::runtime {
 namespace fs = std::filesystem;
@@ -19,7 +18,8 @@ void write_file(const fs::path& path, const std::string& data) {
   out.flush();
   if (!out) {
     // errno says why (a full disk, a file-size limit, a read-only folder) where the stream set it.
-    throw std::runtime_error("cannot write " + path.string() + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+    throw std::runtime_error("cannot write " + path.string() +
+                             (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
   }
 }
 

@@ -41,7 +41,8 @@ TEST_F(Checkpoint, NewestCompleteWinsAndIncompleteOnesAreSkipped) {
     FAIL() << "an incomplete checkpoint was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("file driver.bin has 5 bytes, the manifest says 6"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
 }
 

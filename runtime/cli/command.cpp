@@ -1,9 +1,8 @@
 #include "runtime/cli/command.hpp"
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
-
-#include <CLI/CLI.hpp>
 
 namespace milesrt::cli {
 

@@ -14,7 +14,7 @@ class App;
 namespace milesrt::runtime {
 class kind_registry;
 class extension_points;
-}
+}  // namespace milesrt::runtime
 
 namespace milesrt::cli {
 

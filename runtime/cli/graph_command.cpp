@@ -1,7 +1,6 @@
-#include <ostream>
-
 #include <CLI/CLI.hpp>
 #include <caf/actor_system_config.hpp>
+#include <ostream>
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"

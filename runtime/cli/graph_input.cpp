@@ -1,8 +1,7 @@
 #include "runtime/cli/graph_input.hpp"
 
-#include <ostream>
-
 #include <caf/actor_system_config.hpp>
+#include <ostream>
 
 #include "runtime/core/plugins.hpp"
 #include "runtime/graph/check_kinds.hpp"

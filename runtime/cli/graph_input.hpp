@@ -1,12 +1,11 @@
 #pragma once
 /// Reading the graph file named on a command line, shared by the graph-taking subcommands.
 
+#include <caf/fwd.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <caf/fwd.hpp>
 
 #include "runtime/cli/command.hpp"
 #include "runtime/core/kind.hpp"

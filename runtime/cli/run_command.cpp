@@ -1,20 +1,19 @@
+#include <CLI/CLI.hpp>
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <iostream>
 #include <memory>
-#include <thread>
 #include <set>
+#include <thread>
 
-#include <CLI/CLI.hpp>
-#include <caf/all.hpp>
-#include <caf/io/middleman.hpp>
-
+#include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
 #include "runtime/cli/supervisor.hpp"
-#include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/worker/workers.hpp"
@@ -33,7 +32,8 @@ exit_status shut_down(std::unique_ptr<caf::actor_system> sys, exit_status status
   std::thread([status, err] {
     std::this_thread::sleep_for(std::chrono::seconds(20));
     *err << "milesrt run: warning: an actor was still referenced 20 s after the run ended; exiting "
-            "without waiting for it (the run's results are complete)" << std::endl;
+            "without waiting for it (the run's results are complete)"
+         << std::endl;
     std::fflush(nullptr);
     std::_Exit(static_cast<int>(status));
   }).detach();
@@ -72,9 +72,11 @@ struct run_options {
 };
 
 void add_run_options(CLI::App& app, run_options& opt) {
-  app.add_option("graph", opt.file, "Graph file (.capnp) declaring `const graph :Graph`")->required();
+  app.add_option("graph", opt.file, "Graph file (.capnp) declaring `const graph :Graph`")
+      ->required();
   app.add_option("--set", opt.sets, "Override: actor.param=value or run.field=value");
-  app.add_option("--resume", opt.resume, "Continue the run in RUN_DIR from its newest complete checkpoint");
+  app.add_option("--resume", opt.resume,
+                 "Continue the run in RUN_DIR from its newest complete checkpoint");
   app.add_option("--run-dir", opt.run_dir, "Run directory (default: the graph's run.dir)");
   app.add_option("--listen", opt.listen,
                  "HOST:PORT where worker processes join (needed when placements name workers)");
@@ -102,7 +104,8 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
     return exit_status::bad_input;
   }
   if (!opt.resume.empty() && !runtime::latest_checkpoint(dir)) {
-    print_error(ctx.err, "run", "cannot resume: no complete checkpoint under " + (dir / "checkpoints").string());
+    print_error(ctx.err, "run",
+                "cannot resume: no complete checkpoint under " + (dir / "checkpoints").string());
     return exit_status::bad_input;
   }
   supervise_request sup;
@@ -110,7 +113,8 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
   for (const auto& s : opt.sets) sup.args.insert(sup.args.end(), {"--set", s});
   if (!opt.listen.empty()) sup.args.insert(sup.args.end(), {"--listen", opt.listen});
   if (opt.quiet) sup.args.push_back("--quiet");
-  if (opt.metrics_port >= 0) sup.args.insert(sup.args.end(), {"--metrics-port", std::to_string(opt.metrics_port)});
+  if (opt.metrics_port >= 0)
+    sup.args.insert(sup.args.end(), {"--metrics-port", std::to_string(opt.metrics_port)});
   sup.run_dir = dir;
   sup.resume_first = !opt.resume.empty();
   sup.max_restarts = opt.max_restarts;
@@ -119,8 +123,10 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
 
 /// The metric sinks the graph and --metrics-port ask for, announced on stdout; null (the error
 /// printed) when one cannot start.
-std::shared_ptr<runtime::metric_sinks> start_sinks(const run_options& opt, const graph::loaded_graph& g,
-                                                   const std::filesystem::path& run_dir, context& ctx) {
+std::shared_ptr<runtime::metric_sinks> start_sinks(const run_options& opt,
+                                                   const graph::loaded_graph& g,
+                                                   const std::filesystem::path& run_dir,
+                                                   context& ctx) {
   auto sink_opts = runtime::sinks_for(g, run_dir, opt.metrics_port);
   if (opt.metrics_port >= 0 && !sink_opts.prometheus && !sink_opts.page) {
     sink_opts.prometheus = sink_opts.page = true;
@@ -136,7 +142,8 @@ std::shared_ptr<runtime::metric_sinks> start_sinks(const run_options& opt, const
     const std::string url = sinks->url();
     ctx.out << "milesrt run:" << (sink_opts.page ? " live page at " + url : "")
             << (sink_opts.page && sink_opts.prometheus ? "," : "")
-            << (sink_opts.prometheus ? " Prometheus metrics at " + url + "metrics" : "") << std::endl;
+            << (sink_opts.prometheus ? " Prometheus metrics at " + url + "metrics" : "")
+            << std::endl;
   }
   return sinks;
 }
@@ -144,8 +151,9 @@ std::shared_ptr<runtime::metric_sinks> start_sinks(const run_options& opt, const
 /// The run in this process. Everything it holds (the rendezvous, the sinks) is gone before the
 /// actor system is.
 exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
-                           const runtime::kind_registry& kinds, const std::set<std::string>& workers,
-                           const std::string& host, uint16_t port, caf::actor_system& sys, context& ctx) {
+                           const runtime::kind_registry& kinds,
+                           const std::set<std::string>& workers, const std::string& host,
+                           uint16_t port, caf::actor_system& sys, context& ctx) {
   runtime::run_request req;
   req.run_dir = !opt.resume.empty() ? opt.resume : opt.run_dir;
   req.resume = !opt.resume.empty();
@@ -163,14 +171,15 @@ exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
     try {
       rendezvous = std::make_unique<runtime::worker_rendezvous>(sys, host, port);
       ctx.out << "milesrt run: workers join at " << host << ":" << rendezvous->port() << std::endl;
-      auto wait = std::chrono::milliseconds(static_cast<int64_t>(g.reader().getRun().getWorkerWaitSeconds() * 1000));
+      auto wait = std::chrono::milliseconds(
+          static_cast<int64_t>(g.reader().getRun().getWorkerWaitSeconds() * 1000));
       rendezvous->wait_for(workers, wait);
     } catch (const std::exception& e) {
       print_error(ctx.err, "run", e.what());
       return exit_status::run_failed;
     }
-    auto deadline =
-        std::chrono::milliseconds(static_cast<int64_t>(g.reader().getRun().getDeadlineSeconds() * 1000));
+    auto deadline = std::chrono::milliseconds(
+        static_cast<int64_t>(g.reader().getRun().getDeadlineSeconds() * 1000));
     auto* r = rendezvous.get();
     req.worker_directory = r->directory();
     req.remote = [r, deadline](const std::string& w, const runtime::spawn_request& s) {
@@ -182,7 +191,8 @@ exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
     print_error(ctx.err, "run", outcome.error);
     return exit_status::run_failed;
   }
-  ctx.out << "milesrt run: metrics in " << (runtime::resolve_run_dir(g, req) / "metrics.jsonl").string() << "\n";
+  ctx.out << "milesrt run: metrics in "
+          << (runtime::resolve_run_dir(g, req) / "metrics.jsonl").string() << "\n";
   return exit_status::ok;
 }
 
@@ -209,14 +219,16 @@ exit_status run_command(const run_options& opt, context& ctx) {
   if (!workers.empty() && opt.listen.empty()) {
     print_error(ctx.err, "run",
                 opt.file + ": actors are placed on workers (" + *workers.begin() +
-                    (workers.size() > 1 ? ", ..." : "") + ") but no --listen HOST:PORT was given for them to join");
+                    (workers.size() > 1 ? ", ..." : "") +
+                    ") but no --listen HOST:PORT was given for them to join");
     return exit_status::bad_input;
   }
   if (opt.supervise) return run_supervised(opt, g, ctx);
   prepared->kinds.register_types(config);
   if (!opt.listen.empty()) config.load<caf::io::middleman>();
   auto sys = std::make_unique<caf::actor_system>(config);
-  const exit_status status = run_in_process(opt, g, prepared->kinds, workers, host, port, *sys, ctx);
+  const exit_status status =
+      run_in_process(opt, g, prepared->kinds, workers, host, port, *sys, ctx);
   return shut_down(std::move(sys), status, ctx);
 }
 

@@ -1,12 +1,12 @@
 #include "runtime/cli/supervisor.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <ostream>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "runtime/checkpoint/checkpoint.hpp"
 
@@ -38,10 +38,13 @@ pid_t start_child(const std::string& exe, const std::vector<std::string>& args) 
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("--supervise: cannot start the run process: ") + std::strerror(errno));
+  if (pid < 0)
+    throw std::runtime_error(std::string("--supervise: cannot start the run process: ") +
+                             std::strerror(errno));
   if (pid == 0) {
     ::execv(exe.c_str(), argv.data());
-    std::fprintf(stderr, "milesrt run: error: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "milesrt run: error: cannot run %s: %s\n", exe.c_str(),
+                 std::strerror(errno));
     ::_exit(static_cast<int>(exit_status::run_failed));
   }
   return pid;
@@ -60,7 +63,8 @@ std::string describe_end(int status) {
 int wait_child(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error(std::string("--supervise: waitpid: ") + std::strerror(errno));
+    if (errno != EINTR)
+      throw std::runtime_error(std::string("--supervise: waitpid: ") + std::strerror(errno));
   }
   return status;
 }
@@ -82,15 +86,19 @@ exit_status supervise(const supervise_request& req, std::ostream& err) {
     pid_t pid = start_child(exe, args);
     g_child = pid;
     err << "milesrt run: run process " << pid << " started"
-        << (attempt == 0 ? "" : " (restart " + std::to_string(attempt) + " of " + std::to_string(req.max_restarts) + ")")
+        << (attempt == 0 ? ""
+                         : " (restart " + std::to_string(attempt) + " of " +
+                               std::to_string(req.max_restarts) + ")")
         << std::endl;
     int status = wait_child(pid);
     g_child = 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == static_cast<int>(exit_status::ok)) return exit_status::ok;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == static_cast<int>(exit_status::ok))
+      return exit_status::ok;
     const std::string how = "the run process " + std::to_string(pid) + " " + describe_end(status);
     if (g_stop_signal != 0) {
-      print_error(err, "run", how + " after this supervisor was sent signal " + std::to_string(g_stop_signal) +
-                                  " (" + ::strsignal(g_stop_signal) + "); not restarted");
+      print_error(err, "run",
+                  how + " after this supervisor was sent signal " + std::to_string(g_stop_signal) +
+                      " (" + ::strsignal(g_stop_signal) + "); not restarted");
       return exit_status::run_failed;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == static_cast<int>(exit_status::bad_input)) {
@@ -98,14 +106,16 @@ exit_status supervise(const supervise_request& req, std::ostream& err) {
       return exit_status::bad_input;
     }
     if (attempt >= req.max_restarts) {
-      print_error(err, "run", how + "; gave up after " + std::to_string(req.max_restarts) +
-                                  " restart(s) (--max-restarts " + std::to_string(req.max_restarts) + ")");
+      print_error(err, "run",
+                  how + "; gave up after " + std::to_string(req.max_restarts) +
+                      " restart(s) (--max-restarts " + std::to_string(req.max_restarts) + ")");
       return exit_status::run_failed;
     }
     auto latest = runtime::latest_checkpoint(req.run_dir);
     resume = latest.has_value();
     err << "milesrt run: " << how << "; restarting "
-        << (latest ? "from checkpoint " + latest->string() : "from the beginning (no complete checkpoint yet)")
+        << (latest ? "from checkpoint " + latest->string()
+                   : "from the beginning (no complete checkpoint yet)")
         << std::endl;
   }
 }

@@ -1,7 +1,6 @@
-#include <ostream>
-
 #include <CLI/CLI.hpp>
 #include <caf/actor_system_config.hpp>
+#include <ostream>
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
@@ -9,7 +8,8 @@
 namespace milesrt::cli {
 
 command make_validate_command() {
-  return {"validate", "Check a graph file (syntax, kinds, ports, parameters) without starting anything",
+  return {"validate",
+          "Check a graph file (syntax, kinds, ports, parameters) without starting anything",
           [](CLI::App& app, context& ctx) -> runner {
             struct options {
               std::string file;

@@ -22,7 +22,8 @@ class extension_points {
     if (it == points_.end()) {
       std::string known;
       for (const auto& [n, _] : points_) known += (known.empty() ? "" : ", ") + n;
-      throw std::out_of_range("no extension point '" + name + "' (offered: " + (known.empty() ? "none" : known) + ")");
+      throw std::out_of_range("no extension point '" + name +
+                              "' (offered: " + (known.empty() ? "none" : known) + ")");
     }
     return *static_cast<T*>(it->second);
   }

@@ -29,7 +29,8 @@ using learner_actor = checkpointable_actor::extend<
 /// A buffer holds the items bound for the learner: `put` (port, item, the learner's version) keeps
 /// or discards one; `take` (count, the learner's version, discard the rest, drop_past) first
 /// discards every item staler than drop_past (the schedule's bound when it drops stale work;
-/// UINT64_MAX: none), then hands out a batch of `count` items, or none when too few are fit to train.
+/// UINT64_MAX: none), then hands out a batch of `count` items, or none when too few are fit to
+/// train.
 using buffer_actor = checkpointable_actor::extend<
     caf::replies_to<put_atom, std::string, envelope, uint64_t>::with<buffer_reply>,
     caf::replies_to<take_atom, uint64_t, uint64_t, bool, uint64_t>::with<buffer_reply>>;

@@ -6,20 +6,28 @@ namespace milesrt::runtime {
 
 const char* to_string(role r) {
   switch (r) {
-    case role::source: return "source";
-    case role::stage: return "stage";
-    case role::learner: return "learner";
-    case role::buffer: return "buffer";
+    case role::source:
+      return "source";
+    case role::stage:
+      return "stage";
+    case role::learner:
+      return "learner";
+    case role::buffer:
+      return "buffer";
   }
   return "?";
 }
 
 const char* to_string(param_type t) {
   switch (t) {
-    case param_type::boolean: return "bool";
-    case param_type::integer: return "int";
-    case param_type::real: return "float";
-    case param_type::text: return "text";
+    case param_type::boolean:
+      return "bool";
+    case param_type::integer:
+      return "int";
+    case param_type::real:
+      return "float";
+    case param_type::text:
+      return "text";
   }
   return "?";
 }

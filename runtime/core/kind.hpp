@@ -2,6 +2,9 @@
 /// Actor kinds are descriptors: a name, typed ports, declared parameters, a role the schedule
 /// driver understands, a factory, and whether a dead actor of the kind may be restarted.
 
+#include <capnp/dynamic.h>
+
+#include <caf/fwd.hpp>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -12,9 +15,6 @@
 #include <string>
 #include <variant>
 #include <vector>
-
-#include <caf/fwd.hpp>
-#include <capnp/dynamic.h>
 
 #include "runtime/core/process_store.hpp"
 
@@ -65,8 +65,8 @@ struct actor_setup {
   uint32_t replica = 0;  ///< 0 .. replicas-1
   uint64_t seed = 0;     ///< the run's seed; kinds derive their own streams from it
   std::filesystem::path run_dir;
-  uint64_t steps = 0;           ///< the run's training steps
-  uint32_t batch_size = 1;      ///< items per training step
+  uint64_t steps = 0;       ///< the run's training steps
+  uint32_t batch_size = 1;  ///< items per training step
   /// Shared with the other actors of this process (never null).
   std::shared_ptr<process_store> store;
   /// Custom parameters after defaults, keyed by name (empty for kinds with a params struct).
@@ -99,7 +99,8 @@ struct kind_descriptor {
   std::function<std::vector<std::string>(capnp::DynamicStruct::Reader)> check_params;
   actor_factory spawn;
   /// A dead actor of this kind is replaced by a fresh one (its state is not restored; it gets the
-  /// newest publication, then the work its predecessor had not answered) instead of failing the run.
+  /// newest publication, then the work its predecessor had not answered) instead of failing the
+  /// run.
   bool restartable = false;
 };
 
@@ -113,7 +114,9 @@ class kind_registry {
   /// What the kinds need of the actor system, set on its config before it starts (CAF 0.17
   /// cannot add types later): the message types the kinds send (each kind adds its type-ID
   /// block), thread hooks the app adds for every actor thread.
-  void add_types(std::function<void(caf::actor_system_config&)> hook) { types_.push_back(std::move(hook)); }
+  void add_types(std::function<void(caf::actor_system_config&)> hook) {
+    types_.push_back(std::move(hook));
+  }
   void register_types(caf::actor_system_config& config) const {
     for (const auto& hook : types_) hook(config);
   }

@@ -10,15 +10,14 @@
 ///
 /// Atoms (CAF 0.17: at most 10 characters) name the requests; each request carries a deadline.
 
-#include <cstdint>
-#include <map>
-#include <string>
-#include <vector>
-
 #include <caf/atom.hpp>
 #include <caf/message.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace milesrt::runtime {
 
@@ -34,7 +33,8 @@ struct envelope {
   /// Which of the graph's sources admitted it (its index among them, in graph order).
   uint32_t source = 0;
   /// Oldest and newest model version that produced any part of the payload. Staleness of an item =
-  /// the learner's version - min_version. A producing actor sets them (e.g. from the versions of its parts).
+  /// the learner's version - min_version. A producing actor sets them (e.g. from the versions of
+  /// its parts).
   uint64_t min_version = 0;
   uint64_t max_version = 0;
   caf::message payload;
@@ -42,8 +42,8 @@ struct envelope {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, envelope& x) {
-  return f(caf::meta::type_name("envelope"), x.format, x.origin, x.source, x.min_version, x.max_version,
-           x.payload);
+  return f(caf::meta::type_name("envelope"), x.format, x.origin, x.source, x.min_version,
+           x.max_version, x.payload);
 }
 
 /// One message an actor emits on one of its output ports.
@@ -94,12 +94,13 @@ typename Inspector::result_type inspect(Inspector& f, train_reply& x) {
 
 /// The reply of a buffer to `put` and `take`.
 struct buffer_reply {
-  std::vector<envelope> items;  ///< take: the batch, in the order served (empty: not enough to serve)
-  uint64_t size = 0;            ///< items held after this request
-  uint64_t kept = 0;            ///< put: 1 when the item is held, 0 when it was discarded
-  uint64_t dropped_stale = 0;   ///< items this request discarded as stale
-  uint64_t stale_served = 0;    ///< take: items of the batch past the buffer's staleness bound
-  uint64_t surplus = 0;         ///< take with discard_rest: what was left and discarded
+  std::vector<envelope>
+      items;          ///< take: the batch, in the order served (empty: not enough to serve)
+  uint64_t size = 0;  ///< items held after this request
+  uint64_t kept = 0;  ///< put: 1 when the item is held, 0 when it was discarded
+  uint64_t dropped_stale = 0;  ///< items this request discarded as stale
+  uint64_t stale_served = 0;   ///< take: items of the batch past the buffer's staleness bound
+  uint64_t surplus = 0;        ///< take with discard_rest: what was left and discarded
   metric_map metrics;
 };
 
@@ -132,11 +133,11 @@ typename Inspector::result_type inspect(Inspector& f, spawn_request& x) {
   return f(caf::meta::type_name("spawn_request"), x.graph, x.actor, x.replica);
 }
 
-// Requests of the driver. A source answers `produce`, a stage `process`, a learner `train`, a buffer
-// `put` and `take`; every actor answers `snapshot` and `restore`.
-using produce_atom = caf::atom_constant<caf::atom("produce")>;    // (count) -> node_reply
-using process_atom = caf::atom_constant<caf::atom("process")>;    // (port, envelope) -> node_reply
-using train_atom = caf::atom_constant<caf::atom("train")>;        // (step, [envelope]) -> train_reply
+// Requests of the driver. A source answers `produce`, a stage `process`, a learner `train`, a
+// buffer `put` and `take`; every actor answers `snapshot` and `restore`.
+using produce_atom = caf::atom_constant<caf::atom("produce")>;  // (count) -> node_reply
+using process_atom = caf::atom_constant<caf::atom("process")>;  // (port, envelope) -> node_reply
+using train_atom = caf::atom_constant<caf::atom("train")>;      // (step, [envelope]) -> train_reply
 // (port, envelope, learner version) -> buffer_reply
 using put_atom = caf::atom_constant<caf::atom("put")>;
 // (count, learner version, discard the rest, the schedule's staleness bound) -> buffer_reply
@@ -146,7 +147,7 @@ using take_atom = caf::atom_constant<caf::atom("take")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;  // (dir) -> actor_state
 using restore_atom = caf::atom_constant<caf::atom("restore")>;    // (dir, actor_state) -> bool
 using join_atom = caf::atom_constant<caf::atom("join")>;          // worker -> driver: (name, actor)
-using spawn_atom = caf::atom_constant<caf::atom("spawn")>;        // driver -> worker: (spawn_request)
+using spawn_atom = caf::atom_constant<caf::atom("spawn")>;  // driver -> worker: (spawn_request)
 // driver -> the run's worker directory: (name, node of the lost process) -> the host actor of a
 // worker that joined under `name` from another process (answered once one has).
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;

@@ -5,11 +5,10 @@
 /// which adds its kinds to the registry and its message types to the actor system's config
 /// (type IDs from the plugin range, see messages.hpp). Plugins load before the actor system starts.
 
+#include <caf/fwd.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <caf/fwd.hpp>
 
 #include "runtime/core/extensions.hpp"
 #include "runtime/core/kind.hpp"

@@ -33,7 +33,8 @@ class progress_meter {
   std::string what_;
   uint64_t total_, done_ = 0;
   bool tty_, finished_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_line_ = start_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(),
+                                        last_line_ = start_;
   uint64_t last_tenth_ = 0;
 };
 

@@ -8,7 +8,8 @@
 namespace milesrt::runtime {
 
 TEST(ProgressMeter, BarShowsTheFraction) {
-  EXPECT_EQ(progress_meter::bar("eval", 9, 20, 1.25), "eval [##############................]  45% 9/20 1.2 s");
+  EXPECT_EQ(progress_meter::bar("eval", 9, 20, 1.25),
+            "eval [##############................]  45% 9/20 1.2 s");
   EXPECT_EQ(progress_meter::bar("x", 0, 0, 0), "x [##############################] 100% 0/0 0.0 s");
 }
 

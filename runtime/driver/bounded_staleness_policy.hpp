@@ -1,7 +1,8 @@
 #pragma once
 /// The `async` schedule: bounded staleness. Generation runs ahead of the learner by at most
 /// `max_staleness` versions; an item older than that is either trained anyway and counted as a
-/// violation (`onStale = wait`, which admission keeps from happening) or dropped (`onStale = drop`).
+/// violation (`onStale = wait`, which admission keeps from happening) or dropped (`onStale =
+/// drop`).
 
 #include "runtime/driver/schedule_policy.hpp"
 

@@ -74,19 +74,23 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
       [=](start_atom) {
         auto& s = self->state;
         for (const auto& e : s.edges) {
-          if (e.plan.to == learner_feed_node(self) && feeds_batches(self, e.plan) && e.plan.capacity < s.plan.batch_size) {
+          if (e.plan.to == learner_feed_node(self) && feeds_batches(self, e.plan) &&
+              e.plan.capacity < s.plan.batch_size) {
             // Validation refuses such a graph; a plan made by hand would wait forever.
-            finish(self, false, "edge " + s.nodes[e.plan.from].plan.name + "." + e.plan.from_port + " -> " +
-                                    s.nodes[e.plan.to].plan.name + "." + e.plan.to_port + ": capacity " +
-                                    std::to_string(e.plan.capacity) + " is below the batch size " +
-                                    std::to_string(s.plan.batch_size) + ": the learner's buffer could never hold a batch");
+            finish(self, false,
+                   "edge " + s.nodes[e.plan.from].plan.name + "." + e.plan.from_port + " -> " +
+                       s.nodes[e.plan.to].plan.name + "." + e.plan.to_port + ": capacity " +
+                       std::to_string(e.plan.capacity) + " is below the batch size " +
+                       std::to_string(s.plan.batch_size) +
+                       ": the learner's buffer could never hold a batch");
             return;
           }
         }
         if (s.plan.buffer != graph_plan::no_buffer && !s.plan.aux_learners.empty()) {
           // Validation refuses such a graph: the driver cannot see which origins the buffer holds.
-          finish(self, false, "a graph with a buffer actor drives one learner, this plan has " +
-                                  std::to_string(s.plan.aux_learners.size() + 1));
+          finish(self, false,
+                 "a graph with a buffer actor drives one learner, this plan has " +
+                     std::to_string(s.plan.aux_learners.size() + 1));
           return;
         }
         self->state.stepping.start = steady::now();

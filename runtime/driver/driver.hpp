@@ -4,6 +4,8 @@
 /// schedule's rules), checkpoints, and writes metrics. `sync` and `async` (bounded staleness) are
 /// two schedule policies of it (schedule_policy.hpp).
 
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -12,9 +14,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <caf/actor.hpp>
-#include <caf/fwd.hpp>
 
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/driver_counters.hpp"
@@ -25,15 +24,15 @@ namespace milesrt::runtime {
 
 /// What one training step looked like; one line of metrics.jsonl.
 struct step_record {
-  uint64_t step = 0;           ///< 1-based
-  uint64_t version = 0;        ///< the learner's version after the step
-  double seconds = 0;          ///< wall time since the previous step ended
-  std::map<std::string, double> busy_seconds;    ///< per actor: time its requests were outstanding
-  std::map<uint64_t, uint64_t> staleness;        ///< of the batch: staleness -> items
-  driver_counters counters;                      ///< after the step
-  metric_map metrics;                            ///< what the actors reported (mean per step)
-  metric_lists lists;                            ///< the lists the actors reported, concatenated
-  std::vector<uint64_t> batch_origins;           ///< which admitted items the batch came from
+  uint64_t step = 0;                           ///< 1-based
+  uint64_t version = 0;                        ///< the learner's version after the step
+  double seconds = 0;                          ///< wall time since the previous step ended
+  std::map<std::string, double> busy_seconds;  ///< per actor: time its requests were outstanding
+  std::map<uint64_t, uint64_t> staleness;      ///< of the batch: staleness -> items
+  driver_counters counters;                    ///< after the step
+  metric_map metrics;                          ///< what the actors reported (mean per step)
+  metric_lists lists;                          ///< the lists the actors reported, concatenated
+  std::vector<uint64_t> batch_origins;         ///< which admitted items the batch came from
   /// With several sources: how many items of the batch each one admitted (by name).
   std::map<std::string, uint64_t> batch_sources;
 };
@@ -50,8 +49,8 @@ struct run_outcome {
 };
 
 struct driver_options {
-  bool resume = false;              ///< restore from `resume_dir` before starting
-  std::filesystem::path resume_dir; ///< a committed checkpoint folder
+  bool resume = false;               ///< restore from `resume_dir` before starting
+  std::filesystem::path resume_dir;  ///< a committed checkpoint folder
   /// Called after every step (metrics writer, progress line, tests).
   std::function<void(const step_record&)> on_step;
   /// Called once when the run ends, from the driver's thread.

@@ -3,23 +3,22 @@
 // properties over many random delivery orders under CAF's deterministic test scheduler.
 #include "runtime/driver/driver.hpp"
 
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <nlohmann/json.hpp>
-
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/driver/driver_testing.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/overrides.hpp"
 #include "runtime/graph/validate.hpp"
 #include "runtime/testing/scratch_graph.hpp"
-#include "runtime/driver/driver_testing.hpp"
 
 namespace milesrt::runtime {
 namespace {
@@ -35,8 +34,8 @@ TEST_F(Driver, SyncIsLockstep) {
   ASSERT_EQ(steps.size(), 5u);
   std::set<uint64_t> trained;
   check_run(o, steps, false, 0, 4, &trained);
-  EXPECT_EQ(trained, (std::set<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-                                        17, 18, 19, 20}));
+  EXPECT_EQ(trained, (std::set<uint64_t>{1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                         11, 12, 13, 14, 15, 16, 17, 18, 19, 20}));
   EXPECT_EQ(o.counters.admitted, 20u);
   // The toy learner sums the numbers 0..19 it was given, in lockstep order.
   EXPECT_EQ(steps.back().metrics.at("total"), 190.0);
@@ -58,10 +57,10 @@ TEST_F(Driver, AsyncKeepsTheStalenessBound) {
 
 TEST_F(Driver, FilteredItemsAreReplacedByOverSampling) {
   records steps;
-  auto o = run(testing::toy_graph(
-                   ", params = (custom = [(name = \"drop_every\", value = (int = 3))])",
-                   sync_schedule(), kRun),
-               &steps);
+  auto o =
+      run(testing::toy_graph(", params = (custom = [(name = \"drop_every\", value = (int = 3))])",
+                             sync_schedule(), kRun),
+          &steps);
   ASSERT_TRUE(o.ok) << o.error;
   check_run(o, steps, false, 0, 4);
   EXPECT_GT(o.counters.filtered, 5u);
@@ -104,8 +103,8 @@ TEST_F(Driver, DeadlineOfAStalledLearner) {
 }
 
 TEST_F(Driver, ADeadActorFailsTheRunWithItsError) {
-  auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false,
-               {"stage.die_after=3"});
+  auto o =
+      run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false, {"stage.die_after=3"});
   ASSERT_FALSE(o.ok);
   EXPECT_NE(o.error.find("actor 'stage' (replica 0, kind toy_stage) died: "), std::string::npos)
       << o.error;
@@ -113,11 +112,11 @@ TEST_F(Driver, ADeadActorFailsTheRunWithItsError) {
 }
 
 TEST_F(Driver, ADeadLearnerFailsTheRun) {
-  auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false,
-               {"learner.die_at_step=3"});
+  auto o =
+      run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false, {"learner.die_at_step=3"});
   ASSERT_FALSE(o.ok);
-  EXPECT_NE(o.error.find("actor 'learner' (replica 0, kind toy_learner) died: "),
-            std::string::npos) << o.error;
+  EXPECT_NE(o.error.find("actor 'learner' (replica 0, kind toy_learner) died: "), std::string::npos)
+      << o.error;
 }
 
 TEST_F(Driver, ARestartableActorIsRestartedAndNothingIsLost) {
@@ -179,8 +178,11 @@ TEST_F(Driver, ABufferActorHoldsTheLearnersItems) {
       records steps;
       // With onStale = drop the driver has the buffer drop what went stale while it waited (the
       // toy buffer has no staleness rule of its own here), as the queue would.
-      auto o = run(buffered_toy_graph(", replicas = 2, params = (custom = [(name = \"delay_ms\", value = (int = 1))])",
-                                      "", async_schedule(s, drop), kRun), &steps);
+      auto o =
+          run(buffered_toy_graph(
+                  ", replicas = 2, params = (custom = [(name = \"delay_ms\", value = (int = 1))])",
+                  "", async_schedule(s, drop), kRun),
+              &steps);
       ASSERT_TRUE(o.ok) << o.error;
       EXPECT_EQ(o.steps, 5u);
       check_run(o, steps, true, s, 4);
@@ -189,11 +191,14 @@ TEST_F(Driver, ABufferActorHoldsTheLearnersItems) {
 }
 
 TEST_F(Driver, ABufferThatServesNoBatchFailsTheRunNamingIt) {
-  auto o = run(buffered_toy_graph("", ", params = (custom = [(name = \"refuse\", value = (bool = true))])",
-                                  sync_schedule(), kRun));
+  auto o = run(
+      buffered_toy_graph("", ", params = (custom = [(name = \"refuse\", value = (bool = true))])",
+                         sync_schedule(), kRun));
   EXPECT_FALSE(o.ok);
-  EXPECT_NE(o.error.find("actor 'buf' (kind toy_buffer) holds 4 items but served none of the 4 the learner asked for"),
-            std::string::npos) << o.error;
+  EXPECT_NE(o.error.find("actor 'buf' (kind toy_buffer) holds 4 items but served none of the 4 the "
+                         "learner asked for"),
+            std::string::npos)
+      << o.error;
 }
 
 TEST_F(Driver, ABufferedRunResumesBitwise) {
@@ -203,14 +208,17 @@ TEST_F(Driver, ABufferedRunResumesBitwise) {
   ASSERT_TRUE(a.ok) << a.error;
   std::filesystem::remove_all(dir_ / "run");
   records first, second;
-  auto b = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &first, false, {"run.steps=4"});
+  auto b = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &first, false,
+               {"run.steps=4"});
   ASSERT_TRUE(b.ok) << b.error;
   ASSERT_TRUE(std::filesystem::exists(dir_ / "run" / "checkpoints" / "step-4" / "buf-0.state"));
   // The same checkpoint resumed by a graph without the buffer is refused: its items would be lost.
   auto without = run(testing::toy_graph(", replicas = 2", sync_schedule(), run6), nullptr, true);
   EXPECT_FALSE(without.ok);
-  EXPECT_NE(without.error.find("the checkpoint was made by a graph with a buffer actor, this one has none"),
-            std::string::npos) << without.error;
+  EXPECT_NE(without.error.find(
+                "the checkpoint was made by a graph with a buffer actor, this one has none"),
+            std::string::npos)
+      << without.error;
   auto c = run(buffered_toy_graph(", replicas = 2", "", sync_schedule(), run6), &second, true);
   ASSERT_TRUE(c.ok) << c.error;
   ASSERT_EQ(second.size(), 2u);
@@ -224,19 +232,23 @@ TEST_F(Driver, ABufferedRunResumesBitwise) {
 // (their sums agree step by step, also when a filter drops some and in async), the run's version
 // is the policy's, and a resumed run repeats an uninterrupted one.
 TEST_F(Driver, ASecondLearnerTrainsOnThePolicysItemsEachStep) {
-  const std::string filtered = ", replicas = 2, params = (custom = [(name = \"drop_every\", value = (int = 3))])";
+  const std::string filtered =
+      ", replicas = 2, params = (custom = [(name = \"drop_every\", value = (int = 3))])";
   // A slow policy learner: in async the stage runs ahead and the buffer holds more than a batch,
   // of which the second learner must get the same items as the policy.
   const std::string slow = ", params = (custom = [(name = \"delay_ms\", value = (int = 20))])";
-  for (const auto& schedule : {sync_schedule(), async_schedule(1, false), async_schedule(1, true), async_schedule(2, false)}) {
+  for (const auto& schedule : {sync_schedule(), async_schedule(1, false), async_schedule(1, true),
+                               async_schedule(2, false)}) {
     std::filesystem::remove_all(dir_ / "run");
     records steps;
     auto o = run(two_learner_graph(filtered, schedule, kRun, slow), &steps);
     ASSERT_TRUE(o.ok) << o.error;
     ASSERT_EQ(steps.size(), 5u);
-    check_run(o, steps, schedule != sync_schedule(), schedule == async_schedule(2, false) ? 2 : 1, 4);
+    check_run(o, steps, schedule != sync_schedule(), schedule == async_schedule(2, false) ? 2 : 1,
+              4);
     for (const auto& r : steps) {
-      EXPECT_EQ(r.metrics.at("aux_batch_sum"), r.metrics.at("batch_sum")) << schedule << " step " << r.step;
+      EXPECT_EQ(r.metrics.at("aux_batch_sum"), r.metrics.at("batch_sum"))
+          << schedule << " step " << r.step;
       EXPECT_EQ(r.metrics.at("aux_batch_items"), 4.0) << schedule << " step " << r.step;
       EXPECT_EQ(r.version, r.step);
     }
@@ -248,7 +260,8 @@ TEST_F(Driver, ASecondLearnerTrainsOnThePolicysItemsEachStep) {
   records full, first, second;
   ASSERT_TRUE(run(two_learner_graph(filtered, sync_schedule(), run6), &full).ok);
   std::filesystem::remove_all(dir_ / "run");
-  ASSERT_TRUE(run(two_learner_graph(filtered, sync_schedule(), run6), &first, false, {"run.steps=4"}).ok);
+  ASSERT_TRUE(
+      run(two_learner_graph(filtered, sync_schedule(), run6), &first, false, {"run.steps=4"}).ok);
   auto c = run(two_learner_graph(filtered, sync_schedule(), run6), &second, true);
   ASSERT_TRUE(c.ok) << c.error;
   ASSERT_EQ(second.size(), 2u);
@@ -256,16 +269,19 @@ TEST_F(Driver, ASecondLearnerTrainsOnThePolicysItemsEachStep) {
 }
 
 /// Two toy sources mixed 70/30 (`b_extra` adds to b's spec) into the toy stage and learner.
-std::string mix_graph(const std::string& b_extra, const std::string& schedule, const std::string& run) {
+std::string mix_graph(const std::string& b_extra, const std::string& schedule,
+                      const std::string& run) {
   return R"(name = "mix",
   actors = [(name = "a", kind = "toy_source", weight = 0.7),
-            (name = "b", kind = "toy_source", weight = 0.3)" + b_extra + R"(),
+            (name = "b", kind = "toy_source", weight = 0.3)" +
+         b_extra + R"(),
             (name = "stage", kind = "toy_stage", replicas = 2),
             (name = "learner", kind = "toy_learner")],
   edges = [(from = "a.items", to = "stage.items"), (from = "b.items", to = "stage.items"),
            (from = "stage.items", to = "learner.items"),
            (from = "learner.weights", to = "stage.weights")],
-  schedule = )" + schedule + ",\n  run = " + run;
+  schedule = )" +
+         schedule + ",\n  run = " + run;
 }
 
 using per_source = std::map<std::string, uint64_t>;
@@ -277,29 +293,33 @@ TEST_F(Driver, SourcesMixByWeight) {
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(steps.size(), 5u);
   check_run(o, steps, false, 0, 10);
-  for (const auto& r : steps) EXPECT_EQ(r.batch_sources, (per_source{{"a", 7}, {"b", 3}})) << "step " << r.step;
+  for (const auto& r : steps)
+    EXPECT_EQ(r.batch_sources, (per_source{{"a", 7}, {"b", 3}})) << "step " << r.step;
   std::filesystem::remove_all(dir_ / "run");
 
   // b holds 6 items: it runs out in step 3 and leaves the mix; a fills the batches from then on.
   records out;
-  auto p = run(mix_graph(", params = (custom = [(name = \"limit\", value = (int = 6))])", sync_schedule(),
-                         "(steps = 5, batchSize = 10)"),
+  auto p = run(mix_graph(", params = (custom = [(name = \"limit\", value = (int = 6))])",
+                         sync_schedule(), "(steps = 5, batchSize = 10)"),
                &out);
   ASSERT_TRUE(p.ok) << p.error;
   ASSERT_EQ(out.size(), 5u);
   check_run(p, out, false, 0, 10);
   EXPECT_EQ(out[0].batch_sources, (per_source{{"a", 7}, {"b", 3}}));
   EXPECT_EQ(out[1].batch_sources, (per_source{{"a", 7}, {"b", 3}}));
-  for (size_t i = 2; i < 5; ++i) EXPECT_EQ(out[i].batch_sources, (per_source{{"a", 10}})) << "step " << i + 1;
+  for (size_t i = 2; i < 5; ++i)
+    EXPECT_EQ(out[i].batch_sources, (per_source{{"a", 10}})) << "step " << i + 1;
   std::filesystem::remove_all(dir_ / "run");
 
   // Both run out: the run ends early, naming them.
-  auto q = run(mix_graph(", params = (custom = [(name = \"limit\", value = (int = 6))])", sync_schedule(),
-                         "(steps = 5, batchSize = 10)"),
+  auto q = run(mix_graph(", params = (custom = [(name = \"limit\", value = (int = 6))])",
+                         sync_schedule(), "(steps = 5, batchSize = 10)"),
                nullptr, false, {"a.limit=14"});
   ASSERT_TRUE(q.ok) << q.error;
   EXPECT_EQ(q.steps, 2u);
-  EXPECT_NE(q.note.find("the sources 'a', 'b' ran out of items after 2 of 5 steps"), std::string::npos) << q.note;
+  EXPECT_NE(q.note.find("the sources 'a', 'b' ran out of items after 2 of 5 steps"),
+            std::string::npos)
+      << q.note;
 }
 
 TEST_F(Driver, MixedSourcesResumeBitwise) {
@@ -394,9 +414,10 @@ std::string capped_toy_graph(const std::string& stage_extra, const std::string& 
 // more than their capacity, the work beyond it waits at the source, and every admitted item is
 // trained or still buffered.
 TEST_F(Driver, FullEdgesHoldUpstreamWork) {
-  auto g = load("bp.capnp", capped_toy_graph(", params = (custom = [(name = \"delay_ms\", value = (int = 3))])",
-                                             ", params = (custom = [(name = \"delay_ms\", value = (int = 25))])",
-                                             async_schedule(3, false), "(steps = 6, batchSize = 2)", 1, 2));
+  auto g = load("bp.capnp", capped_toy_graph(
+                                ", params = (custom = [(name = \"delay_ms\", value = (int = 3))])",
+                                ", params = (custom = [(name = \"delay_ms\", value = (int = 25))])",
+                                async_schedule(3, false), "(steps = 6, batchSize = 2)", 1, 2));
   ASSERT_TRUE(g);
   auto errors = graph::validate_kinds(*g, kinds_);
   ASSERT_TRUE(errors.empty()) << errors[0].text;
@@ -478,7 +499,8 @@ TEST_F(Schedules, RandomOrdersAcrossACheckpointAndResume) {
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
     // Across the resume, every item accepted was trained or is still held: nothing the buffer
     // held at the checkpoint was lost.
-    EXPECT_EQ(o2.counters.accepted, uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
+    EXPECT_EQ(o2.counters.accepted,
+              uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
   }
 }
 
@@ -493,11 +515,12 @@ TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
     auto in = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     const int to_stage = in(0, 3), to_learner = in(0, 1) ? 0 : c.batch + in(0, 2);
     const uint64_t window = uint64_t(c.batch) * (c.async ? c.staleness + 1 : 1);
-    const uint64_t stage_cap = to_stage ? to_stage : window, buffer_cap = to_learner ? to_learner : window;
-    SCOPED_TRACE("case " + std::to_string(i) + (c.async ? " async" : " sync") + (c.drop ? " drop" : "") +
-                 " s=" + std::to_string(c.staleness) + " batch=" + std::to_string(c.batch) +
-                 " replicas=" + std::to_string(c.replicas) + " capacities " + std::to_string(to_stage) +
-                 ", " + std::to_string(to_learner));
+    const uint64_t stage_cap = to_stage ? to_stage : window,
+                   buffer_cap = to_learner ? to_learner : window;
+    SCOPED_TRACE("case " + std::to_string(i) + (c.async ? " async" : " sync") +
+                 (c.drop ? " drop" : "") + " s=" + std::to_string(c.staleness) +
+                 " batch=" + std::to_string(c.batch) + " replicas=" + std::to_string(c.replicas) +
+                 " capacities " + std::to_string(to_stage) + ", " + std::to_string(to_learner));
     auto graph_of = [&](int steps, const std::string& name) {
       schedule_case plain = c;
       plain.capacity = 0;
@@ -506,7 +529,8 @@ TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
       const std::string feed = c.buffer ? "to = \"buf.items\"" : "to = \"learner.items\"";
       for (auto [to, cap] : {std::pair<std::string, int>{"to = \"stage.items\"", to_stage},
                              std::pair<std::string, int>{feed, to_learner}}) {
-        f.replace(f.find(to + ")"), to.size() + 1, to + ", capacity = " + std::to_string(cap) + ")");
+        f.replace(f.find(to + ")"), to.size() + 1,
+                  to + ", capacity = " + std::to_string(cap) + ")");
       }
       return load(name, f);
     };
@@ -539,7 +563,8 @@ TEST_F(Schedules, FullEdgesHoldWorkUnderRandomOrders) {
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
     // Across the resume, every item accepted was trained or is still held: nothing the buffer
     // held at the checkpoint was lost.
-    EXPECT_EQ(o2.counters.accepted, uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
+    EXPECT_EQ(o2.counters.accepted,
+              uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
   }
   EXPECT_GT(reached["edge"], 100u);
   EXPECT_GT(reached["buffer"], 100u);
@@ -560,15 +585,17 @@ TEST_F(Schedules, RandomKillsOfARestartableStageLoseAndRepeatNothing) {
       f.replace(f.find("\"toy_stage\""), 11, "\"toy_mortal_stage\"");
       f.replace(f.find("checkpointInterval"), 18, kUnlimitedRestarts + "checkpointInterval");
       const std::string drop = "value = (int = " + std::to_string(c.drop_every) + "))";
-      f.replace(f.find(drop), drop.size(),
-                drop + ", (name = \"die_per_mille\", value = (int = " + std::to_string(per_mille) + "))");
+      f.replace(
+          f.find(drop), drop.size(),
+          drop + ", (name = \"die_per_mille\", value = (int = " + std::to_string(per_mille) + "))");
       return f;
     };
     const int total = c.steps + 3, interval = 2;
     auto run_dir = dir_ / ("mortal" + std::to_string(i));
-    SCOPED_TRACE("case " + std::to_string(i) + (c.async ? " async" : " sync") + (c.drop ? " drop" : "") +
-                 " s=" + std::to_string(c.staleness) + " batch=" + std::to_string(c.batch) +
-                 " replicas=" + std::to_string(c.replicas) + " die=" + std::to_string(per_mille) + "/1000");
+    SCOPED_TRACE("case " + std::to_string(i) + (c.async ? " async" : " sync") +
+                 (c.drop ? " drop" : "") + " s=" + std::to_string(c.staleness) +
+                 " batch=" + std::to_string(c.batch) + " replicas=" + std::to_string(c.replicas) +
+                 " die=" + std::to_string(per_mille) + "/1000");
     auto g1 = load("m" + std::to_string(i) + "a.capnp", mortal(fields(c, interval + 1, interval)));
     ASSERT_TRUE(g1);
     records first, second;
@@ -583,11 +610,13 @@ TEST_F(Schedules, RandomKillsOfARestartableStageLoseAndRepeatNothing) {
     std::set<uint64_t> trained;
     check_run(o2, second, c.async, c.staleness, c.batch, &trained);
     for (size_t k = 0; k < size_t(interval); ++k)
-      for (auto origin : first[k].batch_origins) EXPECT_TRUE(trained.insert(origin).second) << "item " << origin;
+      for (auto origin : first[k].batch_origins)
+        EXPECT_TRUE(trained.insert(origin).second) << "item " << origin;
     EXPECT_EQ(trained.size(), size_t(total * c.batch));
     // Across the resume, every item accepted was trained or is still held: nothing the buffer
     // held at the checkpoint was lost.
-    EXPECT_EQ(o2.counters.accepted, uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
+    EXPECT_EQ(o2.counters.accepted,
+              uint64_t(total * c.batch) + o2.counters.buffered + o2.counters.surplus);
     restarts += o1.counters.restarts + o2.counters.restarts;
     requeued += o2.counters.requeued;
   }

@@ -1,9 +1,9 @@
 // Checkpoints and resume: every actor's state and the driver's durable state.
-#include "runtime/driver/driver_state.hpp"
-
 #include <tuple>
+
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/core/progress.hpp"
+#include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime::driver_impl {
 
@@ -23,23 +23,27 @@ static void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   std::vector<char> buf(bytes.begin(), bytes.end());
   caf::binary_deserializer source{self->system(), buf};
   if (auto err = source(snap)) {
-    throw std::runtime_error("corrupt driver state (or one written by another version of milesrt): " +
-                             describe_error(self, err));
+    throw std::runtime_error(
+        "corrupt driver state (or one written by another version of milesrt): " +
+        describe_error(self, err));
   }
   auto& st = self->state;
   const size_t sources = st.plan.sources.size();
   if (snap.sources.credit.size() != sources || snap.sources.out.size() != sources) {
-    throw std::runtime_error("the checkpoint was made by a graph with " + std::to_string(snap.sources.credit.size()) +
+    throw std::runtime_error("the checkpoint was made by a graph with " +
+                             std::to_string(snap.sources.credit.size()) +
                              " sources, this one has " + std::to_string(sources));
   }
   if (snap.feed.buffer_actor != has_buffer(self)) {
-    throw std::runtime_error(std::string("the checkpoint was made by a graph ") +
-                             (snap.feed.buffer_actor ? "with" : "without") + " a buffer actor, this one has " +
-                             (has_buffer(self) ? "one" : "none") + ": the learner's items would be lost");
+    throw std::runtime_error(
+        std::string("the checkpoint was made by a graph ") +
+        (snap.feed.buffer_actor ? "with" : "without") + " a buffer actor, this one has " +
+        (has_buffer(self) ? "one" : "none") + ": the learner's items would be lost");
   }
   const size_t aux = st.plan.aux_learners.size();
   if (snap.feed.aux_queue.size() != aux || snap.feed.aux_version.size() != aux) {
-    throw std::runtime_error("the checkpoint was made by a graph with " + std::to_string(snap.feed.aux_queue.size() + 1) +
+    throw std::runtime_error("the checkpoint was made by a graph with " +
+                             std::to_string(snap.feed.aux_queue.size() + 1) +
                              " learners, this one has " + std::to_string(aux + 1));
   }
   st.durable = std::move(snap);
@@ -71,10 +75,12 @@ static void checkpoint(driver self) {
     if (s.done || prog->failed) return;
     try {
       writer->put_bytes("driver.bin", serialize_driver(self));
-      writer->commit({{"step", std::to_string(s.durable.step)}, {"version", std::to_string(s.durable.version)},
+      writer->commit({{"step", std::to_string(s.durable.step)},
+                      {"version", std::to_string(s.durable.version)},
                       {"graph", s.plan.graph_name}});
     } catch (const std::exception& e) {
-      finish(self, false, std::string("checkpoint of step ") + std::to_string(s.durable.step) + ": " + e.what());
+      finish(self, false,
+             std::string("checkpoint of step ") + std::to_string(s.durable.step) + ": " + e.what());
       return;
     }
     s.recovery.checkpointing = false;
@@ -85,21 +91,26 @@ static void checkpoint(driver self) {
   // Asks replica r of node i for its snapshot; a restartable replica that dies meanwhile is
   // replaced, and its replacement is asked instead.
   auto ask = std::make_shared<std::function<void(size_t, uint32_t)>>();
-  *ask = [=, weak = std::weak_ptr<std::function<void(size_t, uint32_t)>>(ask)](size_t i, uint32_t r) {
+  *ask = [=, weak = std::weak_ptr<std::function<void(size_t, uint32_t)>>(ask)](size_t i,
+                                                                               uint32_t r) {
     auto& s = self->state;
     auto target = s.nodes[i].plan.replicas[r];
     std::string key = s.nodes[i].plan.name + "-" + std::to_string(r);
     std::string dir = writer->actor_dir(key).string();
-    uint64_t ticket = open_ticket(self, i, r, [=] {
-      auto& n = self->state.nodes[i];
-      auto again = weak.lock();
-      if (n.plan.kind->restartable && again) {
-        (*again)(i, r);
-        return;
-      }
-      finish(self, false, "actor '" + key + "' died while writing checkpoint step " +
-                              std::to_string(self->state.durable.step));
-    }, "snapshot");
+    uint64_t ticket = open_ticket(
+        self, i, r,
+        [=] {
+          auto& n = self->state.nodes[i];
+          auto again = weak.lock();
+          if (n.plan.kind->restartable && again) {
+            (*again)(i, r);
+            return;
+          }
+          finish(self, false,
+                 "actor '" + key + "' died while writing checkpoint step " +
+                     std::to_string(self->state.durable.step));
+        },
+        "snapshot");
     self->request(target, s.nodes[i].plan.deadline, snapshot_atom::value, dir)
         .then(
             [=](actor_state& state) {
@@ -119,7 +130,8 @@ static void checkpoint(driver self) {
             },
             [=](caf::error& err) {
               request_failed(self, i, r, ticket,
-                             "the driver, checkpointing step " + std::to_string(self->state.durable.step) + ",",
+                             "the driver, checkpointing step " +
+                                 std::to_string(self->state.durable.step) + ",",
                              "snapshot", err);
             });
   };
@@ -139,8 +151,8 @@ void maybe_checkpoint_or_finish(driver self) {
   if (st.durable.step >= st.plan.steps) {
     finish(self, true, "");
   } else if (st.durable.sources.exhausted && waiting_for_learner(self) < st.plan.batch_size) {
-    st.note = sources_named(self) + " ran out of items after " +
-              std::to_string(st.durable.step) + " of " + std::to_string(st.plan.steps) + " steps";
+    st.note = sources_named(self) + " ran out of items after " + std::to_string(st.durable.step) +
+              " of " + std::to_string(st.plan.steps) + " steps";
     finish(self, true, "");
   }
 }
@@ -167,22 +179,26 @@ void resume(driver self) {
     auto& s = self->state;
     auto target = s.nodes[i].plan.replicas[r];
     std::string key = s.nodes[i].plan.name + "-" + std::to_string(r);
-    uint64_t ticket = open_ticket(self, i, r, [=] {
-      auto again = weak.lock();
-      if (self->state.nodes[i].plan.kind->restartable && again) {
-        (*again)(i, r, state);
-        return;
-      }
-      finish(self, false, "actor '" + key + "' died while restoring its state");
-    }, "restore");
+    uint64_t ticket = open_ticket(
+        self, i, r,
+        [=] {
+          auto again = weak.lock();
+          if (self->state.nodes[i].plan.kind->restartable && again) {
+            (*again)(i, r, state);
+            return;
+          }
+          finish(self, false, "actor '" + key + "' died while restoring its state");
+        },
+        "restore");
     self->request(target, s.nodes[i].plan.deadline, restore_atom::value,
                   reader->actor_dir(key).string(), state)
         .then(
             [=](bool ok) {
               if (self->state.done || !close_ticket(self, i, r, ticket)) return;
               if (!ok) {
-                finish(self, false, "cannot resume: actor '" + key + "' refused its state from " +
-                                        reader->dir().string());
+                finish(self, false,
+                       "cannot resume: actor '" + key + "' refused its state from " +
+                           reader->dir().string());
                 return;
               }
               if (--*waiting != 0) return;
@@ -212,7 +228,8 @@ void resume(driver self) {
       states.emplace_back(i, r, std::move(state));
     }
   }
-  st.recovery.resume_ask = ask;  // kept alive while the run lasts: a replica may die while restoring
+  st.recovery.resume_ask =
+      ask;  // kept alive while the run lasts: a replica may die while restoring
   for (auto& [i, r, state] : states) (*ask)(i, r, state);
 }
 

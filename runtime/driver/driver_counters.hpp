@@ -2,16 +2,15 @@
 /// The driver's counters of a run: what was admitted and what became of it.
 
 #include <array>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/none.hpp>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <caf/error.hpp>
-#include <caf/meta/load_callback.hpp>
-#include <caf/meta/type_name.hpp>
-#include <caf/none.hpp>
 
 namespace milesrt::runtime {
 

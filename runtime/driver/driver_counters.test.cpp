@@ -31,8 +31,8 @@ TEST(DriverCounters, NamesAreTheWordsOfTheMetrics) {
     EXPECT_EQ(named[i].second, i + 1) << named[i].first;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"admitted", "accepted", "dropped_stale", "filtered",
-                                             "surplus", "stale_violations", "restarts",
-                                             "requeued", "in_flight", "buffered"}));
+                                             "surplus", "stale_violations", "restarts", "requeued",
+                                             "in_flight", "buffered"}));
   driver_counters c;
   for (const auto& [name, value] : named) EXPECT_TRUE(c.set(name, value));
   EXPECT_EQ(c, numbered());
@@ -50,8 +50,8 @@ TEST(DriverCounters, RoundTripAndReadTheOldMapForm) {
   EXPECT_EQ(back, numbered());
 
   // A checkpoint written when the counters were a map of the seven kept ones.
-  std::map<std::string, uint64_t> old{{"admitted", 10}, {"accepted", 8},   {"dropped_stale", 1},
-                                      {"filtered", 1},  {"surplus", 0},    {"stale_violations", 0},
+  std::map<std::string, uint64_t> old{{"admitted", 10}, {"accepted", 8}, {"dropped_stale", 1},
+                                      {"filtered", 1},  {"surplus", 0},  {"stale_violations", 0},
                                       {"restarts", 2}};
   std::vector<char> old_buf;
   caf::binary_serializer old_sink{nullptr, old_buf};

@@ -1,8 +1,8 @@
 // The driver's core dataflow: tickets, routing along the edges, admission from the sources.
-#include "runtime/driver/driver_state.hpp"
-
 #include <algorithm>
 #include <cstdio>
+
+#include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime::driver_impl {
 
@@ -37,13 +37,15 @@ double seconds_since(steady::time_point t0) {
 
 bool quiescent(driver self) {
   auto& st = self->state;
-  return st.flow.live_work.empty() && st.flow.live_publish == 0 && st.admission.producing == 0 && !st.stepping.training;
+  return st.flow.live_work.empty() && st.flow.live_publish == 0 && st.admission.producing == 0 &&
+         !st.stepping.training;
 }
 
 uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<void()> resend,
                      std::string what, decltype(ticket_rt::sort) sort, std::function<void()> drop) {
   uint64_t t = ++self->state.flow.next_ticket;
-  self->state.nodes[node].tickets[replica][t] = {std::move(resend), std::move(what), sort, std::move(drop)};
+  self->state.nodes[node].tickets[replica][t] = {std::move(resend), std::move(what), sort,
+                                                 std::move(drop)};
   return t;
 }
 
@@ -98,13 +100,15 @@ static bool has_room(driver self, size_t node, uint64_t extra) {
 /// and work already admitted can always drain into it).
 static uint64_t admission_room(driver self) {
   auto& st = self->state;
-  const uint64_t open = st.flow.live_work.size() + st.admission.producing + waiting_for_learner(self);
+  const uint64_t open =
+      st.flow.live_work.size() + st.admission.producing + waiting_for_learner(self);
   const size_t feed = learner_feed_node(self);
   uint64_t room = UINT64_MAX;
   for (const auto& e : st.edges) {
     if (e.plan.to == feed && feeds_batches(self, e.plan)) {
       room = std::min<uint64_t>(room, e.plan.capacity > open ? e.plan.capacity - open : 0);
-    } else if (std::find(st.plan.sources.begin(), st.plan.sources.end(), e.plan.from) != st.plan.sources.end()) {
+    } else if (std::find(st.plan.sources.begin(), st.plan.sources.end(), e.plan.from) !=
+               st.plan.sources.end()) {
       room = std::min<uint64_t>(room, e.plan.capacity > e.held ? e.plan.capacity - e.held : 0);
     }
   }
@@ -131,8 +135,10 @@ static void put_into_buffer(driver self, const envelope& item, const std::string
   const size_t b = st.plan.buffer;
   auto t0 = steady::now();
   const std::string message = "put " + port + " (item " + std::to_string(item.origin) + ")";
-  uint64_t ticket = open_ticket(self, b, 0, [=] { put_into_buffer(self, item, port); }, message, ticket_rt::work);
-  self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, put_atom::value, port, item, st.durable.version)
+  uint64_t ticket = open_ticket(
+      self, b, 0, [=] { put_into_buffer(self, item, port); }, message, ticket_rt::work);
+  self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, put_atom::value, port,
+                item, st.durable.version)
       .then(
           [=](buffer_reply& reply) {
             auto& s = self->state;
@@ -147,8 +153,10 @@ static void put_into_buffer(driver self, const envelope& item, const std::string
             after_progress(self);
           },
           [=](caf::error& err) {
-            request_failed(self, b, 0, ticket, "the driver, routing item " + std::to_string(item.origin) + " to the buffer,",
-                           message, err);
+            request_failed(
+                self, b, 0, ticket,
+                "the driver, routing item " + std::to_string(item.origin) + " to the buffer,",
+                message, err);
           });
 }
 
@@ -208,14 +216,20 @@ void route(driver self, size_t node, std::vector<output>& outputs, bool publish)
 /// not over: no answer will ever come. The run ends naming where it stood instead of hanging.
 static void check_stall(driver self) {
   auto& st = self->state;
-  if (st.done || !quiescent(self) || st.recovery.checkpointing || st.recovery.checkpoint_due != 0 || !st.recovery.lost_workers.empty()) return;
-  finish(self, false, "the run stalled after step " + std::to_string(st.durable.step) + " of " + std::to_string(st.plan.steps) +
-                          ": nothing is in flight, the schedule admits no new work (" +
-                          std::to_string(st.durable.counters.admitted) + " admitted, " + std::to_string(st.durable.counters.accepted) +
-                          " accepted, " + std::to_string(st.durable.counters.dropped_stale) + " dropped as stale) and " +
-                          (has_buffer(self) ? "actor '" + st.nodes[st.plan.buffer].plan.name + "'" : std::string("the learner's buffer")) +
-                          " holds " + std::to_string(waiting_for_learner(self)) + " of the " + std::to_string(st.plan.batch_size) +
-                          " items a batch needs");
+  if (st.done || !quiescent(self) || st.recovery.checkpointing || st.recovery.checkpoint_due != 0 ||
+      !st.recovery.lost_workers.empty())
+    return;
+  finish(self, false,
+         "the run stalled after step " + std::to_string(st.durable.step) + " of " +
+             std::to_string(st.plan.steps) +
+             ": nothing is in flight, the schedule admits no new work (" +
+             std::to_string(st.durable.counters.admitted) + " admitted, " +
+             std::to_string(st.durable.counters.accepted) + " accepted, " +
+             std::to_string(st.durable.counters.dropped_stale) + " dropped as stale) and " +
+             (has_buffer(self) ? "actor '" + st.nodes[st.plan.buffer].plan.name + "'"
+                               : std::string("the learner's buffer")) +
+             " holds " + std::to_string(waiting_for_learner(self)) + " of the " +
+             std::to_string(st.plan.batch_size) + " items a batch needs");
 }
 
 void after_progress(driver self) {
@@ -246,10 +260,12 @@ void dispatch(driver self, size_t edge_index) {
     edge.inflight++;
     auto t0 = steady::now();
     const auto& from = st.nodes[edge.plan.from].plan.name;
-    std::string waiting = "the driver, routing " + from + "." + edge.plan.from_port + " -> " +
-                          st.nodes[to].plan.name + "." + edge.plan.to_port +
-                          (p.publish ? " (publication of version " + std::to_string(st.durable.version) + ")"
-                                     : " (item " + std::to_string(p.item.origin) + ")") + ",";
+    std::string waiting =
+        "the driver, routing " + from + "." + edge.plan.from_port + " -> " +
+        st.nodes[to].plan.name + "." + edge.plan.to_port +
+        (p.publish ? " (publication of version " + std::to_string(st.durable.version) + ")"
+                   : " (item " + std::to_string(p.item.origin) + ")") +
+        ",";
     std::string message = "process " + edge.plan.to_port;
     uint64_t ticket = open_ticket(
         self, to, replica,
@@ -260,14 +276,16 @@ void dispatch(driver self, size_t edge_index) {
           s.edges[edge_index].queue.push_front(p);
           dispatch(self, edge_index);
         },
-        message + (p.publish ? " (publication of version " + std::to_string(st.durable.version) + ")"
-                             : " (item " + std::to_string(p.item.origin) + ")"),
+        message + (p.publish
+                       ? " (publication of version " + std::to_string(st.durable.version) + ")"
+                       : " (item " + std::to_string(p.item.origin) + ")"),
         p.publish ? ticket_rt::publication : ticket_rt::work,
         [=] {
           self->state.edges[edge_index].inflight--;
           release(self, p);
         });
-    self->request(target, st.nodes[to].plan.deadline, process_atom::value, edge.plan.to_port, p.item)
+    self->request(target, st.nodes[to].plan.deadline, process_atom::value, edge.plan.to_port,
+                  p.item)
         .then(
             [=](node_reply& reply) {
               auto& s = self->state;
@@ -315,7 +333,8 @@ schedule_view view_of(driver self) {
 std::string sources_named(driver self) {
   const auto& st = self->state;
   std::string names;
-  for (size_t i : st.plan.sources) names += (names.empty() ? "'" : ", '") + st.nodes[i].plan.name + "'";
+  for (size_t i : st.plan.sources)
+    names += (names.empty() ? "'" : ", '") + st.nodes[i].plan.name + "'";
   return (st.plan.sources.size() == 1 ? "the source " : "the sources ") + names;
 }
 
@@ -357,7 +376,8 @@ static void produce_from(driver self, size_t i, uint64_t n) {
   auto target = st.nodes[src].plan.replicas[0];
   auto t0 = steady::now();
   // After a restart of the source the same share is asked of its replacement.
-  uint64_t ticket = open_ticket(self, src, 0, [=] { produce_from(self, i, n); }, "produce " + std::to_string(n));
+  uint64_t ticket = open_ticket(
+      self, src, 0, [=] { produce_from(self, i, n); }, "produce " + std::to_string(n));
   self->request(target, st.nodes[src].plan.deadline, produce_atom::value, n)
       .then(
           [=](node_reply& reply) {
@@ -376,7 +396,9 @@ static void produce_from(driver self, size_t i, uint64_t n) {
 
 static void admit(driver self) {
   auto& st = self->state;
-  if (st.done || st.recovery.checkpoint_due || st.durable.sources.exhausted || st.admission.producing > 0) return;
+  if (st.done || st.recovery.checkpoint_due || st.durable.sources.exhausted ||
+      st.admission.producing > 0)
+    return;
   if (st.durable.step >= st.plan.steps || st.flow.published < st.recovery.restored_version) return;
   for (size_t src : st.plan.sources)
     if (unavailable(self, src)) return;

@@ -1,7 +1,7 @@
 // The driver's telemetry: metric sums per step and the live view of the graph.
-#include "runtime/driver/driver_state.hpp"
-
 #include <chrono>
+
+#include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime::driver_impl {
 
@@ -28,7 +28,8 @@ static live_view live_view_of(driver self, const std::string& state, const std::
   v.steps = st.plan.steps;
   v.version = st.durable.version;
   v.published = st.flow.published;
-  v.wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  v.wall_time =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (size_t i = 0; i < st.nodes.size(); ++i) {
     const auto& n = st.nodes[i];
     live_actor a;
@@ -38,7 +39,9 @@ static live_view live_view_of(driver self, const std::string& state, const std::
     a.replicas = static_cast<uint32_t>(n.plan.replicas.size());
     a.placement = n.plan.placement;
     for (const auto& t : n.tickets) a.in_flight += t.size();
-    a.state = state == "running" ? (a.in_flight > 0 ? "busy" : "idle") : state == "finished" ? "done" : "failed";
+    a.state = state == "running"    ? (a.in_flight > 0 ? "busy" : "idle")
+              : state == "finished" ? "done"
+                                    : "failed";
     v.actors.push_back(std::move(a));
   }
   for (const auto& e : st.edges) {
@@ -52,7 +55,8 @@ static live_view live_view_of(driver self, const std::string& state, const std::
   }
   // What the learner's buffer holds (the driver's queue, or the buffer actor).
   if (!v.actors.empty()) v.actors[learner_feed_node(self)].queued += waiting_for_learner(self);
-  for (size_t k = 0; k < st.durable.feed.aux_queue.size(); ++k) v.actors[st.plan.aux_learners[k]].queued += st.durable.feed.aux_queue[k].size();
+  for (size_t k = 0; k < st.durable.feed.aux_queue.size(); ++k)
+    v.actors[st.plan.aux_learners[k]].queued += st.durable.feed.aux_queue[k].size();
   driver_counters c = st.durable.counters;
   c.in_flight = st.flow.live_work.size();
   c.buffered = waiting_for_learner(self);

@@ -1,7 +1,7 @@
 // Recovery: failed requests, dead replicas replaced, lost workers awaited.
-#include "runtime/driver/driver_state.hpp"
-
 #include <cstdio>
+
+#include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime::driver_impl {
 
@@ -9,8 +9,7 @@ namespace milesrt::runtime::driver_impl {
 /// sends its open requests again; anything else ends the run with a message naming who waited
 /// for whom, on which message.
 void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
-                    const std::string& waiting, const std::string& message,
-                    const caf::error& err) {
+                    const std::string& waiting, const std::string& message, const caf::error& err) {
   auto& st = self->state;
   if (st.done) return;
   auto& n = st.nodes[node];
@@ -21,9 +20,10 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
   // awaited) or the actor alone died; that handler decides.
   if (err == caf::sec::request_receiver_down && !n.plan.placement.empty()) return;
   close_ticket(self, node, replica, ticket);
-  const std::string who = "actor '" + n.plan.name + "' (replica " + std::to_string(replica) +
-                          ", kind " + n.plan.kind->name +
-                          (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") + ")";
+  const std::string who =
+      "actor '" + n.plan.name + "' (replica " + std::to_string(replica) + ", kind " +
+      n.plan.kind->name +
+      (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") + ")";
   if (err == caf::sec::request_timeout) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", n.plan.deadline.count() / 1000.0);
@@ -33,8 +33,8 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
     return;
   }
   finish(self, false,
-         who + " failed while " + waiting + " waited for '" + message + "': " +
-             describe_error(self, err));
+         who + " failed while " + waiting + " waited for '" + message +
+             "': " + describe_error(self, err));
 }
 
 /// Puts `fresh` in the place of replica r of node i, whose actor died: the new replica first gets
@@ -83,7 +83,8 @@ static std::string in_flight_on(driver self, const std::string& worker) {
     for (uint32_t r = 0; r < n.tickets.size(); ++r) {
       for (const auto& [t, ticket] : n.tickets[r]) {
         if (++count > 8) continue;
-        text += (text.empty() ? "" : ", ") + n.plan.name + "[" + std::to_string(r) + "] '" + ticket.what + "'";
+        text += (text.empty() ? "" : ", ") + n.plan.name + "[" + std::to_string(r) + "] '" +
+                ticket.what + "'";
       }
     }
   }
@@ -98,7 +99,9 @@ static std::string actors_on(driver self, const std::string& worker) {
   for (const auto& n : self->state.nodes) {
     if (n.plan.placement != worker) continue;
     text += (text.empty() ? "" : ", ") + n.plan.name + " (kind " + n.plan.kind->name +
-            (n.plan.replicas.size() == 1 ? ", replica 0)" : ", replicas 0-" + std::to_string(n.plan.replicas.size() - 1) + ")");
+            (n.plan.replicas.size() == 1
+                 ? ", replica 0)"
+                 : ", replicas 0-" + std::to_string(n.plan.replicas.size() - 1) + ")");
   }
   return text;
 }
@@ -111,19 +114,22 @@ static void lose_worker(driver self, const std::string& worker, const caf::node_
   for (const auto& n : st.nodes)
     if (n.plan.placement == worker && (!n.plan.kind->restartable || !n.plan.remote_request))
       cannot += (cannot.empty() ? "" : ", ") + n.plan.name + " (kind " + n.plan.kind->name + ")";
-  const std::string what = "worker '" + worker + "' went away (its process ended or its connection was lost)";
+  const std::string what =
+      "worker '" + worker + "' went away (its process ended or its connection was lost)";
   if (!cannot.empty()) {
-    finish(self, false, what + "; it hosted " + actors_on(self, worker) + "; " + cannot +
-                            " cannot be restarted (its kind keeps state that died with it); " +
-                            in_flight_on(self, worker));
+    finish(self, false,
+           what + "; it hosted " + actors_on(self, worker) + "; " + cannot +
+               " cannot be restarted (its kind keeps state that died with it); " +
+               in_flight_on(self, worker));
     return;
   }
   st.recovery.lost_workers.insert(worker);
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", st.plan.worker_grace.count() / 1000.0);
   if (st.opts.progress) {
-    std::fprintf(st.opts.progress, "milesrt run: %s; waiting up to %s s for a worker to join as '%s'\n",
-                 what.c_str(), secs, worker.c_str());
+    std::fprintf(st.opts.progress,
+                 "milesrt run: %s; waiting up to %s s for a worker to join as '%s'\n", what.c_str(),
+                 secs, worker.c_str());
     std::fflush(st.opts.progress);
   }
   const std::string grace = secs;
@@ -132,7 +138,8 @@ static void lose_worker(driver self, const std::string& worker, const caf::node_
           [=](caf::actor& host) {
             auto& s = self->state;
             if (s.done) return;
-            // Spawn every replica of every actor it hosted on the new worker, then put them in place.
+            // Spawn every replica of every actor it hosted on the new worker, then put them in
+            // place.
             auto spawned = std::make_shared<std::map<std::pair<size_t, uint32_t>, caf::actor>>();
             auto expected = std::make_shared<size_t>(0);
             for (const auto& n : s.nodes)
@@ -150,27 +157,34 @@ static void lose_worker(driver self, const std::string& worker, const caf::node_
                           if (spawned->size() < *expected) return;
                           s2.recovery.lost_workers.erase(worker);
                           if (s2.opts.progress) {
-                            std::fprintf(s2.opts.progress, "milesrt run: worker '%s' joined again; its actors are back\n",
-                                         worker.c_str());
+                            std::fprintf(
+                                s2.opts.progress,
+                                "milesrt run: worker '%s' joined again; its actors are back\n",
+                                worker.c_str());
                             std::fflush(s2.opts.progress);
                           }
-                          for (auto& [where, actor] : *spawned) replace_replica(self, where.first, where.second, actor);
+                          for (auto& [where, actor] : *spawned)
+                            replace_replica(self, where.first, where.second, actor);
                           for (size_t e = 0; e < s2.edges.size(); ++e) dispatch(self, e);
                           after_progress(self);
                         },
                         [=](caf::error& err) {
-                          finish(self, false, "worker '" + worker + "' joined again but could not start actor '" +
-                                                  self->state.nodes[i].plan.name + "' (replica " + std::to_string(r) +
-                                                  "): " + describe_error(self, err));
+                          finish(self, false,
+                                 "worker '" + worker +
+                                     "' joined again but could not start actor '" +
+                                     self->state.nodes[i].plan.name + "' (replica " +
+                                     std::to_string(r) + "): " + describe_error(self, err));
                         });
               }
             }
           },
           [=](caf::error& err) {
-            finish(self, false, what + " and no worker joined as '" + worker + "' within " + grace +
-                                    " s (run.workerGraceSeconds); it hosted " + actors_on(self, worker) + "; " +
-                                    in_flight_on(self, worker) +
-                                    (err == caf::sec::request_timeout ? "" : " (" + describe_error(self, err) + ")"));
+            finish(self, false,
+                   what + " and no worker joined as '" + worker + "' within " + grace +
+                       " s (run.workerGraceSeconds); it hosted " + actors_on(self, worker) + "; " +
+                       in_flight_on(self, worker) +
+                       (err == caf::sec::request_timeout ? ""
+                                                         : " (" + describe_error(self, err) + ")"));
           });
 }
 
@@ -187,7 +201,8 @@ static std::string restart_refused(driver self, size_t i, uint32_t r) {
   char secs[32];
   if (n.startup_failures[r] >= s.plan.max_startup_failures) {
     return "died at start-up (before answering anything) " + std::to_string(n.startup_failures[r]) +
-           " times in a row (run.maxStartupFailures " + std::to_string(s.plan.max_startup_failures) + ")";
+           " times in a row (run.maxStartupFailures " +
+           std::to_string(s.plan.max_startup_failures) + ")";
   }
   if (times.size() >= s.plan.max_restarts) {
     std::snprintf(secs, sizeof secs, "%g", s.plan.restart_window.count() / 1000.0);
@@ -217,18 +232,20 @@ void on_actor_down(driver self, const caf::down_msg& dm) {
       }
       if (n.plan.kind->restartable && n.plan.respawn) {
         if (auto why = restart_refused(self, i, r); !why.empty()) {
-          finish(self, false, "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
-                                  n.plan.kind->name + ") " + why + "; last cause: " +
-                                  describe_error(self, dm.reason));
+          finish(self, false,
+                 "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
+                     n.plan.kind->name + ") " + why +
+                     "; last cause: " + describe_error(self, dm.reason));
           return;
         }
         caf::actor fresh;
         try {
           fresh = n.plan.respawn(r);
         } catch (const std::exception& e) {
-          finish(self, false, "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
-                                  n.plan.kind->name + ") died (" + describe_error(self, dm.reason) +
-                                  ") and could not be restarted: " + e.what());
+          finish(self, false,
+                 "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
+                     n.plan.kind->name + ") died (" + describe_error(self, dm.reason) +
+                     ") and could not be restarted: " + e.what());
           return;
         }
         replace_replica(self, i, r, fresh);
@@ -236,7 +253,8 @@ void on_actor_down(driver self, const caf::down_msg& dm) {
       }
       finish(self, false,
              "actor '" + n.plan.name + "' (replica " + std::to_string(r) + ", kind " +
-                 n.plan.kind->name + (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") +
+                 n.plan.kind->name +
+                 (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") +
                  ") died: " + describe_error(self, dm.reason) +
                  (dm.reason == caf::exit_reason::remote_link_unreachable
                       ? " (its worker process went away)"

@@ -3,10 +3,9 @@
 // two hops.
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/driver/driver_testing.hpp"
 
@@ -24,18 +23,21 @@ TEST_F(Driver, ARepeatedStartupFailureEndsTheRun) {
   auto o = run(fields, nullptr, false, {"stage.die_per_mille=1000"});
   ASSERT_FALSE(o.ok);
   EXPECT_EQ(o.counters.restarts, 2u);
-  EXPECT_NE(o.error.find("actor 'stage' (replica 0, kind toy_mortal_stage) died at start-up (before "
-                         "answering anything) 3 times in a row (run.maxStartupFailures 3); last "
-                         "cause: "),
-            std::string::npos) << o.error;
+  EXPECT_NE(
+      o.error.find("actor 'stage' (replica 0, kind toy_mortal_stage) died at start-up (before "
+                   "answering anything) 3 times in a row (run.maxStartupFailures 3); last "
+                   "cause: "),
+      std::string::npos)
+      << o.error;
   EXPECT_NE(o.error.find("toy stage killed at random"), std::string::npos) << o.error;
 }
 
 // A replica that answers, then dies, again and again: restarted at most run.maxRestarts times
 // within run.restartWindowSeconds, then the run ends naming the actor, the limit and the cause.
 TEST_F(Driver, RestartsOfAReplicaAreBoundedWithinTheWindow) {
-  auto fields = testing::toy_graph("", sync_schedule(), "(steps = 200, batchSize = 4, maxRestarts = 2, "
-                                                      "maxStartupFailures = 1000)");
+  auto fields = testing::toy_graph("", sync_schedule(),
+                                   "(steps = 200, batchSize = 4, maxRestarts = 2, "
+                                   "maxStartupFailures = 1000)");
   fields.replace(fields.find("\"toy_stage\""), 11, "\"toy_mortal_stage\"");
   auto o = run(fields, nullptr, false, {"stage.die_per_mille=100"});
   ASSERT_FALSE(o.ok);
@@ -43,7 +45,8 @@ TEST_F(Driver, RestartsOfAReplicaAreBoundedWithinTheWindow) {
   EXPECT_NE(o.error.find("actor 'stage' (replica 0, kind toy_mortal_stage) was restarted 2 times "
                          "within 600 s and died again (run.maxRestarts 2, run.restartWindowSeconds "
                          "600); last cause: "),
-            std::string::npos) << o.error;
+            std::string::npos)
+      << o.error;
 }
 
 // metrics.jsonl on a full device: the first step that cannot be recorded ends the run naming the
@@ -53,17 +56,16 @@ TEST_F(Driver, AFailedMetricsWriteEndsTheRun) {
   std::filesystem::create_symlink("/dev/full", dir_ / "run" / "metrics.jsonl");
   auto o = run(testing::toy_graph("", sync_schedule(), kRun));
   ASSERT_FALSE(o.ok);
-  EXPECT_EQ(o.error, "step 1 was not recorded: cannot write " + (dir_ / "run" / "metrics.jsonl").string() +
-                         ": No space left on device");
+  EXPECT_EQ(o.error, "step 1 was not recorded: cannot write " +
+                         (dir_ / "run" / "metrics.jsonl").string() + ": No space left on device");
   std::ifstream in(dir_ / "run" / "summary.json");
   EXPECT_EQ(nlohmann::json::parse(in)["steps"], 0u);
 }
 
-
 // Stages that start from their files after a resume (the version is not in their state, as a
-// stage's parameters read from files are not) and a publication of two hops (learner -> relay -> stage): async
-// runs resumed at random steps, with and without random kills of the stage, under random
-// delivery orders. No item is admitted before every stage holds the restored version: every
+// stage's parameters read from files are not) and a publication of two hops (learner -> relay ->
+// stage): async runs resumed at random steps, with and without random kills of the stage, under
+// random delivery orders. No item is admitted before every stage holds the restored version: every
 // item trained after the resume was made with it or a newer one, and the bound holds.
 TEST_F(Schedules, AsyncResumeAdmitsNothingBeforeStagesHoldTheRestoredVersion) {
   std::mt19937 rng(23);
@@ -83,9 +85,11 @@ TEST_F(Schedules, AsyncResumeAdmitsNothingBeforeStagesHoldTheRestoredVersion) {
                 drop + ", (name = \"restores_version\", value = (bool = false))" +
                     (kills ? ", (name = \"die_per_mille\", value = (int = 30))" : ""));
       if (kills) f.replace(f.find("\"toy_stage\""), 11, "\"toy_mortal_stage\"");
-      if (kills) f.replace(f.find("checkpointInterval"), 18, kUnlimitedRestarts + "checkpointInterval");
+      if (kills)
+        f.replace(f.find("checkpointInterval"), 18, kUnlimitedRestarts + "checkpointInterval");
       const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
-      f.replace(f.find(learner), learner.size(), learner + ",\n(name = \"relay\", kind = \"toy_relay\")");
+      f.replace(f.find(learner), learner.size(),
+                learner + ",\n(name = \"relay\", kind = \"toy_relay\")");
       const std::string edge = "(from = \"learner.weights\", to = \"stage.weights\")";
       f.replace(f.find(edge), edge.size(),
                 "(from = \"learner.weights\", to = \"relay.weights\"), "
@@ -94,7 +98,8 @@ TEST_F(Schedules, AsyncResumeAdmitsNothingBeforeStagesHoldTheRestoredVersion) {
     };
     SCOPED_TRACE("case " + std::to_string(i) + (c.drop ? " drop" : "") + (kills ? " kills" : "") +
                  " s=" + std::to_string(c.staleness) + " batch=" + std::to_string(c.batch) +
-                 " replicas=" + std::to_string(c.replicas) + " resumed at " + std::to_string(interval));
+                 " replicas=" + std::to_string(c.replicas) + " resumed at " +
+                 std::to_string(interval));
     auto run_dir = dir_ / ("v" + std::to_string(i));
     auto g1 = load("v" + std::to_string(i) + "a.capnp", graph_of(first_steps));
     auto g2 = load("v" + std::to_string(i) + "b.capnp", graph_of(total));

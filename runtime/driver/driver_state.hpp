@@ -11,6 +11,7 @@
 ///
 /// The state is grouped by the same jobs; `durable` is exactly what a checkpoint holds.
 
+#include <caf/all.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -22,8 +23,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <caf/all.hpp>
 
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/driver.hpp"
@@ -104,8 +103,8 @@ struct learner_feed {
 
 /// The driver's part of a checkpoint, serialised as it is (inspect below).
 struct durable_state {
-  uint64_t step = 0;     ///< completed training steps
-  uint64_t version = 0;  ///< the policy learner's version
+  uint64_t step = 0;         ///< completed training steps
+  uint64_t version = 0;      ///< the policy learner's version
   driver_counters counters;  ///< in_flight and buffered are filled in by counters_now()
   /// The learner's outputs of its last step: sent again on resume, so that every stage holds the
   /// learner's version before new work is admitted.
@@ -139,7 +138,8 @@ struct admission_state {
 /// Work alive in the graph, and the requests that carry it.
 struct flow_state {
   std::map<uint64_t, uint32_t> live_work;  ///< origin -> envelopes alive (queued or in requests)
-  std::set<uint64_t> arrived_origins;  ///< live origins with an item at the learner's feed (kept or dropped)
+  std::set<uint64_t>
+      arrived_origins;        ///< live origins with an item at the learner's feed (kept or dropped)
   uint32_t live_publish = 0;  ///< publications queued or in flight
   uint64_t published = 0;     ///< the version whose outputs have been fully routed
   uint64_t next_ticket = 0;

@@ -27,9 +27,9 @@ struct earlier_snapshot {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, earlier_snapshot& x) {
-  return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters, x.exhausted,
-           x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held, x.buffer_dropped,
-           x.aux_queue, x.aux_version, x.buffer_actor);
+  return f(caf::meta::type_name("driver_snapshot"), x.step, x.version, x.next_origin, x.counters,
+           x.exhausted, x.buffer, x.last_publication, x.source_credit, x.source_out, x.buffer_held,
+           x.buffer_dropped, x.aux_queue, x.aux_version, x.buffer_actor);
 }
 
 envelope item(uint64_t origin, uint64_t version) {

@@ -1,7 +1,7 @@
 // The learners' steps: a batch taken from the learner's feed, trained, and the step closed.
-#include "runtime/driver/driver_state.hpp"
-
 #include <algorithm>
+
+#include "runtime/driver/driver_state.hpp"
 #include "runtime/driver/staleness.hpp"
 
 namespace milesrt::runtime::driver_impl {
@@ -74,18 +74,23 @@ static void take_from_buffer(driver self) {
   st.stepping.training = true;  // nothing else is taken meanwhile
   const uint64_t count = st.plan.batch_size;
   const bool discard_rest = st.policy->discards_surplus();
-  const std::string message = "take " + std::to_string(count) + " (for step " + std::to_string(st.durable.step + 1) + ")";
+  const std::string message =
+      "take " + std::to_string(count) + " (for step " + std::to_string(st.durable.step + 1) + ")";
   auto t0 = steady::now();
-  uint64_t ticket = open_ticket(self, b, 0, [=] {
-    self->state.stepping.training = false;
-    try_train(self);
-  }, message);
+  uint64_t ticket = open_ticket(
+      self, b, 0,
+      [=] {
+        self->state.stepping.training = false;
+        try_train(self);
+      },
+      message);
   // The schedule's own rule first: with onStale = drop, what went stale while it waited goes, as
   // from the driver's queue; then the buffer's policy.
-  const uint64_t drop_past = st.plan.schedule.async && st.plan.schedule.drop_stale ? uint64_t(st.plan.schedule.max_staleness)
-                                                                                   : UINT64_MAX;
-  self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, take_atom::value, count, st.durable.version,
-                discard_rest, drop_past)
+  const uint64_t drop_past = st.plan.schedule.async && st.plan.schedule.drop_stale
+                                 ? uint64_t(st.plan.schedule.max_staleness)
+                                 : UINT64_MAX;
+  self->request(st.nodes[b].plan.replicas[0], st.nodes[b].plan.deadline, take_atom::value, count,
+                st.durable.version, discard_rest, drop_past)
       .then(
           [=](buffer_reply& reply) {
             auto& s = self->state;
@@ -96,7 +101,8 @@ static void take_from_buffer(driver self) {
             add_metrics(self, reply.metrics);
             s.durable.feed.buffer_held = reply.size;
             // Counted once: no longer accepted, now dropped (as the driver's own queue counts).
-            const uint64_t dropped = std::min<uint64_t>(reply.dropped_stale, s.durable.counters.accepted);
+            const uint64_t dropped =
+                std::min<uint64_t>(reply.dropped_stale, s.durable.counters.accepted);
             s.durable.counters.accepted -= dropped;
             s.durable.counters.dropped_stale += dropped;
             s.durable.feed.buffer_dropped += dropped;
@@ -105,30 +111,38 @@ static void take_from_buffer(driver self) {
             if (reply.items.empty()) {
               if (reply.size >= count) {
                 // It would be asked again and again: a policy that serves nothing from enough.
-                finish(self, false, who + " holds " + std::to_string(reply.size) + " items but served none of the " +
-                                        std::to_string(count) + " the learner asked for (" + message + ")");
+                finish(self, false,
+                       who + " holds " + std::to_string(reply.size) +
+                           " items but served none of the " + std::to_string(count) +
+                           " the learner asked for (" + message + ")");
                 return;
               }
               after_progress(self);  // not enough fit to train: wait for more
               return;
             }
             if (reply.items.size() != count) {
-              finish(self, false, who + " answered '" + message + "' with " + std::to_string(reply.items.size()) +
-                                      " items (a batch is " + std::to_string(count) + ", or none)");
+              finish(self, false,
+                     who + " answered '" + message + "' with " +
+                         std::to_string(reply.items.size()) + " items (a batch is " +
+                         std::to_string(count) + ", or none)");
               return;
             }
             for (const auto& e : reply.items)
-              if (s.policy->on_take(s.durable.version, e.min_version) != take_verdict::keep) s.durable.counters.stale_violations++;
+              if (s.policy->on_take(s.durable.version, e.min_version) != take_verdict::keep)
+                s.durable.counters.stale_violations++;
             train_on(self, std::move(reply.items));
           },
           [=](caf::error& err) {
-            request_failed(self, b, 0, ticket, "the driver, taking the learner's batch,", message, err);
+            request_failed(self, b, 0, ticket, "the driver, taking the learner's batch,", message,
+                           err);
           });
 }
 
 void try_train(driver self) {
   auto& st = self->state;
-  if (st.done || st.stepping.training || st.recovery.checkpoint_due || st.durable.step >= st.plan.steps) return;
+  if (st.done || st.stepping.training || st.recovery.checkpoint_due ||
+      st.durable.step >= st.plan.steps)
+    return;
   if (unavailable(self, st.plan.learner)) return;
   if (has_buffer(self) && unavailable(self, st.plan.buffer)) return;
   for (size_t aux : st.plan.aux_learners)
@@ -186,10 +200,13 @@ static void train_policy(driver self, uint64_t step, std::vector<envelope> batch
   auto& st = self->state;
   const size_t learner = st.plan.learner;
   auto t0 = steady::now();
-  const std::string message = "train step " + std::to_string(step) + " (" + std::to_string(batch.size()) + " items)";
+  const std::string message =
+      "train step " + std::to_string(step) + " (" + std::to_string(batch.size()) + " items)";
   // After a restart of the learner, its replacement gets the same batch.
-  uint64_t ticket = open_ticket(self, learner, 0, [=] { train_policy(self, step, batch); }, message);
-  self->request(st.nodes[learner].plan.replicas[0], st.nodes[learner].plan.deadline, train_atom::value, step, batch)
+  uint64_t ticket = open_ticket(
+      self, learner, 0, [=] { train_policy(self, step, batch); }, message);
+  self->request(st.nodes[learner].plan.replicas[0], st.nodes[learner].plan.deadline,
+                train_atom::value, step, batch)
       .then(
           [=](train_reply& reply) {
             auto& s = self->state;
@@ -197,14 +214,17 @@ static void train_policy(driver self, uint64_t step, std::vector<envelope> batch
             s.telemetry.busy[s.nodes[learner].plan.name] += seconds_since(t0);
             if (reply.version <= s.durable.version) {
               finish(self, false,
-                     "actor '" + s.nodes[learner].plan.name + "' answered '" + message + "' with version " +
-                         std::to_string(reply.version) + ", not newer than " + std::to_string(s.durable.version));
+                     "actor '" + s.nodes[learner].plan.name + "' answered '" + message +
+                         "' with version " + std::to_string(reply.version) + ", not newer than " +
+                         std::to_string(s.durable.version));
               return;
             }
             s.stepping.reply = std::move(reply);
             if (--s.stepping.trains_pending == 0) complete_step(self);
           },
-          [=](caf::error& err) { request_failed(self, learner, 0, ticket, "the driver", message, err); });
+          [=](caf::error& err) {
+            request_failed(self, learner, 0, ticket, "the driver", message, err);
+          });
 }
 
 /// Sends auxiliary learner k (of plan.aux_learners) its items of step `step`.
@@ -212,9 +232,12 @@ static void train_aux(driver self, size_t k, uint64_t step, std::vector<envelope
   auto& st = self->state;
   const size_t node = st.plan.aux_learners[k];
   auto t0 = steady::now();
-  const std::string message = "train step " + std::to_string(step) + " (" + std::to_string(items.size()) + " items)";
-  uint64_t ticket = open_ticket(self, node, 0, [=] { train_aux(self, k, step, items); }, message);
-  self->request(st.nodes[node].plan.replicas[0], st.nodes[node].plan.deadline, train_atom::value, step, items)
+  const std::string message =
+      "train step " + std::to_string(step) + " (" + std::to_string(items.size()) + " items)";
+  uint64_t ticket = open_ticket(
+      self, node, 0, [=] { train_aux(self, k, step, items); }, message);
+  self->request(st.nodes[node].plan.replicas[0], st.nodes[node].plan.deadline, train_atom::value,
+                step, items)
       .then(
           [=](train_reply& reply) {
             auto& s = self->state;
@@ -222,27 +245,32 @@ static void train_aux(driver self, size_t k, uint64_t step, std::vector<envelope
             const auto& name = s.nodes[node].plan.name;
             s.telemetry.busy[name] += seconds_since(t0);
             if (reply.version <= s.durable.feed.aux_version[k]) {
-              finish(self, false, "actor '" + name + "' answered '" + message + "' with version " +
-                                      std::to_string(reply.version) + ", not newer than " +
-                                      std::to_string(s.durable.feed.aux_version[k]));
+              finish(self, false,
+                     "actor '" + name + "' answered '" + message + "' with version " +
+                         std::to_string(reply.version) + ", not newer than " +
+                         std::to_string(s.durable.feed.aux_version[k]));
               return;
             }
             s.durable.feed.aux_version[k] = reply.version;
             add_metrics(self, reply.metrics, reply.lists);
             route(self, node, reply.outputs, true);
             if (!reply.stop.empty()) {
-              finish(self, false, "actor '" + name + "' (an auxiliary learner) asked to stop the run after step " +
-                                      std::to_string(step) + " (" + reply.stop + "): only the policy learner '" +
-                                      s.nodes[s.plan.learner].plan.name + "' ends a run");
+              finish(self, false,
+                     "actor '" + name +
+                         "' (an auxiliary learner) asked to stop the run after step " +
+                         std::to_string(step) + " (" + reply.stop + "): only the policy learner '" +
+                         s.nodes[s.plan.learner].plan.name + "' ends a run");
               return;
             }
             if (--s.stepping.trains_pending == 0) complete_step(self);
           },
-          [=](caf::error& err) { request_failed(self, node, 0, ticket, "the driver", message, err); });
+          [=](caf::error& err) {
+            request_failed(self, node, 0, ticket, "the driver", message, err);
+          });
 }
 
-/// Trains the learners on `batch` (taken from the learner's feed) as step `step + 1`: the policy learner on
-/// the batch, each auxiliary learner on its items of the batch's origins.
+/// Trains the learners on `batch` (taken from the learner's feed) as step `step + 1`: the policy
+/// learner on the batch, each auxiliary learner on its items of the batch's origins.
 static void train_on(driver self, std::vector<envelope> batch) {
   auto& st = self->state;
   // Arrival order depends on which replica answered first; the learner sees admission order, so

@@ -2,19 +2,17 @@
 // What the driver's tests share: toy graphs, the properties every run keeps, fixtures that run a
 // graph (`Driver`) or run it under random delivery orders (`Schedules`).
 
-#include "runtime/driver/driver.hpp"
-
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
-#include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
-#include <nlohmann/json.hpp>
-
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/driver/driver.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/overrides.hpp"
@@ -28,14 +26,15 @@ using records = std::vector<step_record>;
 
 inline std::string sync_schedule() { return "(sync = void)"; }
 inline std::string async_schedule(int s, bool drop) {
-  return "(async = (maxStaleness = " + std::to_string(s) + ", onStale = " +
-         (drop ? "drop" : "wait") + "))";
+  return "(async = (maxStaleness = " + std::to_string(s) +
+         ", onStale = " + (drop ? "drop" : "wait") + "))";
 }
 
 /// Checks what must hold for every run: trained items are never duplicated, the staleness bound
 /// holds, and every admitted item is accounted for.
-inline void check_run(const run_outcome& o, const records& steps, bool async, uint64_t max_staleness,
-               uint64_t batch, std::set<uint64_t>* trained = nullptr) {
+inline void check_run(const run_outcome& o, const records& steps, bool async,
+                      uint64_t max_staleness, uint64_t batch,
+                      std::set<uint64_t>* trained = nullptr) {
   std::set<uint64_t> local;
   if (trained == nullptr) trained = &local;
   for (const auto& r : steps) {
@@ -97,36 +96,40 @@ const std::string kRun = "(steps = 5, batchSize = 4, deadlineSeconds = 10)";
 /// (`buffer_extra` adds to the buffer's spec).
 inline std::string with_buffer(std::string f, const std::string& buffer_extra) {
   const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
-  f.replace(f.find(learner), learner.size(), "(name = \"buf\", kind = \"toy_buffer\"" + buffer_extra + "),\n" + learner);
+  f.replace(f.find(learner), learner.size(),
+            "(name = \"buf\", kind = \"toy_buffer\"" + buffer_extra + "),\n" + learner);
   const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
   f.replace(f.find(edge), edge.size(),
-            "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = \"learner.items\")");
+            "(from = \"stage.items\", to = \"buf.items\"), (from = \"buf.items\", to = "
+            "\"learner.items\")");
   return f;
 }
 
 /// The toy graph with a toy_buffer actor between the stage and the learner.
-inline std::string buffered_toy_graph(const std::string& stage_extra, const std::string& buffer_extra,
-                               const std::string& schedule, const std::string& run) {
+inline std::string buffered_toy_graph(const std::string& stage_extra,
+                                      const std::string& buffer_extra, const std::string& schedule,
+                                      const std::string& run) {
   return with_buffer(testing::toy_graph(stage_extra, schedule, run), buffer_extra);
 }
-
 
 /// A toy graph's fields with a second learner ("aux", metrics prefixed "aux_") fed by the stage
 /// beside the policy learner, listed after it (`learner_extra` adds to the policy learner's spec).
 inline std::string with_second_learner(std::string f, const std::string& learner_extra = "") {
   const std::string learner = "(name = \"learner\", kind = \"toy_learner\")";
   f.replace(f.find(learner), learner.size(),
-            "(name = \"learner\", kind = \"toy_learner\"" + learner_extra + "),\n(name = \"aux\", kind = \"toy_learner\", params = (custom = [(name = \"prefix\", value = (text = \"aux_\"))]))");
+            "(name = \"learner\", kind = \"toy_learner\"" + learner_extra +
+                "),\n(name = \"aux\", kind = \"toy_learner\", params = (custom = [(name = "
+                "\"prefix\", value = (text = \"aux_\"))]))");
   const std::string edge = "(from = \"stage.items\", to = \"learner.items\")";
   f.replace(f.find(edge), edge.size(), edge + ", (from = \"stage.items\", to = \"aux.items\")");
   return f;
 }
 
-inline std::string two_learner_graph(const std::string& stage_extra, const std::string& schedule, const std::string& run,
-                              const std::string& learner_extra = "") {
+inline std::string two_learner_graph(const std::string& stage_extra, const std::string& schedule,
+                                     const std::string& run,
+                                     const std::string& learner_extra = "") {
   return with_second_learner(testing::toy_graph(stage_extra, schedule, run), learner_extra);
 }
-
 
 // -- The schedule properties under random delivery orders -------------------------------------
 

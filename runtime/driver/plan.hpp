@@ -1,6 +1,7 @@
 #pragma once
 /// A validated graph turned into what the schedule driver runs: actors (spawned), routes, schedule.
 
+#include <caf/actor.hpp>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -8,8 +9,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
-#include <caf/actor.hpp>
 
 #include "runtime/core/kind.hpp"
 #include "runtime/core/messages.hpp"
@@ -56,8 +55,8 @@ struct graph_plan {
   std::vector<double> source_weights;
   /// The policy learner (the first learner in the graph): its version is the run's version.
   size_t learner = 0;
-  /// Further learners (a value model, say): each step each one trains on its items of the origins in
-  /// the policy learner's batch, beside it; the step ends when all have answered.
+  /// Further learners (a value model, say): each step each one trains on its items of the origins
+  /// in the policy learner's batch, beside it; the step ends when all have answered.
   std::vector<size_t> aux_learners;
   /// The buffer actor between the stages and the learner, or no_buffer: the driver keeps the
   /// learner's items in a first-in-first-out queue itself.

@@ -1,11 +1,11 @@
 #include "runtime/driver/run.hpp"
 
+#include <capnp/serialize.h>
+
+#include <caf/all.hpp>
 #include <fstream>
 #include <future>
 #include <map>
-
-#include <caf/all.hpp>
-#include <capnp/serialize.h>
 
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/graph/check_kinds.hpp"
@@ -51,9 +51,11 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   plan.steps = run.getSteps();
   plan.checkpoint_interval = run.getCheckpointInterval();
   plan.progress_metric = run.getProgressMetric();
-  plan.worker_grace = std::chrono::milliseconds(static_cast<int64_t>(run.getWorkerGraceSeconds() * 1000.0));
+  plan.worker_grace =
+      std::chrono::milliseconds(static_cast<int64_t>(run.getWorkerGraceSeconds() * 1000.0));
   plan.max_restarts = run.getMaxRestarts();
-  plan.restart_window = std::chrono::milliseconds(static_cast<int64_t>(run.getRestartWindowSeconds() * 1000.0));
+  plan.restart_window =
+      std::chrono::milliseconds(static_cast<int64_t>(run.getRestartWindowSeconds() * 1000.0));
   plan.max_startup_failures = run.getMaxStartupFailures();
   if (r.getSchedule().isAsync()) {
     plan.schedule.async = true;
@@ -71,13 +73,13 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     n.name = actor.getName();
     n.kind = kind;
     n.placement = actor.getPlacement();
-    double secs = actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds()
-                                                 : run.getDeadlineSeconds();
+    double secs =
+        actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds() : run.getDeadlineSeconds();
     n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
     auto request_of = [&g, actor](uint32_t replica) {
       spawn_request req;
-      kj::Array<capnp::word> words = capnp::messageToFlatArray(
-          const_cast<graph::loaded_graph&>(g).message());
+      kj::Array<capnp::word> words =
+          capnp::messageToFlatArray(const_cast<graph::loaded_graph&>(g).message());
       auto bytes = words.asBytes();
       req.graph.assign(bytes.begin(), bytes.end());
       req.actor = actor.getName();
@@ -86,7 +88,8 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     };
     auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store, progress, request_of,
                       placement = n.placement](uint32_t replica) -> caf::actor {
-      if (placement.empty()) return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
+      if (placement.empty())
+        return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
       if (!remote) {
         throw std::runtime_error("actor '" + std::string(actor.getName()) +
                                  "' is placed on worker '" + placement +
@@ -100,9 +103,12 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
       try {
         a = spawn_one(i);
       } catch (const std::exception& e) {
-        throw std::runtime_error("cannot start actor '" + n.name + "' (kind " + kind->name + "): " + e.what());
+        throw std::runtime_error("cannot start actor '" + n.name + "' (kind " + kind->name +
+                                 "): " + e.what());
       }
-      if (!a) throw std::runtime_error("the factory of kind '" + kind->name + "' returned no actor for '" + n.name + "'");
+      if (!a)
+        throw std::runtime_error("the factory of kind '" + kind->name +
+                                 "' returned no actor for '" + n.name + "'");
       n.replicas.push_back(a);
     }
     n.respawn = spawn_one;
@@ -111,8 +117,10 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
       plan.source_weights.push_back(actor.getWeight() > 0 ? actor.getWeight() : 1.0);
     }
     if (kind->role == role::learner) {
-      if (has_learner) plan.aux_learners.push_back(plan.nodes.size());
-      else plan.learner = plan.nodes.size();
+      if (has_learner)
+        plan.aux_learners.push_back(plan.nodes.size());
+      else
+        plan.learner = plan.nodes.size();
       has_learner = true;
     }
     if (kind->role == role::buffer) plan.buffer = plan.nodes.size();
@@ -123,8 +131,8 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     graph::endpoint from, to;
     graph::parse_endpoint(edge.getFrom(), from);
     graph::parse_endpoint(edge.getTo(), to);
-    plan.edges.push_back({index.at(from.actor), from.port, index.at(to.actor), to.port,
-                          edge.getCapacity()});
+    plan.edges.push_back(
+        {index.at(from.actor), from.port, index.at(to.actor), to.port, edge.getCapacity()});
   }
   return plan;
 }
@@ -135,9 +143,15 @@ sink_options sinks_for(const graph::loaded_graph& g, const fs::path& run_dir, in
   o.run_dir = run_dir;
   for (auto s : run.getSinks()) {
     switch (s) {
-      case schema::Run::Sink::TENSORBOARD: o.tensorboard = true; break;
-      case schema::Run::Sink::PROMETHEUS: o.prometheus = true; break;
-      case schema::Run::Sink::PAGE: o.page = true; break;
+      case schema::Run::Sink::TENSORBOARD:
+        o.tensorboard = true;
+        break;
+      case schema::Run::Sink::PROMETHEUS:
+        o.prometheus = true;
+        break;
+      case schema::Run::Sink::PAGE:
+        o.page = true;
+        break;
     }
   }
   o.port = port >= 0 ? static_cast<uint16_t>(port) : run.getMetricsPort();
@@ -155,7 +169,8 @@ std::string unwritable_dir(const fs::path& dir) {
   fs::path probe = dir / ".milesrt-write-probe";
   {
     std::ofstream out(probe);
-    if (!out || !(out << "x") || !out.flush()) return "run directory " + dir.string() + ": not writable";
+    if (!out || !(out << "x") || !out.flush())
+      return "run directory " + dir.string() + ": not writable";
   }
   fs::remove(probe, ec);
   return "";
@@ -175,7 +190,8 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   if (req.resume) {
     auto latest = latest_checkpoint(run_dir);
     if (!latest) {
-      failed.error = "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string();
+      failed.error =
+          "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string();
       return failed;
     }
     opts.resume = true;
@@ -184,7 +200,8 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     try {
       checkpoint_reader reader(*latest);
       auto it = reader.fields().find("step");
-      if (it != reader.fields().end()) keep_steps_through(run_dir / "metrics.jsonl", std::stoull(it->second));
+      if (it != reader.fields().end())
+        keep_steps_through(run_dir / "metrics.jsonl", std::stoull(it->second));
     } catch (const std::exception& e) {
       failed.error = "cannot resume from " + latest->string() + ": " + e.what();
       return failed;
@@ -252,7 +269,8 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     std::vector<std::string> names;
     for (auto m : g.reader().getRun().getPlot()) names.push_back(m);
     try {
-      write_svg_plot(run_dir / "metrics.jsonl", names, run_dir / "plot.svg", plan_name + " (" + run_dir.string() + ")");
+      write_svg_plot(run_dir / "metrics.jsonl", names, run_dir / "plot.svg",
+                     plan_name + " (" + run_dir.string() + ")");
     } catch (const std::exception& e) {
       if (req.progress) std::fprintf(req.progress, "milesrt run: no plot: %s\n", e.what());
     }

@@ -1,12 +1,11 @@
 #pragma once
 /// Running a validated graph: spawn its actors, drive its schedule, write metrics and checkpoints.
 
+#include <caf/fwd.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
-
-#include <caf/fwd.hpp>
 
 #include "runtime/core/kind.hpp"
 #include "runtime/core/messages.hpp"
@@ -24,8 +23,8 @@ using remote_spawner = std::function<caf::actor(const std::string& worker, const
 /// The setup of one replica of `actor`, as its kind's factory receives it.
 actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader actor,
                        const kind_descriptor& kind, uint32_t replica,
-                       const std::filesystem::path& run_dir,
-                       std::shared_ptr<process_store> store, std::FILE* progress = nullptr);
+                       const std::filesystem::path& run_dir, std::shared_ptr<process_store> store,
+                       std::FILE* progress = nullptr);
 
 /// Spawns every actor (locally, or through `remote` for placed ones) and builds the routes.
 /// Throws std::runtime_error naming the actor when a spawn fails. `g` must outlive the run.
@@ -53,7 +52,8 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
                       const kind_registry& kinds, const run_request& req);
 
 /// The sinks the graph's run block asks for, in `run_dir`; `port` > 0 overrides run.metricsPort.
-sink_options sinks_for(const graph::loaded_graph& g, const std::filesystem::path& run_dir, int port = -1);
+sink_options sinks_for(const graph::loaded_graph& g, const std::filesystem::path& run_dir,
+                       int port = -1);
 
 /// Why files cannot be written in `dir` (created if missing), or "" when they can.
 std::string unwritable_dir(const std::filesystem::path& dir);

@@ -1,7 +1,8 @@
 #pragma once
 /// A schedule of the driver as a policy: what `sync` and `async` (bounded staleness) decide
 /// differently. The driver does the routing, counting and training; it asks its one policy when to
-/// admit, what to keep and when to train. One file per policy: sync_policy, bounded_staleness_policy.
+/// admit, what to keep and when to train. One file per policy: sync_policy,
+/// bounded_staleness_policy.
 
 #include <cstdint>
 #include <memory>

@@ -68,29 +68,30 @@ TEST(SyncPolicy, KeepsEveryItemAndTrainsOnlyWhenGenerationIsDone) {
 }
 
 TEST(BoundedStalenessPolicy, WaitAdmitsWhileTheArealLimitExceedsWhatIsUsed) {
-  // limit = (max_staleness + published + 1) * batch; used = accepted + dropped + in flight + producing
+  // limit = (max_staleness + published + 1) * batch; used = accepted + dropped + in flight +
+  // producing
   bounded_staleness_policy p(1, false);
   auto v = idle(4, 0);
-  v.quiescent = false;                  // does not matter here
-  EXPECT_EQ(p.admissible(v), 4u);       // limit 8, used 0: one batch at a time
+  v.quiescent = false;             // does not matter here
+  EXPECT_EQ(p.admissible(v), 4u);  // limit 8, used 0: one batch at a time
   v.accepted = 3;
   v.in_flight = 2;
-  EXPECT_EQ(p.admissible(v), 3u);       // used 5
+  EXPECT_EQ(p.admissible(v), 3u);  // used 5
   v.dropped_stale = 1;
   v.producing = 1;
-  EXPECT_EQ(p.admissible(v), 1u);       // used 7
+  EXPECT_EQ(p.admissible(v), 1u);  // used 7
   v.producing = 2;
-  EXPECT_EQ(p.admissible(v), 0u);       // used 8
-  v.buffered = 100;                     // what waits in the buffer is already in `accepted`
+  EXPECT_EQ(p.admissible(v), 0u);  // used 8
+  v.buffered = 100;                // what waits in the buffer is already in `accepted`
   EXPECT_EQ(p.admissible(v), 0u);
-  v.version = 5;                        // the learner's version alone does not open the limit...
+  v.version = 5;  // the learner's version alone does not open the limit...
   EXPECT_EQ(p.admissible(v), 0u);
-  v.published = 1;                      // ...the version the stages received does: limit 12
+  v.published = 1;  // ...the version the stages received does: limit 12
   EXPECT_EQ(p.admissible(v), 4u);
-  v.published = 2;                      // limit 16, used 8: still one batch at a time
+  v.published = 2;  // limit 16, used 8: still one batch at a time
   EXPECT_EQ(p.admissible(v), 4u);
   bounded_staleness_policy strict(0, false);
-  auto w = idle(3, 2);                  // limit (0 + 2 + 1) * 3 = 9
+  auto w = idle(3, 2);  // limit (0 + 2 + 1) * 3 = 9
   w.accepted = 7;
   EXPECT_EQ(strict.admissible(w), 2u);
 }
@@ -99,15 +100,15 @@ TEST(BoundedStalenessPolicy, DropKeepsAWindowOfOpenWork) {
   // window = (max_staleness + 1) * batch; open = in flight + producing + buffered
   bounded_staleness_policy p(2, true);
   auto v = idle(4, 0);
-  EXPECT_EQ(p.admissible(v), 4u);   // window 12, open 0
+  EXPECT_EQ(p.admissible(v), 4u);  // window 12, open 0
   v.in_flight = 5;
   v.producing = 1;
   v.buffered = 3;
-  EXPECT_EQ(p.admissible(v), 3u);   // open 9
+  EXPECT_EQ(p.admissible(v), 3u);  // open 9
   v.buffered = 6;
-  EXPECT_EQ(p.admissible(v), 0u);   // open 12
+  EXPECT_EQ(p.admissible(v), 0u);  // open 12
   v = idle(4, 0);
-  v.accepted = 1000;                // what was accepted or dropped before does not count
+  v.accepted = 1000;  // what was accepted or dropped before does not count
   v.dropped_stale = 1000;
   EXPECT_EQ(p.admissible(v), 4u);
 }

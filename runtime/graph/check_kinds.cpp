@@ -31,27 +31,37 @@ std::string port_list(const std::vector<port_spec>& ports) {
 
 param_type type_of(schema::Param::Value::Reader v) {
   switch (v.which()) {
-    case schema::Param::Value::BOOL: return param_type::boolean;
-    case schema::Param::Value::INT: return param_type::integer;
-    case schema::Param::Value::FLOAT: return param_type::real;
-    case schema::Param::Value::TEXT: return param_type::text;
+    case schema::Param::Value::BOOL:
+      return param_type::boolean;
+    case schema::Param::Value::INT:
+      return param_type::integer;
+    case schema::Param::Value::FLOAT:
+      return param_type::real;
+    case schema::Param::Value::TEXT:
+      return param_type::text;
   }
   return param_type::text;
 }
 
 param_value value_of(schema::Param::Value::Reader v) {
   switch (v.which()) {
-    case schema::Param::Value::BOOL: return v.getBool();
-    case schema::Param::Value::INT: return v.getInt();
-    case schema::Param::Value::FLOAT: return v.getFloat();
-    case schema::Param::Value::TEXT: return std::string(v.getText());
+    case schema::Param::Value::BOOL:
+      return v.getBool();
+    case schema::Param::Value::INT:
+      return v.getInt();
+    case schema::Param::Value::FLOAT:
+      return v.getFloat();
+    case schema::Param::Value::TEXT:
+      return std::string(v.getText());
   }
   return std::string();
 }
 
 std::string union_member(schema::ActorSpec::Reader actor) {
   capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
-  KJ_IF_MAYBE(field, params.which()) { return field->getProto().getName().cStr(); }
+  KJ_IF_MAYBE (field, params.which()) {
+    return field->getProto().getName().cStr();
+  }
   return "none";
 }
 
@@ -59,15 +69,18 @@ std::string union_member(schema::ActorSpec::Reader actor) {
 
 std::string params_member_problem(const kind_descriptor& kind) {
   if (kind.params_member.empty()) return "";
-  auto params = capnp::Schema::from<schema::ActorSpec>().getFieldByName("params").getType().asStruct();
+  auto params =
+      capnp::Schema::from<schema::ActorSpec>().getFieldByName("params").getType().asStruct();
   if (params.findFieldByName(kind.params_member) != nullptr) return "";
   std::string members;
-  for (auto f : params.getFields()) members += (members.empty() ? "" : ", ") + std::string(f.getProto().getName().cStr());
+  for (auto f : params.getFields())
+    members += (members.empty() ? "" : ", ") + std::string(f.getProto().getName().cStr());
   return "kind '" + kind.name + "' takes params (" + kind.params_member + " = (...)), but the " +
          "schema of kinds (/milesrt/kinds.capnp) has no such member (members: " + members + ")";
 }
 
-capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor, const std::string& member,
+capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor,
+                                           const std::string& member,
                                            std::shared_ptr<capnp::MallocMessageBuilder>& storage) {
   capnp::DynamicStruct::Reader params = capnp::toDynamic(actor.getParams());
   auto field = params.getSchema().getFieldByName(member);
@@ -81,9 +94,12 @@ bool parse_param(const std::string& text, param_type t, param_value& out) {
     size_t used = 0;
     switch (t) {
       case param_type::boolean:
-        if (text == "true") out = true;
-        else if (text == "false") out = false;
-        else return false;
+        if (text == "true")
+          out = true;
+        else if (text == "false")
+          out = false;
+        else
+          return false;
         return true;
       case param_type::integer: {
         int64_t v = std::stoll(text, &used);
@@ -97,7 +113,9 @@ bool parse_param(const std::string& text, param_type t, param_value& out) {
         out = v;
         return true;
       }
-      case param_type::text: out = text; return true;
+      case param_type::text:
+        out = text;
+        return true;
     }
   } catch (const std::exception&) {
   }
@@ -153,9 +171,9 @@ void check_custom_params(schema::ActorSpec::Reader actor, const kind_descriptor&
       if ((t == param_type::integer || t == param_type::real) &&
           ((spec->min && number < *spec->min) || (spec->max && number > *spec->max) ||
            std::isnan(number))) {
-        report(where, "param '" + pname + "': value " + std::to_string(number) +
-                          " out of range [" + (spec->min ? std::to_string(*spec->min) : "-inf") +
-                          ", " + (spec->max ? std::to_string(*spec->max) : "inf") + "]");
+        report(where, "param '" + pname + "': value " + std::to_string(number) + " out of range [" +
+                          (spec->min ? std::to_string(*spec->min) : "-inf") + ", " +
+                          (spec->max ? std::to_string(*spec->max) : "inf") + "]");
       }
     }
   }
@@ -175,19 +193,20 @@ void check_params(schema::ActorSpec::Reader actor, const kind_descriptor& kind,
     if (auto problem = params_member_problem(kind); !problem.empty()) {
       report(where, "field 'params': " + problem);
     } else if (member != "none" && member != kind.params_member) {
-      report(where, "field 'params': kind '" + kind.name + "' takes params (" +
-                        kind.params_member + " = (...)), not " + member);
+      report(where, "field 'params': kind '" + kind.name + "' takes params (" + kind.params_member +
+                        " = (...)), not " + member);
     } else if (kind.check_params) {
       std::shared_ptr<capnp::MallocMessageBuilder> storage;
-      for (const auto& problem : kind.check_params(params_struct(actor, kind.params_member, storage))) {
+      for (const auto& problem :
+           kind.check_params(params_struct(actor, kind.params_member, storage))) {
         report(where, "params." + kind.params_member + "." + problem);
       }
     }
     return;
   }
   if (member != "none" && member != "custom") {
-    report(where, "field 'params': kind '" + kind.name + "' takes params (custom = [...]), not " +
-                      member);
+    report(where,
+           "field 'params': kind '" + kind.name + "' takes params (custom = [...]), not " + member);
     return;
   }
   check_custom_params(actor, kind, where, report);
@@ -213,7 +232,8 @@ kinds_by_actor check_actors(schema::Graph::Reader graph, const runtime::kind_reg
       report(where, "field 'deadlineSeconds': must be >= 0");
     }
     if (kind->role == runtime::role::buffer && kind->restartable) {
-      report(where, "field 'kind': kind '" + kind->name + "' is a buffer declared restartable: a restarted buffer " +
+      report(where, "field 'kind': kind '" + kind->name +
+                        "' is a buffer declared restartable: a restarted buffer " +
                         "would lose the items it held (a buffer kind must not be restartable)");
     }
     if (kind->role != runtime::role::stage && actor.getReplicas() != 1) {
@@ -241,13 +261,13 @@ std::map<std::string, std::set<std::string>> check_edges(schema::Graph::Reader g
     const port_spec* ip = find_port(tk->second->inputs, to.port);
     if (op == nullptr) {
       report(where, "field 'from': actor '" + from.actor + "' (kind " + fk->second->name +
-                        ") has no output port '" + from.port + "' (outputs: " +
-                        port_list(fk->second->outputs) + ")");
+                        ") has no output port '" + from.port +
+                        "' (outputs: " + port_list(fk->second->outputs) + ")");
     }
     if (ip == nullptr) {
       report(where, "field 'to': actor '" + to.actor + "' (kind " + tk->second->name +
-                        ") has no input port '" + to.port + "' (inputs: " +
-                        port_list(tk->second->inputs) + ")");
+                        ") has no input port '" + to.port +
+                        "' (inputs: " + port_list(tk->second->inputs) + ")");
     }
     if (op != nullptr && ip != nullptr && op->type != ip->type) {
       report(where, "port type mismatch: " + from.actor + "." + from.port + " carries '" +
@@ -281,14 +301,17 @@ roles roles_of(schema::Graph::Reader graph, const kinds_by_actor& kind_of) {
 /// one buffer actor (and then one learner).
 void check_roles(schema::Graph::Reader graph, const roles& r, const reporter& report) {
   if (r.sources.empty()) {
-    report("graph", "field 'actors': the schedule needs a source actor (one, or several mixed by weight), found none");
+    report("graph",
+           "field 'actors': the schedule needs a source actor (one, or several mixed by weight), "
+           "found none");
   }
   for (auto actor : graph.getActors()) {
     const std::string name = actor.getName();
     const double w = actor.getWeight();
     const bool is_source = std::find(r.sources.begin(), r.sources.end(), name) != r.sources.end();
     if (!(w >= 0) || std::isinf(w)) {
-      report("actor '" + name + "'", "field 'weight': " + std::to_string(w) + " is not a finite weight >= 0");
+      report("actor '" + name + "'",
+             "field 'weight': " + std::to_string(w) + " is not a finite weight >= 0");
     } else if (w > 0 && !is_source) {
       report("actor '" + name + "'", "field 'weight': only sources are mixed by weight (kind '" +
                                          std::string(actor.getKind()) + "' is not a source)");
@@ -299,19 +322,20 @@ void check_roles(schema::Graph::Reader graph, const roles& r, const reporter& re
   }
   if (r.learners.size() > 1 && !r.buffers.empty()) {
     report("graph", "field 'actors': a graph with a buffer actor drives one learner, found " +
-                        std::to_string(r.learners.size()) + " (" + r.learners[0] + ", " + r.learners[1] +
-                        (r.learners.size() > 2 ? ", ..." : "") + ")");
+                        std::to_string(r.learners.size()) + " (" + r.learners[0] + ", " +
+                        r.learners[1] + (r.learners.size() > 2 ? ", ..." : "") + ")");
   }
   if (r.buffers.size() > 1) {
-    report("graph", "field 'actors': a graph holds at most one buffer actor (the learner's), found " +
-                        std::to_string(r.buffers.size()) + ": " + r.buffers[0] + ", " + r.buffers[1]);
+    report("graph",
+           "field 'actors': a graph holds at most one buffer actor (the learner's), found " +
+               std::to_string(r.buffers.size()) + ": " + r.buffers[0] + ", " + r.buffers[1]);
   }
 }
 
 /// The buffer sits between the stages and the learner: it alone feeds the learner, and it feeds
 /// nothing else.
-void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner, const std::string& buffer,
-                        const reporter& report) {
+void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner,
+                        const std::string& buffer, const reporter& report) {
   unsigned e = 0;
   bool feeds_learner = false;
   for (auto edge : graph.getEdges()) {
@@ -320,7 +344,8 @@ void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner,
     if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
     if (to.actor == learner && from.actor != buffer) {
       report(where, "the learner '" + learner + "' takes its batches from the buffer '" + buffer +
-                        "' only: route " + from.actor + "." + from.port + " into the buffer instead");
+                        "' only: route " + from.actor + "." + from.port +
+                        " into the buffer instead");
     }
     if (from.actor == buffer && to.actor != learner) {
       report(where, "the buffer '" + buffer + "' feeds the learner '" + learner + "' only");
@@ -328,13 +353,15 @@ void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner,
     feeds_learner = feeds_learner || (from.actor == buffer && to.actor == learner);
   }
   if (!feeds_learner) {
-    report("actor '" + buffer + "'", "no edge leads from the buffer to the learner '" + learner + "'");
+    report("actor '" + buffer + "'",
+           "no edge leads from the buffer to the learner '" + learner + "'");
   }
 }
 
 /// An edge into the learner (or its buffer actor) bounds what the learner's buffer holds, which
 /// must be a whole batch.
-void check_feed_capacity(schema::Graph::Reader graph, const std::string& feed, const reporter& report) {
+void check_feed_capacity(schema::Graph::Reader graph, const std::string& feed,
+                         const reporter& report) {
   const uint32_t batch = graph.getRun().getBatchSize();
   unsigned e = 0;
   for (auto edge : graph.getEdges()) {
@@ -342,16 +369,18 @@ void check_feed_capacity(schema::Graph::Reader graph, const std::string& feed, c
     std::string where = edge_where(e++, edge);
     if (!parse_endpoint(edge.getTo(), to) || to.actor != feed) continue;
     if (edge.getCapacity() != 0 && edge.getCapacity() < batch) {
-      report(where, "field 'capacity': " + std::to_string(edge.getCapacity()) +
-                        " is below run.batchSize " + std::to_string(batch) +
-                        ": the learner's buffer could never hold a batch (0: the schedule's window)");
+      report(where,
+             "field 'capacity': " + std::to_string(edge.getCapacity()) +
+                 " is below run.batchSize " + std::to_string(batch) +
+                 ": the learner's buffer could never hold a batch (0: the schedule's window)");
     }
   }
 }
 
 /// Every actor must be reachable from a source.
 void check_reachable(schema::Graph::Reader graph, const std::vector<std::string>& sources,
-                     std::map<std::string, std::set<std::string>>& downstream, const reporter& report) {
+                     std::map<std::string, std::set<std::string>>& downstream,
+                     const reporter& report) {
   std::set<std::string> reached(sources.begin(), sources.end());
   std::queue<std::string> todo;
   for (const auto& s : sources) todo.push(s);
@@ -365,7 +394,8 @@ void check_reachable(schema::Graph::Reader graph, const std::vector<std::string>
     if (reached.count(actor.getName()) == 0) {
       report("actor '" + std::string(actor.getName()) + "'",
              "no schedule can drive it: no path of edges leads to it from " +
-                 (sources.size() == 1 ? "the source '" + sources[0] + "'" : std::string("any source")));
+                 (sources.size() == 1 ? "the source '" + sources[0] + "'"
+                                      : std::string("any source")));
     }
   }
 }
@@ -382,8 +412,10 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
   if (kind_of.size() != graph.getActors().size()) return out;
   const roles r = roles_of(graph, kind_of);
   check_roles(graph, r, report);
-  if (!r.learners.empty() && r.buffers.size() == 1) check_buffer_edges(graph, r.learners[0], r.buffers[0], report);
-  if (!r.learners.empty()) check_feed_capacity(graph, r.buffers.size() == 1 ? r.buffers[0] : r.learners[0], report);
+  if (!r.learners.empty() && r.buffers.size() == 1)
+    check_buffer_edges(graph, r.learners[0], r.buffers[0], report);
+  if (!r.learners.empty())
+    check_feed_capacity(graph, r.buffers.size() == 1 ? r.buffers[0] : r.learners[0], report);
   if (!r.sources.empty()) check_reachable(graph, r.sources, downstream, report);
   return out;
 }

@@ -2,11 +2,11 @@
 /// Checks of a graph against the registry of actor kinds: kinds, ports and their types, parameters,
 /// and whether the schedule can drive every actor.
 
-#include <map>
-#include <memory>
-
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
+
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,7 +25,8 @@ std::map<std::string, runtime::param_value> resolve_params(schema::ActorSpec::Re
 
 /// The actor's params struct for union member `member`, or the struct's defaults when the graph
 /// leaves params at `none` (those live in `storage`, which must outlive the reader).
-capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor, const std::string& member,
+capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor,
+                                           const std::string& member,
                                            std::shared_ptr<capnp::MallocMessageBuilder>& storage);
 
 /// What is wrong with a kind's `params_member` when ActorSpec.params (the params union the app's

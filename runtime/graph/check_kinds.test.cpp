@@ -30,10 +30,13 @@ TEST_F(CheckKinds, TheToyPipelineIsRunnable) {
 
 TEST_F(CheckKinds, UnknownKindNamesActorAndKnownKinds) {
   auto s = problems(R"(actors = [(name = "x", kind = "nope")])");
-  EXPECT_NE(s.find(file() + "actor 'x': field 'kind': unknown actor kind 'nope' (known: "
-                            "toy_buffer, toy_flaky_stage, toy_learner, toy_mortal_stage, toy_relay, toy_source, "
-                            "toy_stage)"),
-            std::string::npos) << s;
+  EXPECT_NE(
+      s.find(file() +
+             "actor 'x': field 'kind': unknown actor kind 'nope' (known: "
+             "toy_buffer, toy_flaky_stage, toy_learner, toy_mortal_stage, toy_relay, toy_source, "
+             "toy_stage)"),
+      std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, UnknownOutputAndInputPorts) {
@@ -43,10 +46,12 @@ TEST_F(CheckKinds, UnknownOutputAndInputPorts) {
   auto s = problems(fields);
   EXPECT_NE(s.find("edge 0 (src.itemz -> stage.items): field 'from': actor 'src' (kind "
                    "toy_source) has no output port 'itemz' (outputs: items)"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("edge 1 (stage.items -> learner.batch): field 'to': actor 'learner' (kind "
                    "toy_learner) has no input port 'batch' (inputs: items)"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, PortTypeMismatch) {
@@ -55,16 +60,19 @@ TEST_F(CheckKinds, PortTypeMismatch) {
   auto s = problems(fields);
   EXPECT_NE(s.find("edge 2 (learner.weights -> stage.items): port type mismatch: "
                    "learner.weights carries 'toy.version' but stage.items takes 'toy.item'"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, AnEdgeIntoTheLearnerHoldsAWholeBatch) {
   auto fields = testing::toy_graph("", kSync, "(steps = 2, batchSize = 4)");
   const std::string to = "to = \"learner.items\")";
   fields.replace(fields.find(to), to.size(), "to = \"learner.items\", capacity = 3)");
-  EXPECT_EQ(problems(fields), file() + "edge 1 (stage.items -> learner.items): field 'capacity': 3 is below "
-                                       "run.batchSize 4: the learner's buffer could never hold a batch "
-                                       "(0: the schedule's window)\n");
+  EXPECT_EQ(problems(fields),
+            file() +
+                "edge 1 (stage.items -> learner.items): field 'capacity': 3 is below "
+                "run.batchSize 4: the learner's buffer could never hold a batch "
+                "(0: the schedule's window)\n");
   fields.replace(fields.find("capacity = 3"), 12, "capacity = 4");
   EXPECT_EQ(problems(fields), "");
 }
@@ -76,7 +84,8 @@ TEST_F(CheckKinds, DanglingAndDuplicateEdges) {
                  "(from = \"src.items\", to = \"stage.items\"), ");
   auto s = problems(fields);
   EXPECT_NE(s.find("edge 0 (ghost.items -> stage.items): field 'from': no actor named 'ghost'"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("edge 2 (src.items -> stage.items): duplicate edge"), std::string::npos) << s;
 }
 
@@ -88,28 +97,32 @@ TEST_F(CheckKinds, ParameterErrors) {
                                (name = "drop_every", value = (int = 1)),
                                (name = "drop_every", value = (int = 2))]))",
       kSync, kRun));
-  EXPECT_NE(s.find("actor 'stage': param 'stall_after': value -5.000000 out of range [-1.000000, inf]"),
-            std::string::npos) << s;
+  EXPECT_NE(
+      s.find("actor 'stage': param 'stall_after': value -5.000000 out of range [-1.000000, inf]"),
+      std::string::npos)
+      << s;
   EXPECT_NE(s.find("actor 'stage': param 'die_after': expected int, got text"), std::string::npos)
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'colour': kind 'toy_stage' has no such parameter "
                    "(declared: stall_after, die_after, drop_every, delay_ms, restores_version)"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("actor 'stage': param 'drop_every': set twice"), std::string::npos) << s;
 }
 
 TEST_F(CheckKinds, MissingRequiredParameter) {
   runtime::kind_descriptor k = *kinds_.find("toy_stage");
   k.name = "picky_stage";
-  k.params.push_back({"url", runtime::param_type::text, "where to send items", true,
-                      std::nullopt, std::nullopt, std::nullopt});
+  k.params.push_back({"url", runtime::param_type::text, "where to send items", true, std::nullopt,
+                      std::nullopt, std::nullopt});
   kinds_.add(k);
   auto fields = testing::toy_graph("", kSync, kRun);
   fields.replace(fields.find("\"toy_stage\""), 11, "\"picky_stage\"");
   auto s = problems(fields);
   EXPECT_NE(s.find("actor 'stage': param 'url': required by kind 'picky_stage' (text, where to "
                    "send items)"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, ActorsNoScheduleCanDrive) {
@@ -117,16 +130,21 @@ TEST_F(CheckKinds, ActorsNoScheduleCanDrive) {
     actors = [(name = "orphan", kind = "toy_stage"),
               (name = "a", kind = "toy_learner"), (name = "b", kind = "toy_learner", replicas = 2)],
     edges = [(from = "orphan.items", to = "a.items")])");
-  EXPECT_NE(s.find("graph: field 'actors': the schedule needs a source actor (one, or several mixed by "
-                   "weight), found none"),
-            std::string::npos) << s;
-  EXPECT_EQ(s.find("learner actor"), std::string::npos) << s;  // two learners are fine: a is the policy
+  EXPECT_NE(
+      s.find("graph: field 'actors': the schedule needs a source actor (one, or several mixed by "
+             "weight), found none"),
+      std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("learner actor"), std::string::npos)
+      << s;  // two learners are fine: a is the policy
   EXPECT_NE(s.find("actor 'b': field 'replicas': a learner runs as exactly one replica"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, SeveralSourcesMixedByWeightAndOnlySourcesTakeOne) {
-  // Two sources feeding one stage is a valid mix; a negative weight, or a weight on a stage, is not.
+  // Two sources feeding one stage is a valid mix; a negative weight, or a weight on a stage, is
+  // not.
   auto ok = problems(R"(
     actors = [(name = "a", kind = "toy_source", weight = 0.7), (name = "b", kind = "toy_source", weight = 0.3),
               (name = "stage", kind = "toy_stage"), (name = "learner", kind = "toy_learner")],
@@ -138,54 +156,77 @@ TEST_F(CheckKinds, SeveralSourcesMixedByWeightAndOnlySourcesTakeOne) {
               (name = "stage", kind = "toy_stage", weight = 2), (name = "learner", kind = "toy_learner")],
     edges = [(from = "a.items", to = "stage.items"), (from = "b.items", to = "stage.items"),
              (from = "stage.items", to = "learner.items")])");
-  EXPECT_NE(s.find("actor 'b': field 'weight': -1.000000 is not a finite weight >= 0"), std::string::npos) << s;
-  EXPECT_NE(s.find("actor 'stage': field 'weight': only sources are mixed by weight (kind 'toy_stage' is not "
+  EXPECT_NE(s.find("actor 'b': field 'weight': -1.000000 is not a finite weight >= 0"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("actor 'stage': field 'weight': only sources are mixed by weight (kind "
+                   "'toy_stage' is not "
                    "a source)"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_EQ(s.find("actor 'a'"), std::string::npos) << s;
 }
 
 TEST_F(CheckKinds, ABufferAloneFeedsTheLearner) {
-  const std::string actors = R"(actors = [(name = "src", kind = "toy_source"), (name = "stage", kind = "toy_stage"),
+  const std::string actors =
+      R"(actors = [(name = "src", kind = "toy_source"), (name = "stage", kind = "toy_stage"),
               (name = "buf", kind = "toy_buffer"), (name = "learner", kind = "toy_learner")],)";
   EXPECT_EQ(problems(actors + R"(
     edges = [(from = "src.items", to = "stage.items"), (from = "stage.items", to = "buf.items"),
-             (from = "buf.items", to = "learner.items")])"), "");
+             (from = "buf.items", to = "learner.items")])"),
+            "");
   // The stage feeds the learner around the buffer, and the buffer feeds a stage.
   auto s = problems(actors + R"(
     edges = [(from = "src.items", to = "stage.items"), (from = "stage.items", to = "buf.items", capacity = 1),
              (from = "stage.items", to = "learner.items"), (from = "buf.items", to = "stage.items")],
     run = (steps = 2, batchSize = 2))");
-  EXPECT_NE(s.find("edge 2 (stage.items -> learner.items): the learner 'learner' takes its batches from the buffer "
+  EXPECT_NE(s.find("edge 2 (stage.items -> learner.items): the learner 'learner' takes its batches "
+                   "from the buffer "
                    "'buf' only: route stage.items into the buffer instead"),
-            std::string::npos) << s;
-  EXPECT_NE(s.find("edge 3 (buf.items -> stage.items): the buffer 'buf' feeds the learner 'learner' only"),
-            std::string::npos) << s;
-  EXPECT_NE(s.find("actor 'buf': no edge leads from the buffer to the learner 'learner'"), std::string::npos) << s;
+            std::string::npos)
+      << s;
+  EXPECT_NE(
+      s.find(
+          "edge 3 (buf.items -> stage.items): the buffer 'buf' feeds the learner 'learner' only"),
+      std::string::npos)
+      << s;
+  EXPECT_NE(s.find("actor 'buf': no edge leads from the buffer to the learner 'learner'"),
+            std::string::npos)
+      << s;
   // The edge into the buffer bounds the learner's items: it holds a batch.
-  EXPECT_NE(s.find("edge 1 (stage.items -> buf.items): field 'capacity': 1 is below run.batchSize 2"),
-            std::string::npos) << s;
-  auto two = problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "b1", kind = "toy_buffer"),
+  EXPECT_NE(
+      s.find("edge 1 (stage.items -> buf.items): field 'capacity': 1 is below run.batchSize 2"),
+      std::string::npos)
+      << s;
+  auto two =
+      problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "b1", kind = "toy_buffer"),
               (name = "b2", kind = "toy_buffer"), (name = "learner", kind = "toy_learner")],
     edges = [(from = "src.items", to = "b1.items"), (from = "src.items", to = "b2.items"),
              (from = "b1.items", to = "learner.items"), (from = "b2.items", to = "learner.items")])");
-  EXPECT_NE(two.find("graph: field 'actors': a graph holds at most one buffer actor (the learner's), found 2: b1, b2"),
-            std::string::npos) << two;
+  EXPECT_NE(two.find("graph: field 'actors': a graph holds at most one buffer actor (the "
+                     "learner's), found 2: b1, b2"),
+            std::string::npos)
+      << two;
   // A buffer kind that says it may be restarted would lose its items in a restart: refused.
   auto restartable = *kinds_.find("toy_buffer");
   restartable.name = "toy_restartable_buffer";
   restartable.restartable = true;
   kinds_.add(restartable);
-  EXPECT_NE(problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_restartable_buffer"),
+  EXPECT_NE(
+      problems(
+          R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_restartable_buffer"),
               (name = "learner", kind = "toy_learner")],
     edges = [(from = "src.items", to = "buf.items"), (from = "buf.items", to = "learner.items")])")
-                .find("actor 'buf': field 'kind': kind 'toy_restartable_buffer' is a buffer declared restartable"),
-            std::string::npos);
-  EXPECT_NE(problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_buffer", replicas = 2),
+          .find("actor 'buf': field 'kind': kind 'toy_restartable_buffer' is a buffer declared "
+                "restartable"),
+      std::string::npos);
+  EXPECT_NE(
+      problems(
+          R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_buffer", replicas = 2),
               (name = "learner", kind = "toy_learner")],
     edges = [(from = "src.items", to = "buf.items"), (from = "buf.items", to = "learner.items")])")
-                .find("actor 'buf': field 'replicas': a buffer runs as exactly one replica"),
-            std::string::npos);
+          .find("actor 'buf': field 'replicas': a buffer runs as exactly one replica"),
+      std::string::npos);
 }
 
 TEST_F(CheckKinds, SeveralLearnersButOneWithABuffer) {
@@ -197,12 +238,15 @@ TEST_F(CheckKinds, SeveralLearnersButOneWithABuffer) {
     edges = [(from = "src.items", to = "stage.items"), (from = "stage.items", to = "policy.items"),
              (from = "stage.items", to = "second.items")])";
   EXPECT_EQ(problems(two), "");
-  auto s = problems(R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_buffer"),
+  auto s = problems(
+      R"(actors = [(name = "src", kind = "toy_source"), (name = "buf", kind = "toy_buffer"),
               (name = "policy", kind = "toy_learner"), (name = "second", kind = "toy_learner")],
     edges = [(from = "src.items", to = "buf.items"), (from = "buf.items", to = "policy.items"),
              (from = "src.items", to = "second.items")])");
-  EXPECT_NE(s.find("graph: field 'actors': a graph with a buffer actor drives one learner, found 2 (policy, second)"),
-            std::string::npos) << s;
+  EXPECT_NE(s.find("graph: field 'actors': a graph with a buffer actor drives one learner, found 2 "
+                   "(policy, second)"),
+            std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, UnreachableActor) {
@@ -212,7 +256,8 @@ TEST_F(CheckKinds, UnreachableActor) {
   auto s = problems(fields);
   EXPECT_NE(s.find("actor 'idle': no schedule can drive it: no path of edges leads to it from "
                    "the source 'src'"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 }
 
 TEST_F(CheckKinds, ParamsOfTheWrongShape) {
@@ -230,16 +275,19 @@ TEST_F(CheckKinds, AKindWhoseParamsMemberTheSchemaLacks) {
   auto fields = testing::toy_graph("", kSync, kRun);
   fields.replace(fields.find("kind = \"toy_stage\""), 18, "kind = \"toy_odd_stage\"");
   auto s = problems(fields);
-  EXPECT_NE(s.find(file() + "actor 'stage': field 'params': kind 'toy_odd_stage' takes params "
-                            "(nonesuch = (...)), but the schema of kinds (/milesrt/kinds.capnp) has "
-                            "no such member (members: none, custom, "),
-            std::string::npos) << s;
+  EXPECT_NE(
+      s.find(file() + "actor 'stage': field 'params': kind 'toy_odd_stage' takes params "
+                      "(nonesuch = (...)), but the schema of kinds (/milesrt/kinds.capnp) has "
+                      "no such member (members: none, custom, "),
+      std::string::npos)
+      << s;
   auto g = load("g.capnp", fields);
   ASSERT_TRUE(g);
   auto d = apply_override(*g, kinds_, "stage.x=1");
   ASSERT_TRUE(d);
   EXPECT_NE(d->text.find("--set stage.x=1: kind 'toy_odd_stage' takes params (nonesuch = (...))"),
-            std::string::npos) << d->text;
+            std::string::npos)
+      << d->text;
 }
 
 TEST_F(CheckKinds, OverridesSetRunFieldsActorFieldsAndParams) {
@@ -268,18 +316,22 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
     return d ? d->text : std::string("<accepted>");
   };
   EXPECT_EQ(msg("steps=3"), "--set steps=3: expected actor.param=value or run.field=value");
-  EXPECT_EQ(msg("run.stepz=3"),
-            "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
-            "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot, sinks, chart, "
-            "metricsPort, workerGraceSeconds, maxRestarts, restartWindowSeconds, maxStartupFailures)");
+  EXPECT_EQ(
+      msg("run.stepz=3"),
+      "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
+      "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot, sinks, chart, "
+      "metricsPort, workerGraceSeconds, maxRestarts, restartWindowSeconds, maxStartupFailures)");
   EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
   EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
   EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");
-  EXPECT_EQ(msg("stage.colour=1"), "--set stage.colour=1: kind 'toy_stage' has no parameter 'colour'");
-  EXPECT_EQ(msg("stage.drop_every=many"), "--set stage.drop_every=many: expected int for 'drop_every'");
+  EXPECT_EQ(msg("stage.colour=1"),
+            "--set stage.colour=1: kind 'toy_stage' has no parameter 'colour'");
+  EXPECT_EQ(msg("stage.drop_every=many"),
+            "--set stage.drop_every=many: expected int for 'drop_every'");
   // Lists: comma-separated texts or enumerants.
-  EXPECT_EQ(msg("run.sinks=tensorboard,pages"),
-            "--set run.sinks=tensorboard,pages: 'pages' is not one of tensorboard, prometheus, page");
+  EXPECT_EQ(
+      msg("run.sinks=tensorboard,pages"),
+      "--set run.sinks=tensorboard,pages: 'pages' is not one of tensorboard, prometheus, page");
   EXPECT_EQ(msg("run.sinks=tensorboard,page"), "<accepted>");
   auto sinks = g->reader().getRun().getSinks();
   ASSERT_EQ(sinks.size(), 2u);

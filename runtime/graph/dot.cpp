@@ -32,8 +32,9 @@ std::string to_dot(const loaded_graph& g) {
   std::ostringstream out;
   std::string name = graph.getName();
   out << "digraph " << quoted(name.empty() ? g.file().stem().string() : name) << " {\n";
-  out << "  label=" << quoted((name.empty() ? g.file().stem().string() : name) + " (" +
-                             schedule_text(graph.getSchedule()) + ")")
+  out << "  label="
+      << quoted((name.empty() ? g.file().stem().string() : name) + " (" +
+                schedule_text(graph.getSchedule()) + ")")
       << ";\n  labelloc=t;\n  node [shape=box, style=rounded];\n";
   for (auto actor : graph.getActors()) {
     std::string label = std::string(actor.getName()) + "\\n" + std::string(actor.getKind());
@@ -44,8 +45,8 @@ std::string to_dot(const loaded_graph& g) {
   for (auto edge : graph.getEdges()) {
     endpoint from, to;
     if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
-    out << "  " << quoted(from.actor) << " -> " << quoted(to.actor) << " [label="
-        << quoted(from.port + " -> " + to.port) << "];\n";
+    out << "  " << quoted(from.actor) << " -> " << quoted(to.actor)
+        << " [label=" << quoted(from.port + " -> " + to.port) << "];\n";
   }
   out << "}\n";
   return out.str();

@@ -36,7 +36,9 @@ const capnp::EnumSchema* only(const std::map<std::string, std::map<uint64_t, cap
   return &it->second.begin()->second;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 bool is_word(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -56,7 +58,8 @@ std::string field_before(const std::string& source, size_t offset) {
 
 std::string enumerant_list(capnp::EnumSchema e) {
   std::string s;
-  for (auto x : e.getEnumerants()) s += (s.empty() ? "" : ", ") + std::string(x.getProto().getName().cStr());
+  for (auto x : e.getEnumerants())
+    s += (s.empty() ? "" : ", ") + std::string(x.getProto().getName().cStr());
   return s;
 }
 
@@ -73,7 +76,8 @@ size_t offset_of(const std::string& source, uint32_t line, uint32_t column) {
 std::string enum_hint(capnp::StructSchema root, const std::string& message,
                       const std::string& source, size_t offset) {
   const std::string mismatch = "Type mismatch; expected ", undefined = "Not defined: ";
-  const bool is_mismatch = starts_with(message, mismatch), is_undefined = starts_with(message, undefined);
+  const bool is_mismatch = starts_with(message, mismatch),
+             is_undefined = starts_with(message, undefined);
   if (!is_mismatch && !is_undefined) return "";
   enum_index index;
   std::set<uint64_t> seen;

@@ -1,10 +1,10 @@
 #pragma once
 /// Enum values in words: the list a user may write, for the errors of graph files and `--set`.
 
+#include <capnp/schema.h>
+
 #include <cstdint>
 #include <string>
-
-#include <capnp/schema.h>
 
 namespace milesrt::graph {
 

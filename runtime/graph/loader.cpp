@@ -1,14 +1,14 @@
 #include "runtime/graph/loader.hpp"
 
+#include <capnp/dynamic.h>
+#include <capnp/schema-parser.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <capnp/dynamic.h>
-#include <capnp/serialize.h>
-#include <capnp/schema-parser.h>
-#include <kj/exception.h>
 
 #include "runtime/graph/enum_hints.hpp"
 #include "runtime/graph/validate.hpp"
@@ -66,8 +66,10 @@ std::string nesting_problem(const std::string& text) {
       in_comment = false;
     } else if (in_comment) {
     } else if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '#') {
@@ -193,13 +195,13 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
   capnp::SchemaParser parser;
   try {
     parser.loadCompiledTypeAndDependencies<schema::Graph>();
-    auto parsed = parser.parseFile(
-        kj::heap<disk_schema_file>(file, file.string(), import_dirs, errors));
+    auto parsed =
+        parser.parseFile(kj::heap<disk_schema_file>(file, file.string(), import_dirs, errors));
     if (!errors->empty()) {
       result.errors = *errors;
       return result;
     }
-    KJ_IF_MAYBE(node, parsed.findNested("graph")) {
+    KJ_IF_MAYBE (node, parsed.findNested("graph")) {
       auto proto = node->getProto();
       if (!proto.isConst()) {
         result.errors.push_back(file_error(file, "`graph` must be a constant: const graph :Graph"));
@@ -207,14 +209,16 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
       }
       auto constant = node->asConst();
       auto type = constant.getType();
-      if (!type.isStruct() || type.asStruct().getProto().getId() !=
-                                  capnp::typeId<schema::Graph>()) {
-        result.errors.push_back(file_error(file, "constant `graph` must have type Graph "
-                                                 "(import \"/milesrt/graph.capnp\")"));
+      if (!type.isStruct() ||
+          type.asStruct().getProto().getId() != capnp::typeId<schema::Graph>()) {
+        result.errors.push_back(file_error(file,
+                                           "constant `graph` must have type Graph "
+                                           "(import \"/milesrt/graph.capnp\")"));
         return result;
       }
       auto message = std::make_unique<capnp::MallocMessageBuilder>();
-      message->setRoot(constant.as<capnp::DynamicValue>().as<capnp::DynamicStruct>().as<schema::Graph>());
+      message->setRoot(
+          constant.as<capnp::DynamicValue>().as<capnp::DynamicStruct>().as<schema::Graph>());
       result.graph = std::make_unique<loaded_graph>(file, std::move(message));
     } else {
       result.errors.push_back(

@@ -1,12 +1,12 @@
 #pragma once
 /// Reading graph files: Cap'n Proto text parsed at run time with capnp::SchemaParser.
 
+#include <capnp/message.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <capnp/message.h>
 
 #include "milesrt/graph.capnp.h"
 

@@ -69,7 +69,8 @@ TEST_F(GraphLoader, SyntaxErrorHasOneBasedLineAndColumn) {
   auto r = load_graph(file, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(all(r).find(file.string() + ":4:23: Struct has no field named 'actorz'"),
-            std::string::npos) << all(r);
+            std::string::npos)
+      << all(r);
   auto syntax = load_graph(write("syntax.capnp", std::string(kHeader) + "\nconst graph %:Graph;\n"),
                            default_import_dirs());
   ASSERT_FALSE(syntax.ok());
@@ -77,8 +78,8 @@ TEST_F(GraphLoader, SyntaxErrorHasOneBasedLineAndColumn) {
 }
 
 TEST_F(GraphLoader, TypeErrorNamesTheField) {
-  auto file = write("type.capnp", std::string(kHeader) +
-                                      "const graph :Graph = (actors = [(name = 3)]);\n");
+  auto file =
+      write("type.capnp", std::string(kHeader) + "const graph :Graph = (actors = [(name = 3)]);\n");
   auto r = load_graph(file, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(all(r).find(file.string() + ":3:"), std::string::npos) << all(r);
@@ -86,20 +87,23 @@ TEST_F(GraphLoader, TypeErrorNamesTheField) {
 
 TEST_F(GraphLoader, AWrongEnumValueListsTheValues) {
   // The compiler names neither the field nor its values; the loader adds them.
-  auto file = write("enum.capnp", std::string(kHeader) +
-                                      "const graph :Graph = (schedule = (async = (onStale = dorp)));\n");
+  auto file =
+      write("enum.capnp", std::string(kHeader) +
+                              "const graph :Graph = (schedule = (async = (onStale = dorp)));\n");
   auto r = load_graph(file, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(all(r), file.string() + ":3:54: Not defined: dorp (onStale is one of: wait, drop)\n");
-  auto quoted = write("quoted.capnp", std::string(kHeader) +
-                                          "const graph :Graph = (schedule = (async = (onStale = \"drop\")));\n");
+  auto quoted = write(
+      "quoted.capnp",
+      std::string(kHeader) + "const graph :Graph = (schedule = (async = (onStale = \"drop\")));\n");
   r = load_graph(quoted, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(all(r), quoted.string() +
                         ":3:54: Type mismatch; expected OnStale. OnStale is one of: wait, drop "
                         "(written without quotes)\n");
   // Not an enum field: the compiler's message alone.
-  auto other = write("other.capnp", std::string(kHeader) + "const graph :Graph = (name = nothing);\n");
+  auto other =
+      write("other.capnp", std::string(kHeader) + "const graph :Graph = (name = nothing);\n");
   r = load_graph(other, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(all(r), other.string() + ":3:30: Not defined: nothing\n");
@@ -133,7 +137,8 @@ TEST_F(GraphLoader, GraphConstantOfTheWrongType) {
 }
 
 TEST_F(GraphLoader, MissingImportIsAnError) {
-  auto file = write("import.capnp", "@0xb1c2d3e4f5a6b7c9;\nusing import \"/milesrt/nope.capnp\".X;\n");
+  auto file =
+      write("import.capnp", "@0xb1c2d3e4f5a6b7c9;\nusing import \"/milesrt/nope.capnp\".X;\n");
   auto r = load_graph(file, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(all(r).find(file.string() + ":2:"), std::string::npos) << all(r);
@@ -153,7 +158,8 @@ const graph :Graph = (
   for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
   const std::string f = file.string() + ": ";
   EXPECT_NE(s.find(f + "actor 'a': field 'name': duplicate actor name (also actors[0])"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find(f + "actor 'b': field 'kind': must not be empty"), std::string::npos) << s;
   EXPECT_NE(s.find(f + "actor 'b': field 'replicas': must be at least 1"), std::string::npos) << s;
   EXPECT_NE(s.find("edge 0 (a.out -> c.in): field 'to': no actor named 'c'"), std::string::npos)
@@ -167,7 +173,8 @@ const graph :Graph = (
 /// Every structural problem of a graph with `run` as its run section (and `schedule`).
 std::string run_problems(const fs::path& file, const std::string& run,
                          const std::string& schedule = "(sync = void)") {
-  std::ofstream(file) << kHeader << "const graph :Graph = (actors = [(name = \"a\", kind = \"k\")],\n"
+  std::ofstream(file) << kHeader
+                      << "const graph :Graph = (actors = [(name = \"a\", kind = \"k\")],\n"
                       << "  schedule = " << schedule << ", run = " << run << ");\n";
   auto r = load_graph(file, default_import_dirs());
   if (!r.ok()) return "<load failed>";
@@ -182,14 +189,19 @@ TEST_F(GraphLoader, DurationsMustBeFinitePositiveAndBounded) {
   const auto file = dir_ / "durations.capnp";
   const std::string bound = "must be above 0 and at most 1e+07 seconds (finite)";
   for (const std::string v : {"1e300", "nan", "inf", "0", "-1"}) {
-    for (const std::string field : {"deadlineSeconds", "workerWaitSeconds", "restartWindowSeconds"}) {
+    for (const std::string field :
+         {"deadlineSeconds", "workerWaitSeconds", "restartWindowSeconds"}) {
       auto s = run_problems(file, "(" + field + " = " + v + ")");
-      EXPECT_EQ(s, file.string() + ": run: field '" + field + "': " + bound + "\n") << field << " = " << v;
+      EXPECT_EQ(s, file.string() + ": run: field '" + field + "': " + bound + "\n")
+          << field << " = " << v;
     }
     // A grace of 0 is allowed: a lost worker then ends the run at once.
     auto s = run_problems(file, "(workerGraceSeconds = " + v + ")");
-    EXPECT_EQ(s, v == "0" ? "" : file.string() + ": run: field 'workerGraceSeconds': must be between 0 and at most "
-                                                 "1e+07 seconds (finite)\n") << v;
+    EXPECT_EQ(s, v == "0" ? ""
+                          : file.string() +
+                                ": run: field 'workerGraceSeconds': must be between 0 and at most "
+                                "1e+07 seconds (finite)\n")
+        << v;
   }
   EXPECT_EQ(run_problems(file, "(deadlineSeconds = 1e7, workerWaitSeconds = 0.5)"), "");
 }
@@ -198,29 +210,35 @@ TEST_F(GraphLoader, DurationsMustBeFinitePositiveAndBounded) {
 TEST_F(GraphLoader, BatchSizeStalenessWindowAndStepsAreBounded) {
   const auto file = dir_ / "work.capnp";
   const std::string f = file.string() + ": ";
-  EXPECT_EQ(run_problems(file, "(batchSize = 4000000000)"), f + "run: field 'batchSize': at most 100000\n");
+  EXPECT_EQ(run_problems(file, "(batchSize = 4000000000)"),
+            f + "run: field 'batchSize': at most 100000\n");
   EXPECT_EQ(run_problems(file, "(batchSize = 4)", "(async = (maxStaleness = 4294967295))"),
-            f + "schedule: field 'async.maxStaleness': (maxStaleness + 1) x batchSize is 17179869184 items, "
+            f + "schedule: field 'async.maxStaleness': (maxStaleness + 1) x batchSize is "
+                "17179869184 items, "
                 "at most 1000000\n");
-  EXPECT_EQ(run_problems(file, "(steps = 4000000000)"), f + "run: field 'steps': at most 100000000\n");
-  EXPECT_EQ(run_problems(file, "(batchSize = 1000, steps = 100000000)", "(async = (maxStaleness = 999))"), "");
+  EXPECT_EQ(run_problems(file, "(steps = 4000000000)"),
+            f + "run: field 'steps': at most 100000000\n");
+  EXPECT_EQ(
+      run_problems(file, "(batchSize = 1000, steps = 100000000)", "(async = (maxStaleness = 999))"),
+      "");
 }
 
 // Names of 50,000 characters are refused by their length (a std::regex over them overflowed the
 // stack), and so are edge endpoints.
 TEST_F(GraphLoader, LongNamesAndEndpointsAreRefusedByLength) {
   const std::string longname(50000, 'a');
-  auto file = write("long.capnp", std::string(kHeader) + "const graph :Graph = (actors = [(name = \"" +
-                                      longname + "\", kind = \"k\")], edges = [(from = \"" + longname +
-                                      ".x\", to = \"b." + longname + "\")]);\n");
+  auto file =
+      write("long.capnp", std::string(kHeader) + "const graph :Graph = (actors = [(name = \"" +
+                              longname + "\", kind = \"k\")], edges = [(from = \"" + longname +
+                              ".x\", to = \"b." + longname + "\")]);\n");
   auto r = load_graph(file, default_import_dirs());
   ASSERT_TRUE(r.ok()) << all(r);
   std::string s;
   for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
   const std::string f = file.string() + ": ";
-  EXPECT_EQ(s, f + "actors[0]: field 'name': longer than 128 characters (50000)\n" +
-                   f + "edge 0: field 'from': longer than 257 characters (50002)\n" +
-                   f + "edge 0: field 'to': longer than 257 characters (50002)\n");
+  EXPECT_EQ(s, f + "actors[0]: field 'name': longer than 128 characters (50000)\n" + f +
+                   "edge 0: field 'from': longer than 257 characters (50002)\n" + f +
+                   "edge 0: field 'to': longer than 257 characters (50002)\n");
   // A name of the limit's length, and a bad character, are told apart.
   endpoint ep;
   EXPECT_TRUE(parse_endpoint(std::string(128, 'x') + ".y", ep));
@@ -232,13 +250,16 @@ TEST_F(GraphLoader, LongNamesAndEndpointsAreRefusedByLength) {
 // Brackets nested 3,000 deep are refused before the Cap'n Proto compiler (which recursed on them
 // until the stack overflowed); brackets inside strings and comments do not count.
 TEST_F(GraphLoader, DeepNestingIsRefusedBeforeTheCompiler) {
-  auto file = write("deep.capnp", std::string(kHeader) + "const graph :Graph = (name = \"((((\", # [[[[\n  description = " +
-                                      std::string(3000, '(') + "\"x\"" + std::string(3000, ')') + ");\n");
+  auto file =
+      write("deep.capnp", std::string(kHeader) +
+                              "const graph :Graph = (name = \"((((\", # [[[[\n  description = " +
+                              std::string(3000, '(') + "\"x\"" + std::string(3000, ')') + ");\n");
   auto r = load_graph(file, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(all(r), file.string() + ": line 4: brackets nested deeper than 64 levels\n");
-  auto ok = write("ok.capnp", std::string(kHeader) + "const graph :Graph = (name = \"" + std::string(100, '(') +
-                                  "\", # " + std::string(100, '[') + "\n  actors = [(name = \"a\", kind = \"k\")]);\n");
+  auto ok = write("ok.capnp", std::string(kHeader) + "const graph :Graph = (name = \"" +
+                                  std::string(100, '(') + "\", # " + std::string(100, '[') +
+                                  "\n  actors = [(name = \"a\", kind = \"k\")]);\n");
   auto r2 = load_graph(ok, default_import_dirs());
   EXPECT_TRUE(r2.ok()) << all(r2);
 }

@@ -11,7 +11,8 @@ namespace {
 
 std::string field_names(capnp::StructSchema schema) {
   std::string s;
-  for (auto f : schema.getFields()) s += (s.empty() ? "" : ", ") + std::string(f.getProto().getName());
+  for (auto f : schema.getFields())
+    s += (s.empty() ? "" : ", ") + std::string(f.getProto().getName());
   return s;
 }
 
@@ -27,7 +28,8 @@ std::string set_list(capnp::DynamicStruct::Builder target, capnp::StructSchema::
   }
   auto element = field.getType().asList().getElementType();
   if (!element.isText() && !element.isEnum()) {
-    return "field '" + std::string(field.getProto().getName()) + "' cannot be set from the command line";
+    return "field '" + std::string(field.getProto().getName()) +
+           "' cannot be set from the command line";
   }
   if (element.isEnum()) {
     for (const auto& item : items) {
@@ -41,7 +43,9 @@ std::string set_list(capnp::DynamicStruct::Builder target, capnp::StructSchema::
     if (element.isText()) {
       list.set(i, capnp::Text::Reader(items[i].c_str()));
     } else {
-      KJ_IF_MAYBE(e, element.asEnum().findEnumerantByName(items[i])) { list.set(i, capnp::DynamicEnum(*e)); }
+      KJ_IF_MAYBE (e, element.asEnum().findEnumerantByName(items[i])) {
+        list.set(i, capnp::DynamicEnum(*e));
+      }
     }
   }
   return "";
@@ -50,7 +54,7 @@ std::string set_list(capnp::DynamicStruct::Builder target, capnp::StructSchema::
 /// Sets a scalar, text or enum field of `target` from its text form; an error message or "".
 std::string set_field(capnp::DynamicStruct::Builder target, const std::string& name,
                       const std::string& text) {
-  KJ_IF_MAYBE(field, target.getSchema().findFieldByName(name)) {
+  KJ_IF_MAYBE (field, target.getSchema().findFieldByName(name)) {
     auto type = field->getType();
     runtime::param_value v;
     switch (type.which()) {
@@ -58,19 +62,32 @@ std::string set_field(capnp::DynamicStruct::Builder target, const std::string& n
         if (!parse_param(text, runtime::param_type::boolean, v)) return "expected true or false";
         target.set(*field, std::get<bool>(v));
         return "";
-      case capnp::schema::Type::INT8: case capnp::schema::Type::INT16:
-      case capnp::schema::Type::INT32: case capnp::schema::Type::INT64:
+      case capnp::schema::Type::INT8:
+      case capnp::schema::Type::INT16:
+      case capnp::schema::Type::INT32:
+      case capnp::schema::Type::INT64:
         if (!parse_param(text, runtime::param_type::integer, v)) return "expected an integer";
-        try { target.set(*field, std::get<int64_t>(v)); } catch (const kj::Exception&) { return "value out of range"; }
+        try {
+          target.set(*field, std::get<int64_t>(v));
+        } catch (const kj::Exception&) {
+          return "value out of range";
+        }
         return "";
-      case capnp::schema::Type::UINT8: case capnp::schema::Type::UINT16:
-      case capnp::schema::Type::UINT32: case capnp::schema::Type::UINT64:
+      case capnp::schema::Type::UINT8:
+      case capnp::schema::Type::UINT16:
+      case capnp::schema::Type::UINT32:
+      case capnp::schema::Type::UINT64:
         if (!parse_param(text, runtime::param_type::integer, v) || std::get<int64_t>(v) < 0) {
           return "expected a non-negative integer";
         }
-        try { target.set(*field, static_cast<uint64_t>(std::get<int64_t>(v))); } catch (const kj::Exception&) { return "value out of range"; }
+        try {
+          target.set(*field, static_cast<uint64_t>(std::get<int64_t>(v)));
+        } catch (const kj::Exception&) {
+          return "value out of range";
+        }
         return "";
-      case capnp::schema::Type::FLOAT32: case capnp::schema::Type::FLOAT64:
+      case capnp::schema::Type::FLOAT32:
+      case capnp::schema::Type::FLOAT64:
         if (!parse_param(text, runtime::param_type::real, v)) return "expected a number";
         target.set(*field, std::get<double>(v));
         return "";
@@ -78,7 +95,7 @@ std::string set_field(capnp::DynamicStruct::Builder target, const std::string& n
         target.set(*field, capnp::Text::Reader(text.c_str()));
         return "";
       case capnp::schema::Type::ENUM: {
-        KJ_IF_MAYBE(e, type.asEnum().findEnumerantByName(text)) {
+        KJ_IF_MAYBE (e, type.asEnum().findEnumerantByName(text)) {
           target.set(*field, capnp::DynamicEnum(*e));
           return "";
         }
@@ -136,7 +153,9 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
       if (!problem.empty()) return fail(problem);
       auto member = params.getSchema().getFieldByName(kind->params_member);
       bool present = false;
-      KJ_IF_MAYBE(which, params.which()) { present = *which == member; }
+      KJ_IF_MAYBE (which, params.which()) {
+        present = *which == member;
+      }
       auto target = present ? params.get(member).as<capnp::DynamicStruct>()
                             : params.init(member).as<capnp::DynamicStruct>();
       auto err = set_field(target, field, value);
@@ -157,10 +176,18 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
       for (auto p : actor.getParams().getCustom()) {
         runtime::param_value old;
         switch (p.getValue().which()) {
-          case schema::Param::Value::BOOL: old = p.getValue().getBool(); break;
-          case schema::Param::Value::INT: old = p.getValue().getInt(); break;
-          case schema::Param::Value::FLOAT: old = p.getValue().getFloat(); break;
-          case schema::Param::Value::TEXT: old = std::string(p.getValue().getText().cStr()); break;
+          case schema::Param::Value::BOOL:
+            old = p.getValue().getBool();
+            break;
+          case schema::Param::Value::INT:
+            old = p.getValue().getInt();
+            break;
+          case schema::Param::Value::FLOAT:
+            old = p.getValue().getFloat();
+            break;
+          case schema::Param::Value::TEXT:
+            old = std::string(p.getValue().getText().cStr());
+            break;
         }
         if (std::string(p.getName().cStr()) != field) items.emplace_back(p.getName().cStr(), old);
       }
@@ -170,13 +197,19 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
     for (size_t i = 0; i < items.size(); ++i) {
       list[i].setName(items[i].first);
       auto val = list[i].getValue();
-      std::visit([&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, bool>) val.setBool(x);
-        else if constexpr (std::is_same_v<T, int64_t>) val.setInt(x);
-        else if constexpr (std::is_same_v<T, double>) val.setFloat(x);
-        else val.setText(x);
-      }, items[i].second);
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, bool>)
+              val.setBool(x);
+            else if constexpr (std::is_same_v<T, int64_t>)
+              val.setInt(x);
+            else if constexpr (std::is_same_v<T, double>)
+              val.setFloat(x);
+            else
+              val.setText(x);
+          },
+          items[i].second);
     }
     return std::nullopt;
   }

@@ -15,7 +15,8 @@ namespace {
 bool is_identifier(const std::string& s) {
   if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
   for (char c : s) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -26,8 +27,8 @@ std::string seconds_problem(double v, bool zero_allowed) {
   if (std::isnan(v) || v < 0 || (!zero_allowed && v == 0) || v > limits::max_seconds) {
     char max[32];
     std::snprintf(max, sizeof max, "%g", limits::max_seconds);
-    return std::string("must be ") + (zero_allowed ? "between 0" : "above 0") + " and at most " + max +
-           " seconds (finite)";
+    return std::string("must be ") + (zero_allowed ? "between 0" : "above 0") + " and at most " +
+           max + " seconds (finite)";
   }
   return "";
 }
@@ -51,18 +52,18 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
   };
   auto graph = g.reader();
 
-  if (graph.getActors().size() == 0) report("graph", "field 'actors': a graph needs at least one actor");
+  if (graph.getActors().size() == 0)
+    report("graph", "field 'actors': a graph needs at least one actor");
 
   std::map<std::string, unsigned> actor_index;
   unsigned i = 0;
   for (auto actor : graph.getActors()) {
     std::string name = actor.getName();
-    std::string where = name.empty() ? "actors[" + std::to_string(i) + "]"
-                                     : "actor '" + name + "'";
+    std::string where = name.empty() ? "actors[" + std::to_string(i) + "]" : "actor '" + name + "'";
     if (name.size() > limits::max_name) {
       where = "actors[" + std::to_string(i) + "]";
-      report(where, "field 'name': longer than " + std::to_string(limits::max_name) + " characters (" +
-                        std::to_string(name.size()) + ")");
+      report(where, "field 'name': longer than " + std::to_string(limits::max_name) +
+                        " characters (" + std::to_string(name.size()) + ")");
     } else if (name.empty()) {
       report(where, "field 'name': must not be empty");
     } else if (!is_identifier(name)) {
@@ -78,8 +79,8 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
     }
     // NaN and negative values are check_kinds' to report.
     if (actor.getDeadlineSeconds() > limits::max_seconds) {
-      report(where, "field 'deadlineSeconds': " + seconds_problem(actor.getDeadlineSeconds(), true) +
-                        " (0: the run's)");
+      report(where, "field 'deadlineSeconds': " +
+                        seconds_problem(actor.getDeadlineSeconds(), true) + " (0: the run's)");
     }
     ++i;
   }
@@ -89,16 +90,17 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
   for (auto edge : graph.getEdges()) {
     std::string from = edge.getFrom(), to = edge.getTo();
     const size_t longest = 2 * limits::max_name + 1;
-    std::string where = "edge " + std::to_string(i) +
-                        (from.size() > longest || to.size() > longest ? "" : " (" + from + " -> " + to + ")");
+    std::string where =
+        "edge " + std::to_string(i) +
+        (from.size() > longest || to.size() > longest ? "" : " (" + from + " -> " + to + ")");
     for (auto [field, text] : {std::pair{"from", from}, std::pair{"to", to}}) {
       endpoint ep;
       if (text.size() > longest) {
         report(where, std::string("field '") + field + "': longer than " + std::to_string(longest) +
                           " characters (" + std::to_string(text.size()) + ")");
       } else if (!parse_endpoint(text, ep)) {
-        report(where, std::string("field '") + field + "': expected \"actor.port\", got \"" + text +
-                          "\"");
+        report(where,
+               std::string("field '") + field + "': expected \"actor.port\", got \"" + text + "\"");
       } else if (actor_index.count(ep.actor) == 0) {
         report(where, std::string("field '") + field + "': no actor named '" + ep.actor + "'");
       }
@@ -118,17 +120,21 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
   } else if (graph.getSchedule().isAsync()) {
     // The schedule's window: what it keeps open at once, (maxStaleness + 1) x batchSize items.
     const uint64_t batch = run.getBatchSize() == 0 ? 1 : run.getBatchSize();
-    const uint64_t window = (uint64_t(graph.getSchedule().getAsync().getMaxStaleness()) + 1) * batch;
+    const uint64_t window =
+        (uint64_t(graph.getSchedule().getAsync().getMaxStaleness()) + 1) * batch;
     if (window > limits::max_window) {
       report("schedule", "field 'async.maxStaleness': (maxStaleness + 1) x batchSize is " +
-                             std::to_string(window) + " items, at most " + std::to_string(limits::max_window));
+                             std::to_string(window) + " items, at most " +
+                             std::to_string(limits::max_window));
     }
   }
-  for (auto [field, value, zero] : {std::tuple{"deadlineSeconds", run.getDeadlineSeconds(), false},
-                                    std::tuple{"workerWaitSeconds", run.getWorkerWaitSeconds(), false},
-                                    std::tuple{"workerGraceSeconds", run.getWorkerGraceSeconds(), true},
-                                    std::tuple{"restartWindowSeconds", run.getRestartWindowSeconds(), false}}) {
-    if (auto p = seconds_problem(value, zero); !p.empty()) report("run", std::string("field '") + field + "': " + p);
+  for (auto [field, value, zero] :
+       {std::tuple{"deadlineSeconds", run.getDeadlineSeconds(), false},
+        std::tuple{"workerWaitSeconds", run.getWorkerWaitSeconds(), false},
+        std::tuple{"workerGraceSeconds", run.getWorkerGraceSeconds(), true},
+        std::tuple{"restartWindowSeconds", run.getRestartWindowSeconds(), false}}) {
+    if (auto p = seconds_problem(value, zero); !p.empty())
+      report("run", std::string("field '") + field + "': " + p);
   }
   return out;
 }

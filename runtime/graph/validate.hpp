@@ -13,13 +13,13 @@ namespace milesrt::graph {
 /// What validation accepts (docs/limits.md lists them): beyond them a run would overflow a
 /// conversion, hold unbounded work or recurse too deep.
 namespace limits {
-constexpr size_t max_name = 128;              ///< characters of an actor's or a port's name
-constexpr uint32_t max_replicas = 1024;       ///< replicas of one actor
-constexpr uint64_t max_steps = 100000000;     ///< run.steps
-constexpr uint32_t max_batch = 100000;        ///< run.batchSize
-constexpr uint64_t max_window = 1000000;      ///< (maxStaleness + 1) x batchSize
-constexpr double max_seconds = 1e7;           ///< every duration (deadlines, waits): ~115 days
-constexpr size_t max_nesting = 64;            ///< nested brackets in a graph file
+constexpr size_t max_name = 128;           ///< characters of an actor's or a port's name
+constexpr uint32_t max_replicas = 1024;    ///< replicas of one actor
+constexpr uint64_t max_steps = 100000000;  ///< run.steps
+constexpr uint32_t max_batch = 100000;     ///< run.batchSize
+constexpr uint64_t max_window = 1000000;   ///< (maxStaleness + 1) x batchSize
+constexpr double max_seconds = 1e7;        ///< every duration (deadlines, waits): ~115 days
+constexpr size_t max_nesting = 64;         ///< nested brackets in a graph file
 }  // namespace limits
 
 /// An edge endpoint, "actor.port" split in two.

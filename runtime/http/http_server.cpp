@@ -1,14 +1,13 @@
 #include "runtime/http/http_server.hpp"
 
-#include <stdexcept>
-#include <thread>
-
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <stdexcept>
+#include <thread>
 
 namespace milesrt::runtime {
 namespace beast = boost::beast;
@@ -62,10 +61,11 @@ class session : public std::enable_shared_from_this<session> {
     res->keep_alive(request_.keep_alive());
     res->body() = request_.method() == http::verb::head ? "" : std::move(r.body);
     res->prepare_payload();
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-      if (ec || !res->keep_alive()) return self->close();
-      self->read();
-    });
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
+                        if (ec || !res->keep_alive()) return self->close();
+                        self->read();
+                      });
   }
 
   void close() {

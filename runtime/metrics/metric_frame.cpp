@@ -24,7 +24,8 @@ bool monotone(std::string_view counter) {
          counter == "requeued";
 }
 
-metric_distribution distribution_of(std::string group, std::string name, const std::vector<double>& xs) {
+metric_distribution distribution_of(std::string group, std::string name,
+                                    const std::vector<double>& xs) {
   std::map<double, double> counts;
   for (double x : xs) counts[x] += 1;
   return {std::move(group), std::move(name), {counts.begin(), counts.end()}};
@@ -47,7 +48,8 @@ std::vector<std::pair<double, double>> histogram_buckets(const metric_distributi
   const double lo = d.counts.front().first, hi = d.counts.back().first;
   const double width = (hi - lo) / double(max_buckets);
   std::vector<std::pair<double, double>> out(max_buckets);
-  for (size_t i = 0; i < max_buckets; ++i) out[i] = {i + 1 == max_buckets ? hi : lo + width * double(i + 1), 0};
+  for (size_t i = 0; i < max_buckets; ++i)
+    out[i] = {i + 1 == max_buckets ? hi : lo + width * double(i + 1), 0};
   for (const auto& [x, n] : d.counts) {
     size_t i = 0;
     if (x > lo) i = std::min(max_buckets - 1, static_cast<size_t>(std::ceil((x - lo) / width)) - 1);
@@ -69,7 +71,8 @@ metric_frame to_frame(const step_record& r, double wall_time) {
     f.values.push_back({"run", "busy_seconds", "actor", actor, secs, metric_kind::gauge});
   }
   for (auto& v : counter_values(r.counters)) f.values.push_back(std::move(v));
-  for (const auto& [name, value] : r.metrics) f.values.push_back({"", name, "", "", value, metric_kind::gauge});
+  for (const auto& [name, value] : r.metrics)
+    f.values.push_back({"", name, "", "", value, metric_kind::gauge});
   if (!r.staleness.empty()) {
     metric_distribution d{"run", "staleness", {}};
     for (const auto& [s, n] : r.staleness) d.counts.emplace_back(double(s), double(n));

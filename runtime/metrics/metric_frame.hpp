@@ -65,16 +65,16 @@ std::vector<metric_value> counter_values(const driver_counters& c);
 /// One actor of the graph at a moment.
 struct live_actor {
   std::string name, kind, role;
-  std::string state;        ///< "idle", "busy" (requests outstanding), "done", "failed"
+  std::string state;  ///< "idle", "busy" (requests outstanding), "done", "failed"
   uint32_t replicas = 1;
-  uint64_t in_flight = 0;   ///< requests sent to it, not answered yet
-  uint64_t queued = 0;      ///< items waiting on the edges into it
-  std::string placement;    ///< "" or the worker process hosting it
+  uint64_t in_flight = 0;  ///< requests sent to it, not answered yet
+  uint64_t queued = 0;     ///< items waiting on the edges into it
+  std::string placement;   ///< "" or the worker process hosting it
 };
 
 /// One edge of the graph at a moment.
 struct live_edge {
-  std::string from, to;     ///< "actor.port"
+  std::string from, to;  ///< "actor.port"
   uint64_t queued = 0;
   uint64_t in_flight = 0;
 };

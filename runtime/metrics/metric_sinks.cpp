@@ -31,7 +31,8 @@ metric_sinks::metric_sinks(const sink_options& o) {
 metric_sinks::~metric_sinks() { server_.reset(); }
 
 void metric_sinks::on_step(const step_record& r) {
-  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto frame = to_frame(r, now);
   for (auto& s : sinks_) s->on_step(frame);
 }

@@ -20,8 +20,8 @@ struct sink_options {
   bool tensorboard = false;
   bool prometheus = false;
   bool page = false;
-  uint16_t port = 0;                 ///< of the HTTP server; 0: a free one
-  std::vector<std::string> charts;   ///< what the page charts
+  uint16_t port = 0;                ///< of the HTTP server; 0: a free one
+  std::vector<std::string> charts;  ///< what the page charts
 };
 
 class metric_sinks {

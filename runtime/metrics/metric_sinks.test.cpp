@@ -1,10 +1,11 @@
 // The metric sinks without a run: frames from a step record, the Prometheus text, histogram
 // buckets, and the HTTP server's errors.
+#include "runtime/metrics/metric_sinks.hpp"
+
 #include <gtest/gtest.h>
 
 #include "runtime/driver/driver.hpp"
 #include "runtime/http/http_server.hpp"
-#include "runtime/metrics/metric_sinks.hpp"
 #include "runtime/metrics/prometheus_sink.hpp"
 #include "runtime/metrics/tensorboard_sink.hpp"
 
@@ -42,9 +43,12 @@ TEST(PrometheusSink, RendersFamiliesWithTypesAndLabels) {
   prometheus_sink sink(server);
   sink.on_step(to_frame(sample_record(), 1.0));
   std::string text = sink.render();
-  EXPECT_NE(text.find("# TYPE milesrt_admitted_total counter\nmilesrt_admitted_total 12\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE milesrt_admitted_total counter\nmilesrt_admitted_total 12\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("milesrt_busy_seconds{actor=\"stage\"} 0.25\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("# TYPE milesrt_in_flight gauge\nmilesrt_in_flight 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE milesrt_in_flight gauge\nmilesrt_in_flight 2\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("milesrt_loss 0.125\n"), std::string::npos) << text;
 }
 
@@ -63,8 +67,10 @@ TEST(HttpServer, APortInUseIsAnErrorNamingIt) {
     http_server second(first.port());
     FAIL() << "a second server bound the same port";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
-              std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
+        std::string::npos)
+        << e.what();
   }
 }
 

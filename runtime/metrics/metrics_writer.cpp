@@ -1,12 +1,11 @@
 #include "runtime/metrics/metrics_writer.hpp"
 
-#include <algorithm>
-#include <set>
-
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 namespace milesrt::runtime {
 namespace fs = std::filesystem;
@@ -46,9 +45,11 @@ step_record step_record_from_json(const nlohmann::json& j) {
   r.step = j.at("step").get<uint64_t>();
   r.version = j.value("version", uint64_t{0});
   r.seconds = j.value("seconds", 0.0);
-  if (j.contains("busy_seconds")) r.busy_seconds = j["busy_seconds"].get<std::map<std::string, double>>();
+  if (j.contains("busy_seconds"))
+    r.busy_seconds = j["busy_seconds"].get<std::map<std::string, double>>();
   if (j.contains("staleness"))
-    for (const auto& [s, n] : j["staleness"].items()) r.staleness[std::stoull(s)] = n.get<uint64_t>();
+    for (const auto& [s, n] : j["staleness"].items())
+      r.staleness[std::stoull(s)] = n.get<uint64_t>();
   if (j.contains("counters"))
     for (const auto& [name, v] : j["counters"].items()) r.counters.set(name, v.get<uint64_t>());
   if (j.contains("metrics")) r.metrics = j["metrics"].get<metric_map>();
@@ -79,8 +80,9 @@ void keep_steps_through(const fs::path& jsonl, uint64_t step) {
   if (steps.size() != step || (step > 0 && *steps.rbegin() != step)) {
     uint64_t missing = 1;
     while (steps.count(missing)) ++missing;
-    throw std::runtime_error(jsonl.string() + " lacks step " + std::to_string(missing) + " of the " +
-                             std::to_string(step) + " the checkpoint holds (a line cut short or lost): "
+    throw std::runtime_error(jsonl.string() + " lacks step " + std::to_string(missing) +
+                             " of the " + std::to_string(step) +
+                             " the checkpoint holds (a line cut short or lost): "
                              "it cannot be resumed without losing that step's record");
   }
   fs::path tmp = jsonl;
@@ -90,7 +92,9 @@ void keep_steps_through(const fs::path& jsonl, uint64_t step) {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept;
     out.flush();
-    if (!out) throw std::runtime_error("cannot write " + tmp.string() + (errno ? std::string(": ") + std::strerror(errno) : ""));
+    if (!out)
+      throw std::runtime_error("cannot write " + tmp.string() +
+                               (errno ? std::string(": ") + std::strerror(errno) : ""));
   }
   fs::rename(tmp, jsonl);
 }
@@ -123,8 +127,7 @@ void metrics_writer::on_step(const step_record& r) {
   last_metrics_ = r.metrics;
   ++steps_seen_;
   if (progress_ == nullptr) return;
-  double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double per_step = elapsed / double(steps_seen_);
   double eta = per_step * double(total_steps_ > r.step ? total_steps_ - r.step : 0);
   std::string line = "step " + std::to_string(r.step) + "/" + std::to_string(total_steps_);
@@ -148,8 +151,7 @@ void metrics_writer::on_step(const step_record& r) {
 
 std::string metrics_writer::on_finish(const run_outcome& o) {
   if (tty_ && steps_seen_ > 0) std::fprintf(progress_, "\n");
-  double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   nlohmann::json s;
   s["graph"] = graph_name_;
   s["ok"] = o.ok;

@@ -6,9 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "runtime/driver/driver.hpp"
 

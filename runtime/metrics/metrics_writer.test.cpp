@@ -1,12 +1,11 @@
 #include "runtime/metrics/metrics_writer.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
-
-#include <unistd.h>
 
 namespace milesrt::runtime {
 namespace {
@@ -74,7 +73,8 @@ TEST(MetricsWriter, AFailedWriteThrowsAndTheSummaryClaimsOnlyRecordedSteps) {
     w.on_step(r);
     ADD_FAILURE() << "a failed write went unnoticed";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "cannot write " + (dir / "metrics.jsonl").string() + ": No space left on device");
+    EXPECT_EQ(std::string(e.what()),
+              "cannot write " + (dir / "metrics.jsonl").string() + ": No space left on device");
   }
   r.step = 5;
   EXPECT_THROW(w.on_step(r), std::runtime_error);
@@ -93,14 +93,16 @@ TEST(MetricsWriter, AFailedWriteThrowsAndTheSummaryClaimsOnlyRecordedSteps) {
 TEST(MetricsWriter, ResumeRefusesALogLackingAStepBeforeTheCheckpoint) {
   fs::path dir = fs::temp_directory_path() / ("milesrt-metrics-cut-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream(dir / "metrics.jsonl") << "{\"step\": 1}\n{\"step\": 2, \"vers\n{\"step\": 3}\n{\"step\": 4}\n";
+  std::ofstream(dir / "metrics.jsonl")
+      << "{\"step\": 1}\n{\"step\": 2, \"vers\n{\"step\": 3}\n{\"step\": 4}\n";
   try {
     keep_steps_through(dir / "metrics.jsonl", 3);
     ADD_FAILURE() << "a log lacking step 2 was resumed";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), (dir / "metrics.jsonl").string() +
-                                         " lacks step 2 of the 3 the checkpoint holds (a line cut short or lost): "
-                                         "it cannot be resumed without losing that step's record");
+    EXPECT_EQ(std::string(e.what()),
+              (dir / "metrics.jsonl").string() +
+                  " lacks step 2 of the 3 the checkpoint holds (a line cut short or lost): "
+                  "it cannot be resumed without losing that step's record");
   }
   fs::remove_all(dir);
 }

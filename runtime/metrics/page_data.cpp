@@ -18,13 +18,19 @@ nlohmann::json to_json(const live_view& v) {
   j["wall_time"] = v.wall_time;
   j["actors"] = nlohmann::json::array();
   for (const auto& a : v.actors) {
-    j["actors"].push_back({{"name", a.name}, {"kind", a.kind}, {"role", a.role}, {"state", a.state},
-                           {"replicas", a.replicas}, {"in_flight", a.in_flight}, {"queued", a.queued},
+    j["actors"].push_back({{"name", a.name},
+                           {"kind", a.kind},
+                           {"role", a.role},
+                           {"state", a.state},
+                           {"replicas", a.replicas},
+                           {"in_flight", a.in_flight},
+                           {"queued", a.queued},
                            {"placement", a.placement}});
   }
   j["edges"] = nlohmann::json::array();
   for (const auto& e : v.edges) {
-    j["edges"].push_back({{"from", e.from}, {"to", e.to}, {"queued", e.queued}, {"in_flight", e.in_flight}});
+    j["edges"].push_back(
+        {{"from", e.from}, {"to", e.to}, {"queued", e.queued}, {"in_flight", e.in_flight}});
   }
   j["counters"] = nlohmann::json::object();
   for (const auto& c : v.counters) j["counters"][c.name] = c.value;

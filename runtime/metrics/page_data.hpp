@@ -6,10 +6,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/http/http_server.hpp"
 #include "runtime/metrics/metric_frame.hpp"

@@ -4,7 +4,8 @@
 
 namespace milesrt::runtime {
 
-page_sink::page_sink(http_server& server, std::vector<std::string> charts) : charts_(std::move(charts)) {
+page_sink::page_sink(http_server& server, std::vector<std::string> charts)
+    : charts_(std::move(charts)) {
   live_["state"] = "starting";
   live_["actors"] = nlohmann::json::array();
   live_["edges"] = nlohmann::json::array();

@@ -3,10 +3,9 @@
 /// memory: the live view of the actors and every step's values.
 
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/http/http_server.hpp"
 #include "runtime/metrics/metric_sink.hpp"

@@ -9,7 +9,8 @@ namespace milesrt::runtime {
 std::string prometheus_name(const std::string& name) {
   std::string out = "milesrt_";
   for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     out.push_back(ok ? c : '_');
   }
   return out;
@@ -29,7 +30,10 @@ std::string label_value(const std::string& v) {
   std::string out;
   for (char c : v) {
     if (c == '\\' || c == '"') out.push_back('\\');
-    if (c == '\n') { out += "\\n"; continue; }
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     out.push_back(c);
   }
   return out;
@@ -82,22 +86,29 @@ std::string prometheus_sink::render() const {
   exposition x;
   if (live_) {
     const auto& v = *live_;
-    if (x.family("milesrt_step", metric_kind::gauge, "Completed steps of the run.")) x.sample("", "", double(v.step));
-    if (x.family("milesrt_steps", metric_kind::gauge, "Steps the run is asked to make.")) x.sample("", "", double(v.steps));
-    if (x.family("milesrt_version", metric_kind::gauge, "The learner's version.")) x.sample("", "", double(v.version));
-    if (x.family("milesrt_published_version", metric_kind::gauge, "The version every receiver holds."))
+    if (x.family("milesrt_step", metric_kind::gauge, "Completed steps of the run."))
+      x.sample("", "", double(v.step));
+    if (x.family("milesrt_steps", metric_kind::gauge, "Steps the run is asked to make."))
+      x.sample("", "", double(v.steps));
+    if (x.family("milesrt_version", metric_kind::gauge, "The learner's version."))
+      x.sample("", "", double(v.version));
+    if (x.family("milesrt_published_version", metric_kind::gauge,
+                 "The version every receiver holds."))
       x.sample("", "", double(v.published));
     if (x.family("milesrt_running", metric_kind::gauge, "1 while the run runs, 0 once it ended."))
       x.sample("", "", v.state == "running" ? 1 : 0);
     if (x.family("milesrt_actor_replicas", metric_kind::gauge, "Replicas of each actor."))
       for (const auto& a : v.actors) x.sample("actor", a.name, a.replicas);
-    if (x.family("milesrt_actor_in_flight", metric_kind::gauge, "Requests sent to each actor, not answered yet."))
+    if (x.family("milesrt_actor_in_flight", metric_kind::gauge,
+                 "Requests sent to each actor, not answered yet."))
       for (const auto& a : v.actors) x.sample("actor", a.name, double(a.in_flight));
-    if (x.family("milesrt_actor_queue_depth", metric_kind::gauge, "Items waiting on the edges into each actor."))
+    if (x.family("milesrt_actor_queue_depth", metric_kind::gauge,
+                 "Items waiting on the edges into each actor."))
       for (const auto& a : v.actors) x.sample("actor", a.name, double(a.queued));
     if (x.family("milesrt_edge_queue_depth", metric_kind::gauge, "Items waiting on each edge."))
       for (const auto& e : v.edges) x.sample("edge", e.from + "->" + e.to, double(e.queued));
-    if (x.family("milesrt_edge_in_flight", metric_kind::gauge, "Items of each edge being processed."))
+    if (x.family("milesrt_edge_in_flight", metric_kind::gauge,
+                 "Items of each edge being processed."))
       for (const auto& e : v.edges) x.sample("edge", e.from + "->" + e.to, double(e.in_flight));
   }
   if (last_ && x.family("milesrt_values_step", metric_kind::gauge,
@@ -113,14 +124,17 @@ std::string prometheus_sink::render() const {
     bool counter = v.kind == metric_kind::counter;
     std::string name = prometheus_name(v.name) + (counter ? "_total" : "");
     if (!done.insert(name + "\x1f" + v.label).second) continue;  // the live value came first
-    std::string help = v.group == "counters" ? "The driver's counter '" + v.name + "'."
-                       : v.group == "run"    ? "'" + v.name + "' of the last step."
-                                             : "'" + v.name + "' as the actors reported it (mean over the last step).";
+    std::string help =
+        v.group == "counters" ? "The driver's counter '" + v.name + "'."
+        : v.group == "run"
+            ? "'" + v.name + "' of the last step."
+            : "'" + v.name + "' as the actors reported it (mean over the last step).";
     // Samples of one family must be together: write this one's, then skip them later.
     if (!x.family(name, counter ? metric_kind::counter : metric_kind::gauge, help)) continue;
     for (size_t j = i; j < values.size(); ++j) {
       const auto& w = values[j];
-      if (prometheus_name(w.name) + (w.kind == metric_kind::counter ? "_total" : "") != name) continue;
+      if (prometheus_name(w.name) + (w.kind == metric_kind::counter ? "_total" : "") != name)
+        continue;
       if (j != i && !done.insert(name + "\x1f" + w.label).second) continue;
       x.sample(w.label_key, w.label, w.value);
     }

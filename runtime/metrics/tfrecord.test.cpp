@@ -18,7 +18,8 @@ TEST(Tfrecord, FrameHoldsLengthDataAndBothChecksums) {
   for (int i = 1; i < 8; ++i) EXPECT_EQ(r[i], '\0');
   EXPECT_EQ(r.substr(12, 3), "abc");
   uint32_t data_crc = 0;
-  for (int i = 0; i < 4; ++i) data_crc |= uint32_t(static_cast<unsigned char>(r[15 + i])) << (8 * i);
+  for (int i = 0; i < 4; ++i)
+    data_crc |= uint32_t(static_cast<unsigned char>(r[15 + i])) << (8 * i);
   EXPECT_EQ(data_crc, masked_crc32c("abc"));
   uint32_t c = crc32c("abc");
   EXPECT_EQ(masked_crc32c("abc"), ((c >> 15) | (c << 17)) + 0xa282ead8u);

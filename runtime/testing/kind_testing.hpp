@@ -3,13 +3,13 @@
 /// with the kinds' message types, an actor_setup around a params struct, and requests with a
 /// deadline. Header-only; tests include it.
 
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
+
+#include <caf/all.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
-
-#include <caf/all.hpp>
-#include <capnp/dynamic.h>
-#include <capnp/message.h>
 
 #include "runtime/core/interfaces.hpp"
 #include "runtime/core/kind.hpp"
@@ -63,7 +63,8 @@ caf::expected<Reply> ask(caf::actor_system& sys, const caf::actor& a, Ts&&... xs
 
 /// An envelope around one payload.
 template <class T>
-runtime::envelope wrap(T payload, uint64_t origin = 0, uint64_t min_version = 0, uint64_t max_version = 0) {
+runtime::envelope wrap(T payload, uint64_t origin = 0, uint64_t min_version = 0,
+                       uint64_t max_version = 0) {
   runtime::envelope e;
   e.origin = origin;
   e.min_version = min_version;

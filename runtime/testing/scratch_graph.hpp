@@ -3,14 +3,14 @@
 // toy kinds registered.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
-#include "runtime/testing/toy_kinds.hpp"
 #include "runtime/graph/loader.hpp"
+#include "runtime/testing/toy_kinds.hpp"
 
 namespace milesrt::testing {
 
@@ -51,12 +51,14 @@ inline std::string toy_graph(const std::string& stage_extra, const std::string& 
                              const std::string& run) {
   return R"(name = "toy",
   actors = [(name = "src", kind = "toy_source"),
-            (name = "stage", kind = "toy_stage")" + stage_extra + R"(),
+            (name = "stage", kind = "toy_stage")" +
+         stage_extra + R"(),
             (name = "learner", kind = "toy_learner")],
   edges = [(from = "src.items", to = "stage.items"),
            (from = "stage.items", to = "learner.items"),
            (from = "learner.weights", to = "stage.weights")],
-  schedule = )" + schedule + ",\n  run = " + run;
+  schedule = )" +
+         schedule + ",\n  run = " + run;
 }
 
 }  // namespace milesrt::testing

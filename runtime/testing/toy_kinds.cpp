@@ -1,13 +1,12 @@
 #include "runtime/testing/toy_kinds.hpp"
 
+#include <caf/all.hpp>
+#include <chrono>
 #include <cstring>
 #include <deque>
-#include <chrono>
 #include <fstream>
 #include <random>
 #include <thread>
-
-#include <caf/all.hpp>
 
 #include "runtime/core/interfaces.hpp"
 
@@ -73,13 +72,13 @@ struct stage_state {
 };
 
 struct stage_knobs {
-  int64_t stall_after = -1;  // stop answering after this many items
-  int64_t die_after = -1;    // terminate with an error after this many items
-  int64_t drop_every = 0;    // emit nothing for every k-th item (a filter)
-  int64_t delay_ms = 0;      // time each item takes (the actor is then detached: it blocks)
-  int64_t die_per_mille = 0; // chance (in 1000) of dying at each message, publications and
-                             // snapshots included: kill points at random, from `seed`
-  uint64_t seed = 0;         // this incarnation's stream of kill points
+  int64_t stall_after = -1;      // stop answering after this many items
+  int64_t die_after = -1;        // terminate with an error after this many items
+  int64_t drop_every = 0;        // emit nothing for every k-th item (a filter)
+  int64_t delay_ms = 0;          // time each item takes (the actor is then detached: it blocks)
+  int64_t die_per_mille = 0;     // chance (in 1000) of dying at each message, publications and
+                                 // snapshots included: kill points at random, from `seed`
+  uint64_t seed = 0;             // this incarnation's stream of kill points
   bool restores_version = true;  // false: its state leaves out the version, which starts at 0
                                  // (held in files the stage reads at start)
 };
@@ -89,7 +88,8 @@ bool dies_now(stage_actor::stateful_pointer<stage_state> self, const stage_knobs
               std::mt19937_64& rng, const char* at) {
   if (knobs.die_per_mille <= 0) return false;
   if (std::uniform_int_distribution<int64_t>(0, 999)(rng) >= knobs.die_per_mille) return false;
-  self->quit(caf::make_error(caf::sec::runtime_error, std::string("toy stage killed at random, at ") + at));
+  self->quit(caf::make_error(caf::sec::runtime_error,
+                             std::string("toy stage killed at random, at ") + at));
   return true;
 }
 
@@ -107,15 +107,16 @@ stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> s
         }
         st.processed++;
         if (knobs.die_after >= 0 && st.processed > uint64_t(knobs.die_after)) {
-          self->quit(caf::make_error(caf::sec::runtime_error,
-                                     "toy_stage told to die after " +
-                                         std::to_string(knobs.die_after) + " items"));
+          self->quit(caf::make_error(
+              caf::sec::runtime_error,
+              "toy_stage told to die after " + std::to_string(knobs.die_after) + " items"));
           return caf::delegated<node_reply>();
         }
         if (knobs.stall_after >= 0 && st.processed > uint64_t(knobs.stall_after)) {
           return caf::delegated<node_reply>();  // never answered: the requester's deadline passes
         }
-        if (knobs.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(knobs.delay_ms));
+        if (knobs.delay_ms > 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(knobs.delay_ms));
         if (knobs.drop_every > 0 && st.processed % uint64_t(knobs.drop_every) == 0) return reply;
         e.min_version = e.max_version = st.version;
         reply.metrics["version_seen"] = double(st.version);
@@ -144,10 +145,11 @@ struct learner_state {
 };
 
 learner_actor::behavior_type learner_fn(learner_actor::stateful_pointer<learner_state> self,
-                                        int64_t stall_at_step, int64_t die_at_step, int64_t delay_ms,
-                                        std::string prefix) {
+                                        int64_t stall_at_step, int64_t die_at_step,
+                                        int64_t delay_ms, std::string prefix) {
   return {
-      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) -> caf::result<train_reply> {
+      [=](train_atom, uint64_t step,
+          const std::vector<envelope>& batch) -> caf::result<train_reply> {
         auto& st = self->state;
         if (die_at_step >= 0 && step == uint64_t(die_at_step)) {
           self->quit(caf::make_error(caf::sec::runtime_error,
@@ -287,10 +289,10 @@ static void register_stages(runtime::kind_registry& registry, const std::string&
        false, int64_t{-1}, -1.0, std::nullopt},
       {"die_after", param_type::integer, "fail after this many items (-1: never)", false,
        int64_t{-1}, -1.0, std::nullopt},
-      {"drop_every", param_type::integer, "filter out every k-th item (0: none)", false,
-       int64_t{0}, 0.0, std::nullopt},
-      {"delay_ms", param_type::integer, "milliseconds each item takes (0: none)", false,
-       int64_t{0}, 0.0, std::nullopt},
+      {"drop_every", param_type::integer, "filter out every k-th item (0: none)", false, int64_t{0},
+       0.0, std::nullopt},
+      {"delay_ms", param_type::integer, "milliseconds each item takes (0: none)", false, int64_t{0},
+       0.0, std::nullopt},
       {"restores_version", param_type::boolean,
        "false: a restore leaves the version at 0 (held in files, sent again by the learner)", false,
        true, std::nullopt, std::nullopt},
@@ -359,8 +361,8 @@ void register_kinds(runtime::kind_registry& registry) {
   source.summary = "emits the numbers 0, 1, 2, ... as work items";
   source.role = role::source;
   source.outputs = {{"items", item, "one number per item"}};
-  source.params = {{"limit", param_type::integer, "items in all (0: unlimited)", false,
-                    int64_t{0}, 0.0, std::nullopt},
+  source.params = {{"limit", param_type::integer, "items in all (0: unlimited)", false, int64_t{0},
+                    0.0, std::nullopt},
                    {"stall_after", param_type::integer,
                     "stop answering once this many items were emitted (-1: never)", false,
                     int64_t{-1}, -1.0, std::nullopt}};
@@ -381,10 +383,10 @@ void register_kinds(runtime::kind_registry& registry) {
   learner.params = {
       {"stall_at_step", param_type::integer, "never answer this step (-1: none)", false,
        int64_t{-1}, -1.0, std::nullopt},
-      {"die_at_step", param_type::integer, "fail at this step (-1: none)", false, int64_t{-1},
-       -1.0, std::nullopt},
-      {"delay_ms", param_type::integer, "milliseconds each step takes (0: none)", false,
-       int64_t{0}, 0.0, std::nullopt},
+      {"die_at_step", param_type::integer, "fail at this step (-1: none)", false, int64_t{-1}, -1.0,
+       std::nullopt},
+      {"delay_ms", param_type::integer, "milliseconds each step takes (0: none)", false, int64_t{0},
+       0.0, std::nullopt},
       {"prefix", param_type::text, "put before its metrics' names (a second learner's, say)", false,
        std::string(), std::nullopt, std::nullopt},
   };
@@ -396,8 +398,8 @@ void register_kinds(runtime::kind_registry& registry) {
       return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(
           learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay, prefix));
     }
-    return caf::actor_cast<caf::actor>(
-        sys.spawn(learner_fn, int_param(s, "stall_at_step"), int_param(s, "die_at_step"), delay, prefix));
+    return caf::actor_cast<caf::actor>(sys.spawn(learner_fn, int_param(s, "stall_at_step"),
+                                                 int_param(s, "die_at_step"), delay, prefix));
   };
   registry.add(learner);
 
@@ -408,11 +410,11 @@ void register_kinds(runtime::kind_registry& registry) {
   buffer.inputs = {{"items", item, ""}};
   buffer.outputs = {{"items", item, "the learner's batches"}};
   buffer.params = {
-      {"refuse", param_type::boolean, "serve no batch, ever", false, false, std::nullopt, std::nullopt},
+      {"refuse", param_type::boolean, "serve no batch, ever", false, false, std::nullopt,
+       std::nullopt},
   };
   buffer.spawn = [](caf::actor_system& sys, const actor_setup& s) {
-    return caf::actor_cast<caf::actor>(
-        sys.spawn(buffer_fn, std::get<bool>(s.params.at("refuse"))));
+    return caf::actor_cast<caf::actor>(sys.spawn(buffer_fn, std::get<bool>(s.params.at("refuse"))));
   };
   registry.add(buffer);
 }

@@ -1,9 +1,8 @@
 #include "runtime/worker/workers.hpp"
 
-#include <thread>
-
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <thread>
 
 #include "runtime/core/messages.hpp"
 #include "runtime/graph/loader.hpp"
@@ -44,7 +43,8 @@ caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
           it = st.waiting.erase(it);
         }
       },
-      [=](rejoin_atom, const std::string& name, const caf::node_id& lost) -> caf::result<caf::actor> {
+      [=](rejoin_atom, const std::string& name,
+          const caf::node_id& lost) -> caf::result<caf::actor> {
         auto& st = self->state;
         auto it = st.workers.find(name);
         if (it != st.workers.end() && it->second.node() != lost) return it->second;
@@ -57,12 +57,11 @@ caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
 
 }  // namespace
 
-worker_rendezvous::worker_rendezvous(caf::actor_system& sys, const std::string& host,
-                                     uint16_t port)
+worker_rendezvous::worker_rendezvous(caf::actor_system& sys, const std::string& host, uint16_t port)
     : sys_(sys), self_(sys) {
   directory_ = sys.spawn(worker_directory);
-  auto published = sys.middleman().publish(directory_, port,
-                                           host.empty() ? nullptr : host.c_str(), true);
+  auto published =
+      sys.middleman().publish(directory_, port, host.empty() ? nullptr : host.c_str(), true);
   if (!published) {
     self_->send_exit(directory_, caf::exit_reason::user_shutdown);
     throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " +
@@ -71,15 +70,18 @@ worker_rendezvous::worker_rendezvous(caf::actor_system& sys, const std::string& 
   port_ = *published;
 }
 
-worker_rendezvous::~worker_rendezvous() { self_->send_exit(directory_, caf::exit_reason::user_shutdown); }
+worker_rendezvous::~worker_rendezvous() {
+  self_->send_exit(directory_, caf::exit_reason::user_shutdown);
+}
 
 void worker_rendezvous::wait_for(const std::set<std::string>& names,
                                  std::chrono::milliseconds deadline) {
   std::set<std::string> missing = names;
   const auto until = std::chrono::steady_clock::now() + deadline;
   for (const auto& n : names) {
-    auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                           until - std::chrono::steady_clock::now()));
+    auto left = std::max(std::chrono::milliseconds(1),
+                         std::chrono::duration_cast<std::chrono::milliseconds>(
+                             until - std::chrono::steady_clock::now()));
     self_->request(directory_, left, rejoin_atom::value, n, caf::node_id{})
         .receive([&](const caf::actor&) { missing.erase(n); }, [](caf::error&) {});
     if (!missing.count(n)) continue;
@@ -97,7 +99,9 @@ void worker_rendezvous::wait_for(const std::set<std::string>& names,
 caf::actor worker_rendezvous::spawn(const std::string& worker, const spawn_request& req,
                                     std::chrono::milliseconds deadline) {
   caf::actor host;
-  self_->request(directory_, std::chrono::milliseconds(100), rejoin_atom::value, worker, caf::node_id{})
+  self_
+      ->request(directory_, std::chrono::milliseconds(100), rejoin_atom::value, worker,
+                caf::node_id{})
       .receive([&](caf::actor& a) { host = a; }, [](caf::error&) {});
   if (!host) throw std::runtime_error("no worker named '" + worker + "' joined");
   caf::actor result;
@@ -105,8 +109,8 @@ caf::actor worker_rendezvous::spawn(const std::string& worker, const spawn_reque
   self_->request(host, deadline, spawn_atom::value, req)
       .receive([&](caf::actor& a) { result = a; },
                [&](caf::error& e) {
-                 error = "worker '" + worker + "' could not spawn '" + req.actor + "': " +
-                         sys_.render(e);
+                 error = "worker '" + worker + "' could not spawn '" + req.actor +
+                         "': " + sys_.render(e);
                });
   if (!error.empty()) throw std::runtime_error(error);
   return result;
@@ -134,19 +138,19 @@ caf::behavior worker_host(caf::stateful_actor<host_state>* self, const kind_regi
             if (std::string(actor.getName()) != req.actor) continue;
             const kind_descriptor* kind = kinds->find(actor.getKind());
             if (kind == nullptr) {
-              return caf::make_error(caf::sec::runtime_error,
-                                     "worker '" + name + "' knows no kind '" +
-                                         std::string(actor.getKind()) +
-                                         "' (start it with --plugin LIB)");
+              return caf::make_error(caf::sec::runtime_error, "worker '" + name +
+                                                                  "' knows no kind '" +
+                                                                  std::string(actor.getKind()) +
+                                                                  "' (start it with --plugin LIB)");
             }
             auto setup = make_setup(*g, actor, *kind, req.replica,
-                                    std::string(g->reader().getRun().getDir()),
-                                    self->state.store);
+                                    std::string(g->reader().getRun().getDir()), self->state.store);
             auto spawned = kind->spawn(self->system(), setup);
             self->state.children.push_back(spawned);
             return spawned;
           }
-          return caf::make_error(caf::sec::runtime_error, "the graph has no actor '" + req.actor + "'");
+          return caf::make_error(caf::sec::runtime_error,
+                                 "the graph has no actor '" + req.actor + "'");
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, e.what());
         }

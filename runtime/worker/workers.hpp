@@ -3,14 +3,13 @@
 /// processes join it by name and spawn the actors whose placement names them. Messages between the
 /// processes go through CAF's middleman.
 
+#include <caf/fwd.hpp>
+#include <caf/scoped_actor.hpp>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-
-#include <caf/fwd.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include "runtime/driver/run.hpp"
 

@@ -14,7 +14,8 @@ namespace milesrt::testing {
 
 /// Makes the setup in `dir` (operands up to 9); returns the maker's exit status as std::system
 /// gives it (0: made).
-inline int make_arith_setup(const fs::path& dir, int sft_size = 64, int rl_size = 64, int heldout = 8) {
+inline int make_arith_setup(const fs::path& dir, int sft_size = 64, int rl_size = 64,
+                            int heldout = 8) {
   const std::string cmd = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + dir.string() +
                           "' --sft-size " + std::to_string(sft_size) + " --rl-size " +
                           std::to_string(rl_size) + " --heldout " + std::to_string(heldout) +

@@ -5,8 +5,8 @@
 
 #include <chrono>
 
-#include "actors/lib/tasks/math_answer.hpp"
 #include "actors/lib/serving/engine.hpp"
+#include "actors/lib/tasks/math_answer.hpp"
 
 namespace milesrt::eval {
 
@@ -21,7 +21,8 @@ eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
   std::vector<std::vector<int64_t>> prompts;
   for (size_t i = 0; i < n; ++i) {
     const auto& r = records[i];
-    prompts.push_back(codec.encode(r.messages_json.empty() ? r.prompt : codec.render(r.messages_json)));
+    prompts.push_back(
+        codec.encode(r.messages_json.empty() ? r.prompt : codec.render(r.messages_json)));
     longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
   }
   cfg.block_size = 16;

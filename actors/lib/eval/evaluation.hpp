@@ -4,13 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <functional>
+#include <string>
 #include <vector>
 
-#include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/text_codec.hpp"
+#include "actors/lib/tasks/jsonl_dataset.hpp"
 
 namespace milesrt::eval {
 

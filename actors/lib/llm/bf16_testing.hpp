@@ -25,10 +25,13 @@ inline std::vector<std::vector<int64_t>> bf16_sequences() {
   return seqs;
 }
 
-inline double bf16_max_diff(const std::vector<token_scores>& a, const std::vector<token_scores>& b) {
+inline double bf16_max_diff(const std::vector<token_scores>& a,
+                            const std::vector<token_scores>& b) {
   double worst = 0;
   for (size_t s = 0; s < a.size(); ++s) {
-    worst = std::max(worst, (a[s].logprobs.to(at::kCPU) - b[s].logprobs.to(at::kCPU)).abs().max().item<double>());
+    worst = std::max(
+        worst,
+        (a[s].logprobs.to(at::kCPU) - b[s].logprobs.to(at::kCPU)).abs().max().item<double>());
   }
   return worst;
 }

@@ -2,26 +2,30 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace milesrt::llm {
 namespace fs = std::filesystem;
 
 const char* to_string(family f) {
   switch (f) {
-    case family::qwen3: return "qwen3";
-    case family::qwen2: return "qwen2";
-    case family::llama: return "llama";
-    case family::qwen3_moe: return "qwen3_moe";
+    case family::qwen3:
+      return "qwen3";
+    case family::qwen2:
+      return "qwen2";
+    case family::llama:
+      return "llama";
+    case family::qwen3_moe:
+      return "qwen3_moe";
   }
   return "?";
 }
 
 bool model_config::is_moe_layer(int64_t i) const {
   if (num_experts == 0) return false;
-  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) != mlp_only_layers.end()) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) != mlp_only_layers.end())
+    return false;
   return decoder_sparse_step > 0 && (i + 1) % decoder_sparse_step == 0;
 }
 
@@ -33,7 +37,8 @@ int64_t model_config::num_moe_layers() const {
 
 model_config load_config(const fs::path& path) {
   if (!fs::exists(path)) {
-    throw config_error(path.string() + ": no such model folder (it needs config.json and safetensors weights)");
+    throw config_error(path.string() +
+                       ": no such model folder (it needs config.json and safetensors weights)");
   }
   fs::path file = fs::is_directory(path) ? path / "config.json" : path;
   std::ifstream in(file);
@@ -53,7 +58,8 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   auto fail = [&](const std::string& field, const std::string& what) {
     return config_error(origin + ": field '" + field + "': " + what);
   };
-  auto get_int = [&](const std::string& key, std::optional<int64_t> fallback = std::nullopt) -> int64_t {
+  auto get_int = [&](const std::string& key,
+                     std::optional<int64_t> fallback = std::nullopt) -> int64_t {
     if (!j.contains(key) || j[key].is_null()) {
       if (fallback) return *fallback;
       throw fail(key, "missing");
@@ -79,11 +85,17 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     c.architecture = j["architectures"][0].get<std::string>();
   }
-  if (model_type == "qwen3") c.arch = family::qwen3;
-  else if (model_type == "qwen2") c.arch = family::qwen2;
-  else if (model_type == "llama") c.arch = family::llama;
-  else if (model_type == "qwen3_moe") c.arch = family::qwen3_moe;
-  else throw fail("model_type", "'" + model_type + "' is not supported (qwen3, qwen2, llama, qwen3_moe)");
+  if (model_type == "qwen3")
+    c.arch = family::qwen3;
+  else if (model_type == "qwen2")
+    c.arch = family::qwen2;
+  else if (model_type == "llama")
+    c.arch = family::llama;
+  else if (model_type == "qwen3_moe")
+    c.arch = family::qwen3_moe;
+  else
+    throw fail("model_type",
+               "'" + model_type + "' is not supported (qwen3, qwen2, llama, qwen3_moe)");
 
   std::string act = j.value("hidden_act", "silu");
   if (act != "silu") throw fail("hidden_act", "'" + act + "' is not supported (silu)");
@@ -103,9 +115,11 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   c.attention_bias = c.arch == family::qwen2 ? true : get_bool("attention_bias", false);
   c.qk_norm = c.arch == family::qwen3 || c.arch == family::qwen3_moe;
   if (get_bool("mlp_bias", false)) throw fail("mlp_bias", "true is not supported");
-  if (get_bool("use_sliding_window", false)) throw fail("use_sliding_window", "true is not supported");
+  if (get_bool("use_sliding_window", false))
+    throw fail("use_sliding_window", "true is not supported");
 
-  // Rotary embeddings: transformers 5 writes rope_parameters, older configs rope_theta/rope_scaling.
+  // Rotary embeddings: transformers 5 writes rope_parameters, older configs
+  // rope_theta/rope_scaling.
   nlohmann::json rope = nlohmann::json::object();
   std::string rope_field = "rope_scaling";
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
@@ -114,7 +128,8 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
     rope = j["rope_scaling"];
   }
-  c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<double>() : get_num("rope_theta", 10000.0);
+  c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<double>()
+                                             : get_num("rope_theta", 10000.0);
   std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
   if (rope_type == "llama3") {
     llama3_rope r;
@@ -129,7 +144,8 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   }
 
   if (c.arch == family::qwen3_moe) {
-    c.num_experts = j.contains("num_experts") ? get_int("num_experts") : get_int("num_local_experts");
+    c.num_experts =
+        j.contains("num_experts") ? get_int("num_experts") : get_int("num_local_experts");
     c.num_experts_per_tok = get_int("num_experts_per_tok");
     if (c.num_experts_per_tok == 0 || c.num_experts_per_tok > c.num_experts) {
       throw fail("num_experts_per_tok", "must be between 1 and num_experts");

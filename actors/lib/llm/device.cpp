@@ -18,7 +18,8 @@ namespace milesrt::llm {
 std::string torch_summary() {
   std::string s = "libtorch " TORCH_VERSION;
   if (at::globalContext().hasCUDA()) {
-    s += " (CUDA part linked, " + std::to_string(at::detail::getCUDAHooks().deviceCount()) + " CUDA device(s))";
+    s += " (CUDA part linked, " + std::to_string(at::detail::getCUDAHooks().deviceCount()) +
+         " CUDA device(s))";
   } else {
     s += " (CPU only here: no CUDA driver/GPU, or the CUDA part is not linked)";
   }
@@ -26,24 +27,31 @@ std::string torch_summary() {
 }
 
 void set_intra_op_threads(int n) {
-  if (n < 1) throw std::invalid_argument("intra-op threads: " + std::to_string(n) + " (at least 1)");
+  if (n < 1)
+    throw std::invalid_argument("intra-op threads: " + std::to_string(n) + " (at least 1)");
   at::set_num_threads(n);
 }
 
 c10::Device to_device(schema::Device device) {
   switch (device) {
-    case schema::Device::CPU: return c10::Device(c10::kCPU);
-    case schema::Device::CUDA: return c10::Device(c10::kCUDA);
+    case schema::Device::CPU:
+      return c10::Device(c10::kCPU);
+    case schema::Device::CUDA:
+      return c10::Device(c10::kCUDA);
   }
-  throw std::invalid_argument("device: unknown enumerant " + std::to_string(static_cast<int>(device)));
+  throw std::invalid_argument("device: unknown enumerant " +
+                              std::to_string(static_cast<int>(device)));
 }
 
 c10::ScalarType to_dtype(schema::Dtype dtype) {
   switch (dtype) {
-    case schema::Dtype::FP32: return c10::kFloat;
-    case schema::Dtype::BF16: return c10::kBFloat16;
+    case schema::Dtype::FP32:
+      return c10::kFloat;
+    case schema::Dtype::BF16:
+      return c10::kBFloat16;
   }
-  throw std::invalid_argument("dtype: unknown enumerant " + std::to_string(static_cast<int>(dtype)));
+  throw std::invalid_argument("dtype: unknown enumerant " +
+                              std::to_string(static_cast<int>(dtype)));
 }
 
 #ifdef MILESRT_TORCH_CUDA

@@ -2,10 +2,10 @@
 /// Which libtorch this build links and which devices it can reach; the device and dtype a graph
 /// file names (schemas/device.capnp) as libtorch's.
 
-#include <string>
-
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+
+#include <string>
 
 #include "milesrt/device.capnp.h"
 

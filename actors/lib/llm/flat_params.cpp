@@ -56,7 +56,8 @@ std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const
 std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {
   // Not through the constructor, which zeroes the buffer: one pass over the bytes, not two. The
   // views are made on the host while the device copies.
-  auto out = std::make_shared<flat_params>(std::vector<std::pair<std::string, std::vector<int64_t>>>{}, dtype, device);
+  auto out = std::make_shared<flat_params>(
+      std::vector<std::pair<std::string, std::vector<int64_t>>>{}, dtype, device);
   out->names_ = names_;
   out->shapes_ = shapes_;
   out->buffer_ = at::empty({buffer_.numel()}, at::TensorOptions().dtype(dtype).device(device));

@@ -2,13 +2,13 @@
 /// A model's parameters in one flat buffer (model.hpp's decoder keeps them here): each tensor a
 /// view into it, one flat gradient beside it for training.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 namespace milesrt::llm {
 

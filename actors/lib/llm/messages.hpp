@@ -2,12 +2,11 @@
 /// The messages of the rollout kind, owned here: prompts in, sample groups out. Every sample
 /// carries the weight version of each token.
 
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <caf/meta/type_name.hpp>
-#include <caf/type_id.hpp>
 
 #include "runtime/core/messages.hpp"
 
@@ -35,23 +34,23 @@ struct prompt_msg {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, prompt_msg& x) {
-  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label, x.messages_json,
-           x.text, x.response);
+  return f(caf::meta::type_name("prompt_msg"), x.group_id, x.ids, x.label, x.messages_json, x.text,
+           x.response);
 }
 
 /// One sampled completion.
 struct sample_msg {
   std::vector<int64_t> prompt;
   std::vector<int64_t> output;
-  std::vector<float> logprobs;      ///< per output token, full vocabulary, sampling temperature
-  std::vector<uint64_t> versions;   ///< per output token
-  std::vector<int64_t> experts;     ///< MoE: per token of prompt+output-1, per layer, top-k (flat)
+  std::vector<float> logprobs;     ///< per output token, full vocabulary, sampling temperature
+  std::vector<uint64_t> versions;  ///< per output token
+  std::vector<int64_t> experts;    ///< MoE: per token of prompt+output-1, per layer, top-k (flat)
   std::string finish_reason;
-  std::string text;                 ///< the output decoded (special tokens skipped); "" without a tokenizer
+  std::string text;  ///< the output decoded (special tokens skipped); "" without a tokenizer
   // Filled by later stages (port type "llm.scored_group" and after):
-  float reward = 0;                   ///< the reward actor's score
-  std::vector<float> ref_logprobs;    ///< a reference model's log-probs of the output tokens
-  std::vector<float> values;          ///< a critic's value estimate before each output token
+  float reward = 0;                 ///< the reward actor's score
+  std::vector<float> ref_logprobs;  ///< a reference model's log-probs of the output tokens
+  std::vector<float> values;        ///< a critic's value estimate before each output token
 };
 
 template <class Inspector>

@@ -1,15 +1,14 @@
 #include "actors/lib/llm/model.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/paged_forward.hpp"
@@ -22,8 +21,9 @@
 namespace milesrt::llm {
 namespace fs = std::filesystem;
 
-std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
-                                         at::Device device, std::string& name) {
+std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers,
+                                         at::ScalarType dtype, at::Device device,
+                                         std::string& name) {
   if (!dir.empty()) {
     name = dir;
     return decoder::load(dir, dtype, device);
@@ -103,9 +103,12 @@ at::Tensor make_inv_freq(const model_config& c) {
 
 at::ScalarType to_scalar(dtype d) {
   switch (d) {
-    case dtype::f32: return at::kFloat;
-    case dtype::f16: return at::kHalf;
-    case dtype::bf16: return at::kBFloat16;
+    case dtype::f32:
+      return at::kFloat;
+    case dtype::f16:
+      return at::kHalf;
+    case dtype::bf16:
+      return at::kBFloat16;
   }
   return at::kFloat;
 }
@@ -133,7 +136,8 @@ decoder::decoder(model_config config, std::string config_json, std::unique_ptr<f
   inv_freq_ = make_inv_freq(config_).to(device_);
 }
 
-std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype, at::Device device) {
+std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype,
+                                       at::Device device) {
   auto config = load_config(dir);
   std::ifstream in(dir / "config.json");
   std::stringstream text;
@@ -169,7 +173,8 @@ std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::Sca
     values = name.find("norm") != std::string::npos ? 1.0 + 0.1 * values : 0.02 * values;
     t.copy_(values);
   }
-  return std::unique_ptr<decoder>(new decoder(std::move(config), config_json, std::move(params), dtype, device));
+  return std::unique_ptr<decoder>(
+      new decoder(std::move(config), config_json, std::move(params), dtype, device));
 }
 
 void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
@@ -227,14 +232,19 @@ kv_cache decoder::make_cache(int64_t num_blocks, int64_t block_size) const {
   c.num_blocks = num_blocks;
   auto opts = at::TensorOptions().dtype(dtype_).device(device_);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    c.k.push_back(at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
-    c.v.push_back(at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
+    c.k.push_back(
+        at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
+    c.v.push_back(
+        at::zeros({num_blocks * block_size, config_.num_kv_heads, config_.head_dim}, opts));
   }
   if (use_paged_kernels(device_, dtype_, config_)) {
     auto bytes = at::TensorOptions().dtype(at::kByte);
-    c.attention_float_ws = at::empty({int64_t(kernels::kAttentionFloatWorkspaceBytes)}, bytes.device(device_));
-    c.attention_int_ws = at::empty({int64_t(kernels::kAttentionIntWorkspaceBytes)}, bytes.device(device_));
-    c.attention_pinned_ws = at::empty({int64_t(kernels::kAttentionIntWorkspaceBytes)}, bytes.pinned_memory(true));
+    c.attention_float_ws =
+        at::empty({int64_t(kernels::kAttentionFloatWorkspaceBytes)}, bytes.device(device_));
+    c.attention_int_ws =
+        at::empty({int64_t(kernels::kAttentionIntWorkspaceBytes)}, bytes.device(device_));
+    c.attention_pinned_ws =
+        at::empty({int64_t(kernels::kAttentionIntWorkspaceBytes)}, bytes.pinned_memory(true));
   }
   return c;
 }
@@ -283,10 +293,12 @@ varlen_batch training_varlen(const std::vector<segment>& segments, const forward
 
 /// Causal attention of every packed segment at once: q [T, heads, d], k and v [T, kv_heads, d]
 /// (grouped-query heads are the kernel's own); autograd runs flash attention's backward.
-at::Tensor varlen_attention(const varlen_batch& b, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  auto out = at::_flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), b.cu_seqlens,
-                                          b.cu_seqlens, b.max_len, b.max_len, 0.0, /*is_causal=*/true,
-                                          /*return_debug_mask=*/false, b.scale);
+at::Tensor varlen_attention(const varlen_batch& b, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v) {
+  auto out =
+      at::_flash_attention_forward(q.contiguous(), k.contiguous(), v.contiguous(), b.cu_seqlens,
+                                   b.cu_seqlens, b.max_len, b.max_len, 0.0, /*is_causal=*/true,
+                                   /*return_debug_mask=*/false, b.scale);
   return std::get<0>(out);
 }
 
@@ -297,12 +309,14 @@ namespace {
 /// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
 /// autograd (serving, scoring), with the expert weights laid out as the grouped GEMM needs them
 /// (16-byte aligned, sizes multiples of 8).
-bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::string& p, const model_config& c) {
+bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::string& p,
+                     const model_config& c) {
   if (!x.is_cuda() || x.scalar_type() != at::kBFloat16 || at::GradMode::is_enabled()) return false;
   const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
   const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
-  return reinterpret_cast<uintptr_t>(g0.data_ptr()) % 16 == 0 && reinterpret_cast<uintptr_t>(d0.data_ptr()) % 16 == 0 &&
-         c.hidden_size % 8 == 0 && c.moe_intermediate_size % 8 == 0;
+  return reinterpret_cast<uintptr_t>(g0.data_ptr()) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(d0.data_ptr()) % 16 == 0 && c.hidden_size % 8 == 0 &&
+         c.moe_intermediate_size % 8 == 0;
 }
 
 /// A MoE layer's experts over x [T, hidden] with routing `chosen` [T, k] and `weights` [T, k]:
@@ -310,25 +324,29 @@ bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::strin
 /// (at::_grouped_mm; each expert's gate/up and down weights read in place from the flat buffer),
 /// SiLU*mul, the routing weights, then each token's k outputs summed in slot order (the same
 /// order whatever the batch). Nothing goes to the host: a decode step stays one GPU stream.
-at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& chosen, const flat_params& P,
-                       const std::string& p, const model_config& c) {
+at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& chosen,
+                       const flat_params& P, const std::string& p, const model_config& c) {
   const int64_t T = x.size(0), k = c.num_experts_per_tok, E = c.num_experts;
   const int64_t I = c.moe_intermediate_size, H = c.hidden_size;
   auto flat = chosen.reshape({-1});
   auto sorted = at::sort(flat, /*stable=*/true, 0, /*descending=*/false);
   const auto& experts = std::get<0>(sorted);
-  const auto& order = std::get<1>(sorted);                   // (token, slot) pairs by expert
-  auto ends = at::searchsorted(experts, at::arange(E, flat.options()), /*out_int32=*/true, /*right=*/true);
+  const auto& order = std::get<1>(sorted);  // (token, slot) pairs by expert
+  auto ends =
+      at::searchsorted(experts, at::arange(E, flat.options()), /*out_int32=*/true, /*right=*/true);
   auto xs = x.index_select(0, at::div(order, k, "floor"));  // [T k, hidden]
   const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
   const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
   const int64_t expert_stride = 3 * I * H;  // gate, up, down of one expert, back to back
-  auto w_gate_up = g0.as_strided({E, 2 * I, H}, {expert_stride, H, 1}).transpose(1, 2);  // [E, H, 2I]
-  auto w_down = d0.as_strided({E, H, I}, {expert_stride, I, 1}).transpose(1, 2);         // [E, I, H]
+  auto w_gate_up =
+      g0.as_strided({E, 2 * I, H}, {expert_stride, H, 1}).transpose(1, 2);        // [E, H, 2I]
+  auto w_down = d0.as_strided({E, H, I}, {expert_stride, I, 1}).transpose(1, 2);  // [E, I, H]
   auto gate_up = at::_grouped_mm(xs, w_gate_up, ends);
   auto act = at::empty({gate_up.size(0), I}, x.options());
-  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I, current_cuda_stream());
-  auto y = at::_grouped_mm(act, w_down, ends) * weights.reshape({-1}).index_select(0, order).unsqueeze(1);
+  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I,
+                         current_cuda_stream());
+  auto y = at::_grouped_mm(act, w_down, ends) *
+           weights.reshape({-1}).index_select(0, order).unsqueeze(1);
   auto by_slot = at::empty_like(y).index_copy_(0, order, y);  // back to (token, slot) order
   return by_slot.view({T, k, H}).sum(1);
 }
@@ -336,14 +354,16 @@ at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at:
 /// One forward's inputs on the device, the paths they take (the paged serving batch, the training
 /// path's variable-length attention and kernels), and the decoder's blocks over them.
 struct forward_pass {
-  forward_pass(const model_config& config, const flat_params& params, const std::vector<segment>& segs,
-               const forward_options& options, at::Device dev, at::ScalarType type, const at::Tensor& inv_freq);
+  forward_pass(const model_config& config, const flat_params& params,
+               const std::vector<segment>& segs, const forward_options& options, at::Device dev,
+               at::ScalarType type, const at::Tensor& inv_freq);
 
   /// One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
   /// result (off when a checkpointed layer is computed again).
   at::Tensor run_layer(int64_t layer, at::Tensor h, bool record);
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w) const {
-    return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps) : row_ops::rms_norm(x, w, c.rms_norm_eps);
+    return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps)
+                         : row_ops::rms_norm(x, w, c.rms_norm_eps);
   }
 
   const model_config& c;
@@ -355,8 +375,8 @@ struct forward_pass {
   int64_t T = 0;   ///< tokens
   int64_t Tp = 0;  ///< rows: on the CPU T padded to a multiple of 8 (at least 8)
   bool paged = false;
-  paged_step batch;          ///< the paged serving batch (when `paged`)
-  at::Tensor ids, pos;       ///< [Tp] int64 on the device
+  paged_step batch;     ///< the paged serving batch (when `paged`)
+  at::Tensor ids, pos;  ///< [Tp] int64 on the device
   std::pair<at::Tensor, at::Tensor> rope;
   varlen_batch varlen;
   bool train_kernels = false;
@@ -369,14 +389,16 @@ struct forward_pass {
   };
 
   at::Tensor rotate(const at::Tensor& x) const {
-    return train_kernels ? train_ops::rope(x, rope.first, rope.second) : row_ops::apply_rope(x, rope);
+    return train_kernels ? train_ops::rope(x, rope.first, rope.second)
+                         : row_ops::apply_rope(x, rope);
   }
   at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) const {
     return train_kernels ? train_ops::silu_mul(gate, up) : at::silu(gate) * up;
   }
   /// h plus the layer's self-attention of RMSNorm(h).
   at::Tensor attention(int64_t layer, const std::string& p, const at::Tensor& h) const;
-  at::Tensor segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
+  at::Tensor segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                               const at::Tensor& v) const;
   /// The dense MLP of x (the post-attention norm's output).
   at::Tensor dense_ffn(const std::string& p, const at::Tensor& x) const;
   /// The mixture of experts of x (the post-attention norm's output).
@@ -385,15 +407,15 @@ struct forward_pass {
   at::Tensor moe_by_expert(const std::string& p, const at::Tensor& x, const routing& r) const;
 };
 
-forward_pass::forward_pass(const model_config& config, const flat_params& params, const std::vector<segment>& segs,
-                           const forward_options& options, at::Device dev, at::ScalarType type,
-                           const at::Tensor& inv_freq)
+forward_pass::forward_pass(const model_config& config, const flat_params& params,
+                           const std::vector<segment>& segs, const forward_options& options,
+                           at::Device dev, at::ScalarType type, const at::Tensor& inv_freq)
     : c(config), P(params), segments(segs), opt(options), device(dev), dtype(type) {
   std::vector<int64_t> host_ids, host_pos;
   static const std::vector<segment> kPrepared;  // a prepared step has its ids on the device
   for (const auto& s : opt.step != nullptr ? kPrepared : segments) {
-    TORCH_CHECK(s.block_table != nullptr || s.start == 0,
-                "a segment that starts at position ", s.start, " needs a block table");
+    TORCH_CHECK(s.block_table != nullptr || s.start == 0, "a segment that starts at position ",
+                s.start, " needs a block table");
     TORCH_CHECK(s.block_table == nullptr || opt.cache != nullptr, "a block table needs a cache");
     for (size_t i = 0; i < s.ids.size(); ++i) {
       TORCH_CHECK(s.ids[i] >= 0 && s.ids[i] < c.vocab_size, "token id ", s.ids[i],
@@ -402,8 +424,8 @@ forward_pass::forward_pass(const model_config& config, const flat_params& params
       host_pos.push_back(s.start + static_cast<int64_t>(i));
     }
   }
-  // Every activation keeps a multiple of 8 rows (padding rows hold token 0 at position 0): GEMMs are
-  // then row-invariant, row reductions run serially per row, and with dimensions that are
+  // Every activation keeps a multiple of 8 rows (padding rows hold token 0 at position 0): GEMMs
+  // are then row-invariant, row reductions run serially per row, and with dimensions that are
   // multiples of 16 each element meets the same vectorized code in both paths.
   // The serving path on the GPU: one batch over the paged cache, its metadata sent in one copy
   // (or a step prepared by the caller).
@@ -414,7 +436,9 @@ forward_pass::forward_pass(const model_config& config, const flat_params& params
   host_ids.resize(Tp, 0);
   host_pos.resize(Tp, 0);
   if (paged) {
-    batch = opt.step != nullptr ? *opt.step : paged::make_paged_step(segments, host_ids, host_pos, *opt.cache, c);
+    batch = opt.step != nullptr
+                ? *opt.step
+                : paged::make_paged_step(segments, host_ids, host_pos, *opt.cache, c);
     ids = batch.ids;
     pos = batch.positions;
   } else {
@@ -464,9 +488,10 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at
   q = rotate(q);
   k = rotate(k);
 
-  const auto attn = paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
-                                .reshape({T, c.num_heads * c.head_dim})
-                          : segment_attention(layer, q, k, v);
+  const auto attn =
+      paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
+                  .reshape({T, c.num_heads * c.head_dim})
+            : segment_attention(layer, q, k, v);
   return h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
 }
 
@@ -474,7 +499,8 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at
 // batch-invariant, and caches the paged kernels do not cover).
 at::Tensor forward_pass::segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v) const {
-  if (varlen.cu_seqlens.defined()) return varlen_attention(varlen, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
+  if (varlen.cu_seqlens.defined())
+    return varlen_attention(varlen, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
   std::vector<at::Tensor> outs;
   int64_t row = 0;
   for (const auto& s : segments) {
@@ -505,10 +531,12 @@ at::Tensor forward_pass::dense_ffn(const std::string& p, const at::Tensor& x) co
   return linear_rows(swiglu(gate, up), P.get(p + "mlp.down_proj.weight"));
 }
 
-at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x, bool record) {
+at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x,
+                                 bool record) {
   const routing r = route(layer, p, x);
   // On the GPU without autograd: no host synchronisation.
-  auto out = grouped_experts(x, P, p, c) ? moe_grouped(x, r.weights, r.chosen, P, p, c) : moe_by_expert(p, x, r);
+  auto out = grouped_experts(x, P, p, c) ? moe_grouped(x, r.weights, r.chosen, P, p, c)
+                                         : moe_by_expert(p, x, r);
   if (record) {
     result.experts.push_back(r.chosen.narrow(0, 0, T));
     result.router_probs.push_back(r.probs.narrow(0, 0, T));
@@ -516,7 +544,8 @@ at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::
   return out;
 }
 
-forward_pass::routing forward_pass::route(int64_t layer, const std::string& p, const at::Tensor& x) const {
+forward_pass::routing forward_pass::route(int64_t layer, const std::string& p,
+                                          const at::Tensor& x) const {
   int64_t moe_index = 0;
   for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
   routing r;
@@ -529,7 +558,8 @@ forward_pass::routing forward_pass::route(int64_t layer, const std::string& p, c
     TORCH_CHECK(r.chosen.size(0) == T && r.chosen.size(1) == c.num_experts_per_tok,
                 "routing replay for MoE layer ", moe_index, " must be [", T, ", ",
                 c.num_experts_per_tok, "]");
-    if (Tp > T) r.chosen = at::cat({r.chosen, r.chosen.narrow(0, 0, 1).expand({Tp - T, r.chosen.size(1)})});
+    if (Tp > T)
+      r.chosen = at::cat({r.chosen, r.chosen.narrow(0, 0, 1).expand({Tp - T, r.chosen.size(1)})});
     r.weights = r.probs.gather(1, r.chosen);
   } else {
     auto top = at::topk(r.probs, c.num_experts_per_tok, -1);
@@ -543,7 +573,8 @@ forward_pass::routing forward_pass::route(int64_t layer, const std::string& p, c
 
 // Each expert runs once on its rows; the weighted outputs are then added slot by slot, so each
 // token's sum has the same order whatever else is in the batch.
-at::Tensor forward_pass::moe_by_expert(const std::string& p, const at::Tensor& x, const routing& r) const {
+at::Tensor forward_pass::moe_by_expert(const std::string& p, const at::Tensor& x,
+                                       const routing& r) const {
   using row_ops::linear_rows;
   auto moe_out = at::zeros_like(x);
   auto chosen_cpu = r.chosen.to(at::kCPU);
@@ -603,7 +634,8 @@ forward_result checkpointed_forward(forward_pass& f) {
   }
   auto x = boundary.detach().requires_grad_(true);
   at::Tensor kept = x;
-  for (int64_t layer = recomputed; layer < c.num_layers; ++layer) kept = f.run_layer(layer, kept, true);
+  for (int64_t layer = recomputed; layer < c.num_layers; ++layer)
+    kept = f.run_layer(layer, kept, true);
   auto hidden = f.norm(kept, f.P.get("model.norm.weight")).narrow(0, 0, f.T);
   at::Tensor loss = f.opt.checkpoint_head(hidden);
   f.result.hidden = hidden.detach();
@@ -627,8 +659,8 @@ forward_result decoder::forward(const std::vector<segment>& segments,
   forward_pass f(config_, *params_, segments, opt, device_, dtype_, inv_freq_);
   const auto& embed = params_->get("model.embed_tokens.weight");
   if (f.paged && paged::fused_serving(config_, dtype_)) {
-    f.result.hidden =
-        paged::fused_forward(*params_, config_, f.batch, *opt.cache, embed.index_select(0, f.ids), f.rope);
+    f.result.hidden = paged::fused_forward(*params_, config_, f.batch, *opt.cache,
+                                           embed.index_select(0, f.ids), f.rope);
     return std::move(f.result);
   }
   if (opt.checkpoint_head) return checkpointed_forward(f);
@@ -640,7 +672,8 @@ forward_result decoder::forward(const std::vector<segment>& segments,
 
 /// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
 /// same layout in both paths.
-at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature) {
+at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head,
+                              double temperature) {
   if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
   return row_ops::blocked_mm(row_ops::pad_rows(hidden), head).to(at::kFloat) / temperature;
 }
@@ -692,7 +725,7 @@ std::pair<at::Tensor, at::Tensor> decoder::load_balance(const forward_result& r)
   at::Tensor counts = at::zeros({E}, at::kFloat);
   for (size_t l = 0; l < r.experts.size(); ++l) {
     auto onehot = at::one_hot(r.experts[l], E).to(at::kFloat);  // [T, k, E]
-    auto fraction = onehot.sum(1).mean(0);                       // tokens routed to e / tokens
+    auto fraction = onehot.sum(1).mean(0);                      // tokens routed to e / tokens
     auto mean_prob = r.router_probs[l].mean(0);
     loss = loss + E * (fraction * mean_prob).sum();
     counts = counts + onehot.sum(at::IntArrayRef{0, 1}).to(at::kCPU);

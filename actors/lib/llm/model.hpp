@@ -12,7 +12,10 @@
 ///     the batch (checked by a test);
 ///   - per-position attention: each query position attends with the same calls on the same shapes
 ///     (its kv group's queries padded to 8 rows, against keys and values 0..p) in both paths;
-///   - per-row norms, softmax and log-softmax, and MoE expert sums in a fixed order (by top-k slot).
+///   - per-row norms, softmax and log-softmax, and MoE expert sums in a fixed order (by top-k
+///   slot).
+
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -20,8 +23,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/config.hpp"
 #include "actors/lib/llm/flat_params.hpp"
@@ -83,9 +84,9 @@ struct forward_options {
 };
 
 struct forward_result {
-  at::Tensor hidden;                       ///< [tokens, hidden]: final-norm hidden states, packed
-  std::vector<at::Tensor> experts;         ///< per MoE layer [tokens, top_k] (int64)
-  std::vector<at::Tensor> router_probs;    ///< per MoE layer [tokens, num_experts]
+  at::Tensor hidden;                     ///< [tokens, hidden]: final-norm hidden states, packed
+  std::vector<at::Tensor> experts;       ///< per MoE layer [tokens, top_k] (int64)
+  std::vector<at::Tensor> router_probs;  ///< per MoE layer [tokens, num_experts]
 };
 
 struct token_scores {
@@ -157,14 +158,15 @@ class decoder {
 
 /// The model a benchmark runs: the Hugging Face folder `dir` when given, else Qwen3-0.6B's
 /// architecture with random weights (`layers` > 0 keeps only that many layers). `name` says which.
-std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers, at::ScalarType dtype,
-                                         at::Device device, std::string& name);
+std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers,
+                                         at::ScalarType dtype, at::Device device,
+                                         std::string& name);
 
 /// The chunked log-prob kernel behind decoder::score_rows: `hidden` [n, d] against `head`
-/// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab). On the CPU autograd
-/// differentiates its operations; on CUDA it is one autograd function that keeps only each row's
-/// log-sum-exp and entropy and computes each chunk's logits again in the backward (its chunks are
-/// then at least 2^28 / vocab rows, so that the head's gradient GEMMs stay large).
+/// [vocab, d], `chunk` rows at a time, so peak extra memory is O(chunk x vocab). On the CPU
+/// autograd differentiates its operations; on CUDA it is one autograd function that keeps only each
+/// row's log-sum-exp and entropy and computes each chunk's logits again in the backward (its chunks
+/// are then at least 2^28 / vocab rows, so that the head's gradient GEMMs stay large).
 token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
                             const at::Tensor& targets, double temperature, int64_t chunk);
 /// fp32 logits of `hidden` [n, d] against `head` [vocab, d] at `temperature` (the head GEMM in the

@@ -1,14 +1,13 @@
 #include "actors/lib/llm/model.hpp"
 
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <unistd.h>
 
 #include "actors/lib/llm/bf16_testing.hpp"
 #include "actors/lib/llm/safetensors.hpp"
@@ -25,21 +24,25 @@ std::string config_json(const std::string& family) {
     "rms_norm_eps": 1e-6, "hidden_act": "silu", "max_position_embeddings": 512)";
   if (family == "qwen3") {
     return R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "head_dim": 32,
-      "rope_theta": 1000000.0, "tie_word_embeddings": true, )" + common + "}";
+      "rope_theta": 1000000.0, "tie_word_embeddings": true, )" +
+           common + "}";
   }
   if (family == "qwen2") {
     return R"({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
-      "rope_theta": 10000.0, "tie_word_embeddings": false, )" + common + "}";
+      "rope_theta": 10000.0, "tie_word_embeddings": false, )" +
+           common + "}";
   }
   if (family == "llama") {
     return R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"],
       "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
         "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
-      )" + common + "}";
+      )" + common +
+           "}";
   }
   return R"({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "head_dim": 16,
     "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
-    "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [1], )" + common + "}";
+    "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [1], )" +
+         common + "}";
 }
 
 class Model : public ::testing::TestWithParam<std::string> {
@@ -127,7 +130,8 @@ TEST_P(Model, TrainingAndServingPathsAgreeBitwise) {
     first.push_back({s, (third + 1) / 2});
   }
   step(first);
-  for (size_t s = 0; s < seqs.size(); ++s) second.push_back({s, int64_t(seqs[s].size()) / 3 - done[s]});
+  for (size_t s = 0; s < seqs.size(); ++s)
+    second.push_back({s, int64_t(seqs[s].size()) / 3 - done[s]});
   step(second);
   while (true) {
     std::vector<std::pair<size_t, int64_t>> work;
@@ -142,7 +146,8 @@ TEST_P(Model, TrainingAndServingPathsAgreeBitwise) {
     ASSERT_EQ(lp.numel(), int64_t(served[s].size())) << "sequence " << s;
     for (int64_t i = 0; i < lp.numel(); ++i) {
       ASSERT_EQ(lp.data_ptr<float>()[i], served[s][i]) << "sequence " << s << " position " << i;
-      ASSERT_EQ(en.data_ptr<float>()[i], served_entropy[s][i]) << "sequence " << s << " position " << i;
+      ASSERT_EQ(en.data_ptr<float>()[i], served_entropy[s][i])
+          << "sequence " << s << " position " << i;
     }
   }
 }
@@ -223,17 +228,24 @@ class ModelFiles : public ::testing::Test {
 
 TEST_F(ModelFiles, ConfigAndWeightErrorsNameTheFieldOrTensor) {
   std::ofstream(dir_ / "config.json") << R"({"model_type": "gpt2"})";
-  EXPECT_EQ(load_error(), (dir_ / "config.json").string() +
-                              ": field 'model_type': 'gpt2' is not supported (qwen3, qwen2, llama, qwen3_moe)");
+  EXPECT_EQ(load_error(),
+            (dir_ / "config.json").string() +
+                ": field 'model_type': 'gpt2' is not supported (qwen3, qwen2, llama, qwen3_moe)");
   std::ofstream(dir_ / "config.json") << config_json("qwen2");
   std::vector<float> wrong(112 * 31, 0.f);
-  write_safetensors(dir_, {{"model.embed_tokens.weight", dtype::f32, {112, 31}, wrong.data(), wrong.size() * 4}});
-  EXPECT_EQ(load_error(), (dir_ / "model.safetensors").string() +
-                              ": tensor 'model.embed_tokens.weight' has shape [112, 31], the config needs [112, 64]");
+  write_safetensors(
+      dir_, {{"model.embed_tokens.weight", dtype::f32, {112, 31}, wrong.data(), wrong.size() * 4}});
+  EXPECT_EQ(
+      load_error(),
+      (dir_ / "model.safetensors").string() +
+          ": tensor 'model.embed_tokens.weight' has shape [112, 31], the config needs [112, 64]");
   std::vector<float> right(112 * 64, 0.f);
-  write_safetensors(dir_, {{"model.embed_tokens.weight", dtype::f32, {112, 64}, right.data(), right.size() * 4}});
-  EXPECT_EQ(load_error(), dir_.string() + ": missing tensor 'model.layers.0.input_layernorm.weight'");
-  std::ofstream(dir_ / "config.json") << R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
+  write_safetensors(
+      dir_, {{"model.embed_tokens.weight", dtype::f32, {112, 64}, right.data(), right.size() * 4}});
+  EXPECT_EQ(load_error(),
+            dir_.string() + ": missing tensor 'model.layers.0.input_layernorm.weight'");
+  std::ofstream(dir_ / "config.json")
+      << R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
     "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2})";
   EXPECT_EQ(load_error(), (dir_ / "config.json").string() +
                               ": field 'num_key_value_heads': must divide num_attention_heads");
@@ -246,7 +258,8 @@ using testing::kBf16Config;
 TEST(ModelBf16, CpuBf16IsCloseToFp32) {
   auto fp32 = decoder::random(kBf16Config, at::kFloat, at::kCPU, 5);
   auto bf16 = decoder::random(kBf16Config, at::kBFloat16, at::kCPU, 5);
-  auto d = bf16_max_diff(fp32->score_sequences(bf16_sequences(), 1.0), bf16->score_sequences(bf16_sequences(), 1.0));
+  auto d = bf16_max_diff(fp32->score_sequences(bf16_sequences(), 1.0),
+                         bf16->score_sequences(bf16_sequences(), 1.0));
   EXPECT_LT(d, 0.1);
   std::cout << "cpu bf16 vs fp32: max |diff| = " << d << "\n";
 }
@@ -269,7 +282,8 @@ TEST(ModelCheckpointing, OnlyTheFirstLayersAreRecomputed) {
     bool reaches_last_layer = false;
     fo.checkpoint_head = [&](const at::Tensor& hidden) {
       const auto& w = model->params().get("model.layers.1.mlp.down_proj.weight");
-      auto g = torch::autograd::grad({hidden.sum()}, {w}, {}, /*retain_graph=*/true, /*create_graph=*/false,
+      auto g = torch::autograd::grad({hidden.sum()}, {w}, {}, /*retain_graph=*/true,
+                                     /*create_graph=*/false,
                                      /*allow_unused=*/true);
       reaches_last_layer = g[0].defined();
       return hidden.square().sum();

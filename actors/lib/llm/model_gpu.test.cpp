@@ -1,8 +1,7 @@
 // The same model code on CUDA in bf16 (SDPA attention per sequence), against the CPU in fp32.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
 
 #include "actors/lib/llm/bf16_testing.hpp"
 
@@ -32,13 +31,15 @@ TEST(ModelCuda, Bf16IsCloseToCpuFp32AndItsPathsAgree) {
   std::vector<float> served;
   auto last = fr.hidden.narrow(0, 99, 1);
   for (size_t p = 100; p < s.size(); ++p) {
-    served.push_back(gpu->score_rows(last, at::tensor({s[p]}, at::kLong), 1.0).logprobs.item<float>());
+    served.push_back(
+        gpu->score_rows(last, at::tensor({s[p]}, at::kLong), 1.0).logprobs.item<float>());
     auto step = gpu->forward({{{s[p]}, int64_t(p), &table}}, {&cache, nullptr});
     last = step.hidden;
   }
   auto packed = on_gpu[2].logprobs.to(at::kCPU);
   double worst = 0;
-  for (size_t i = 0; i < served.size(); ++i) worst = std::max(worst, std::abs(double(served[i]) - packed[99 + i].item<double>()));
+  for (size_t i = 0; i < served.size(); ++i)
+    worst = std::max(worst, std::abs(double(served[i]) - packed[99 + i].item<double>()));
   EXPECT_LT(worst, 0.1);
   std::cout << "cuda bf16 packed vs paged decode: max |diff| = " << worst << "\n";
 }
@@ -77,10 +78,13 @@ TEST(ModelCuda, PagedKernelsAgreeWithThePackedForwardOnMixedBatches) {
   std::vector<segment> step3 = {{{seqs[2][151]}, 151, &tables[2]}, {{7}, 5, &tables[0]}};
   auto h3 = gpu->forward(step3, {&cache, nullptr}).hidden;
 
-  auto packed = [&](const std::vector<int64_t>& s) { return gpu->forward({{s, 0, nullptr}}, {}).hidden; };
+  auto packed = [&](const std::vector<int64_t>& s) {
+    return gpu->forward({{s, 0, nullptr}}, {}).hidden;
+  };
   auto s0 = seqs[0];
   s0.push_back(7);
-  auto p0 = packed(s0), p1 = packed(seqs[1]), p2 = packed(std::vector<int64_t>(seqs[2].begin(), seqs[2].begin() + 152));
+  auto p0 = packed(s0), p1 = packed(seqs[1]),
+       p2 = packed(std::vector<int64_t>(seqs[2].begin(), seqs[2].begin() + 152));
   auto diff = [](const at::Tensor& a, const at::Tensor& b) {
     return (a.to(at::kFloat) - b.to(at::kFloat)).abs().max().item<double>();
   };

@@ -12,8 +12,8 @@
 namespace milesrt::llm::paged {
 
 paged_step make_paged_step(const std::vector<segment>& segments, const std::vector<int64_t>& ids,
-                             const std::vector<int64_t>& positions, kv_cache& cache,
-                             const model_config& c) {
+                           const std::vector<int64_t>& positions, kv_cache& cache,
+                           const model_config& c) {
   const int64_t T = static_cast<int64_t>(ids.size());
   const int64_t B = static_cast<int64_t>(segments.size());
   const int64_t bs = cache.block_size;
@@ -32,7 +32,8 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
   int64_t row = 0;
   for (int64_t b = 0; b < B; ++b) {
     const auto& s = segments[b];
-    TORCH_CHECK(s.block_table != nullptr, "the paged forward needs a block table for every segment");
+    TORCH_CHECK(s.block_table != nullptr,
+                "the paged forward needs a block table for every segment");
     const int64_t n = static_cast<int64_t>(s.ids.size());
     const int64_t len = s.start + n;
     const int64_t pages = (len + bs - 1) / bs;
@@ -75,9 +76,11 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
   const int H = static_cast<int>(c.num_heads), KH = static_cast<int>(c.num_kv_heads),
             D = static_cast<int>(c.head_dim);
   if (decode_only) {
-    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false, current_cuda_stream());
+    out.attention->plan_decode(kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), false,
+                               current_cuda_stream());
   } else {
-    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs), current_cuda_stream());
+    out.attention->plan_prefill(qo, kvp, static_cast<int>(B), H, KH, D, static_cast<int>(bs),
+                                current_cuda_stream());
   }
   return out;
 }
@@ -86,8 +89,8 @@ namespace {
 
 /// One layer's attention over the paged cache, the new tokens' K/V already in it: one kernel call
 /// for the whole batch. q [T, heads, d] (contiguous) -> [T, heads, d].
-at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
-                                const model_config& c) {
+at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t layer,
+                                const at::Tensor& q, const model_config& c) {
   auto out = at::empty_like(q);
   kernels::paged_kv_desc kv;
   kv.k = cache.k[layer].data_ptr();
@@ -103,8 +106,8 @@ at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t la
   if (b.decode_only) {
     b.attention->run_decode(q.data_ptr(), out.data_ptr(), kv, B, H, scale, current_cuda_stream());
   } else {
-    b.attention->run_prefill(q.data_ptr(), b.qo_indptr.data_ptr<int32_t>(), out.data_ptr(), kv, B, H, scale,
-                             current_cuda_stream());
+    b.attention->run_prefill(q.data_ptr(), b.qo_indptr.data_ptr<int32_t>(), out.data_ptr(), kv, B,
+                             H, scale, current_cuda_stream());
   }
   return out;
 }
@@ -136,7 +139,8 @@ at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
   const char* next = static_cast<const char*>(first.data_ptr());
   for (const auto& n : names) {
     const auto& t = P.get(n);
-    TORCH_CHECK(t.data_ptr() == next, "joined weights: '", n, "' does not follow the previous one in the buffer");
+    TORCH_CHECK(t.data_ptr() == next, "joined weights: '", n,
+                "' does not follow the previous one in the buffer");
     next += t.numel() * t.element_size();
     rows += t.size(0);
   }
@@ -150,27 +154,30 @@ at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
 /// the QKV GEMM, QK-norm+RoPE+KV append, paged attention, the output GEMM, add+RMSNorm, the
 /// gate/up GEMM, SiLU*mul and the down GEMM (about 10 kernels). Returns the final-norm hidden
 /// states [T, hidden].
-at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b, kv_cache& cache,
-                         at::Tensor h, const std::pair<at::Tensor, at::Tensor>& rope) {
+at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b,
+                         kv_cache& cache, at::Tensor h,
+                         const std::pair<at::Tensor, at::Tensor>& rope) {
   const int64_t T = h.size(0);
   void* stream = current_cuda_stream();
   const float eps = static_cast<float>(c.rms_norm_eps);
   auto x = at::empty_like(h);
   // h += delta (when given); x = RMSNorm(h) * w.
   auto norm = [&](const at::Tensor& delta, const at::Tensor& w) {
-    kernels::add_rmsnorm_cuda(h.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr, w.data_ptr(),
-                              x.data_ptr(), T, c.hidden_size, eps, stream);
+    kernels::add_rmsnorm_cuda(h.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr,
+                              w.data_ptr(), x.data_ptr(), T, c.hidden_size, eps, stream);
   };
   const auto cos = rope.first.reshape({T, c.head_dim}).contiguous();
   const auto sin = rope.second.reshape({T, c.head_dim}).contiguous();
   norm(at::Tensor(), P.get("model.layers.0.input_layernorm.weight"));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const std::string p = "model.layers." + std::to_string(layer) + ".";
-    auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"});
-    auto qkv = c.attention_bias ? at::addmm(joined(P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
-                                                       p + "self_attn.v_proj.bias"}),
-                                            x, w_qkv.t())
-                                : at::mm(x, w_qkv.t());
+    auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                            p + "self_attn.v_proj.weight"});
+    auto qkv = c.attention_bias
+                   ? at::addmm(joined(P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
+                                          p + "self_attn.v_proj.bias"}),
+                               x, w_qkv.t())
+                   : at::mm(x, w_qkv.t());
     auto q = at::empty({T, c.num_heads, c.head_dim}, h.options());
     kernels::qk_rope_args a;
     a.qkv = qkv.data_ptr();
@@ -193,9 +200,10 @@ at::Tensor fused_forward(const flat_params& P, const model_config& c, const page
     auto gate_up = at::mm(x, joined(P, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}).t());
     auto act = at::empty({T, c.intermediate_size}, h.options());
     kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), T, c.intermediate_size, stream);
-    const std::string next = layer + 1 < c.num_layers
-                                 ? "model.layers." + std::to_string(layer + 1) + ".input_layernorm.weight"
-                                 : "model.norm.weight";
+    const std::string next =
+        layer + 1 < c.num_layers
+            ? "model.layers." + std::to_string(layer + 1) + ".input_layernorm.weight"
+            : "model.norm.weight";
     norm(at::mm(act, P.get(p + "mlp.down_proj.weight").t()), P.get(next));
   }
   return x;

@@ -3,11 +3,11 @@
 /// step's metadata in one host-to-device copy, attention through the paged kernels
 /// (kernels/attention), and the fused bf16 serving forward of dense models (kernels/decoder).
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <utility>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
 
@@ -17,7 +17,8 @@ namespace milesrt::llm::paged {
 /// `ids.size()` rows), their cache slots and FlashInfer's CSR arrays sent in one copy, and the
 /// attention planned for the batch (decode when every segment has one new token, else prefill).
 paged_step make_paged_step(const std::vector<segment>& segments, const std::vector<int64_t>& ids,
-                           const std::vector<int64_t>& positions, kv_cache& cache, const model_config& c);
+                           const std::vector<int64_t>& positions, kv_cache& cache,
+                           const model_config& c);
 
 /// One layer's attention over the paged cache: writes the new tokens' K/V into their slots, then
 /// the kernel. q [T, heads, d] -> [T, heads, d].
@@ -30,7 +31,8 @@ bool fused_serving(const model_config& c, at::ScalarType dtype);
 
 /// The serving forward over a paged step with the fused kernels, from the embeddings `h` [T,
 /// hidden]; returns the final-norm hidden states [T, hidden].
-at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b, kv_cache& cache,
-                         at::Tensor h, const std::pair<at::Tensor, at::Tensor>& rope);
+at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b,
+                         kv_cache& cache, at::Tensor h,
+                         const std::pair<at::Tensor, at::Tensor>& rope);
 
 }  // namespace milesrt::llm::paged

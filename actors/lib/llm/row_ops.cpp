@@ -42,7 +42,8 @@ at::Tensor blocked_mm(const at::Tensor& x, const at::Tensor& w) {
   };
   if (n <= kGemmRows) return one(x);
   std::vector<at::Tensor> parts;
-  for (int64_t i = 0; i < n; i += kGemmRows) parts.push_back(one(x.narrow(0, i, std::min(kGemmRows, n - i))));
+  for (int64_t i = 0; i < n; i += kGemmRows)
+    parts.push_back(one(x.narrow(0, i, std::min(kGemmRows, n - i))));
   return at::cat(parts);
 }
 
@@ -65,8 +66,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
 
 /// The rotary tables of `positions` [n]: cos and sin [n, 1, d] in `dtype` (computed once per
 /// forward, shared by every layer).
-std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions, const at::Tensor& inv_freq,
-                                              at::ScalarType dtype) {
+std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& positions,
+                                              const at::Tensor& inv_freq, at::ScalarType dtype) {
   auto freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);  // [n, d/2]
   auto emb = at::cat({freqs, freqs}, -1);
   return {emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1)};
@@ -97,7 +98,7 @@ at::Tensor attend(const at::Tensor& q, const at::Tensor& k_all, const at::Tensor
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = start + i;
     for (int64_t g = 0; g < kv_heads; ++g) {
-      auto qg = q[i].narrow(0, g * group, group);                 // [group, d]
+      auto qg = q[i].narrow(0, g * group, group);                     // [group, d]
       auto kg = k_all.narrow(0, 0, p + 1).select(1, g).contiguous();  // [p+1, d]
       auto vg = v_all.narrow(0, 0, p + 1).select(1, g).contiguous();
       auto scores = at::mm(pad_rows(qg), kg.t()).narrow(0, 0, group) * scale;

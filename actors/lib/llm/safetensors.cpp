@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 namespace milesrt::llm {
@@ -16,9 +15,12 @@ namespace fs = std::filesystem;
 
 const char* to_string(dtype d) {
   switch (d) {
-    case dtype::f32: return "F32";
-    case dtype::f16: return "F16";
-    case dtype::bf16: return "BF16";
+    case dtype::f32:
+      return "F32";
+    case dtype::f16:
+      return "F16";
+    case dtype::bf16:
+      return "BF16";
   }
   return "?";
 }
@@ -36,7 +38,8 @@ safetensors_header parse_safetensors_header(const uint8_t* bytes, size_t availab
   auto fail = [&](const std::string& what) -> safetensors_error {
     return safetensors_error(file + ": " + what);
   };
-  if (file_size < 8 || available < 8) throw fail("too short for a safetensors header (" + std::to_string(file_size) + " bytes)");
+  if (file_size < 8 || available < 8)
+    throw fail("too short for a safetensors header (" + std::to_string(file_size) + " bytes)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
   if (n > file_size - 8) {
@@ -73,13 +76,18 @@ safetensors_header parse_safetensors_header(const uint8_t* bytes, size_t availab
     }
     tensor_info t;
     std::string d = entry["dtype"].get<std::string>();
-    if (d == "F32") t.type = dtype::f32;
-    else if (d == "F16") t.type = dtype::f16;
-    else if (d == "BF16") t.type = dtype::bf16;
-    else throw bad("dtype " + d + " is not supported (F32, F16, BF16)");
+    if (d == "F32")
+      t.type = dtype::f32;
+    else if (d == "F16")
+      t.type = dtype::f16;
+    else if (d == "BF16")
+      t.type = dtype::bf16;
+    else
+      throw bad("dtype " + d + " is not supported (F32, F16, BF16)");
     __int128 numel = 1;
     for (auto& s : entry["shape"]) {
-      if (!s.is_number_integer() || s.get<int64_t>() < 0) throw bad("shape has a negative or non-integer size");
+      if (!s.is_number_integer() || s.get<int64_t>() < 0)
+        throw bad("shape has a negative or non-integer size");
       t.shape.push_back(s.get<int64_t>());
       numel *= s.get<int64_t>();
       if (numel > (__int128(1) << 62)) throw bad("shape is too large");
@@ -88,13 +96,16 @@ safetensors_header parse_safetensors_header(const uint8_t* bytes, size_t availab
       if (!o.is_number_unsigned()) throw bad("data_offsets must be non-negative integers");
     t.begin = entry["data_offsets"][0].get<uint64_t>();
     t.end = entry["data_offsets"][1].get<uint64_t>();
-    if (t.begin > t.end) throw bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] are reversed");
+    if (t.begin > t.end)
+      throw bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                "] are reversed");
     if (t.end > data_size) {
       throw bad("data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
                 "] run past the end of the data (" + std::to_string(data_size) + " bytes)");
     }
     if (__int128(t.end - t.begin) != numel * __int128(dtype_size(t.type))) {
-      throw bad("holds " + std::to_string(t.end - t.begin) + " bytes but its shape and dtype need " +
+      throw bad("holds " + std::to_string(t.end - t.begin) +
+                " bytes but its shape and dtype need " +
                 std::to_string(static_cast<uint64_t>(numel * dtype_size(t.type))));
     }
     h.tensors[name] = t;
@@ -139,7 +150,8 @@ safetensors_checkpoint::safetensors_checkpoint(const fs::path& path) : path_(pat
       }
       std::vector<std::string> shards;
       for (auto& [name, shard] : j["weight_map"].items()) {
-        if (!shard.is_string()) throw safetensors_error(index.string() + ": tensor '" + name + "' maps to no file");
+        if (!shard.is_string())
+          throw safetensors_error(index.string() + ": tensor '" + name + "' maps to no file");
         expected[name] = shard.get<std::string>();
         if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) {
           shards.push_back(shard.get<std::string>());
@@ -149,14 +161,16 @@ safetensors_checkpoint::safetensors_checkpoint(const fs::path& path) : path_(pat
     } else if (fs::exists(path / "model.safetensors")) {
       files.push_back(path / "model.safetensors");
     } else {
-      throw safetensors_error(path.string() + ": no model.safetensors or model.safetensors.index.json");
+      throw safetensors_error(path.string() +
+                              ": no model.safetensors or model.safetensors.index.json");
     }
   } else {
     files.push_back(path);
   }
   for (const auto& f : files) {
     if (!fs::exists(f)) {
-      throw safetensors_error(f.string() + (expected.empty() ? ": no such file" : ": missing (listed in the index)"));
+      throw safetensors_error(
+          f.string() + (expected.empty() ? ": no such file" : ": missing (listed in the index)"));
     }
     struct stat st {};
     int fd = ::open(f.c_str(), O_RDONLY);
@@ -180,18 +194,21 @@ safetensors_checkpoint::safetensors_checkpoint(const fs::path& path) : path_(pat
     auto h = parse_safetensors_header(bytes, m->size, m->size, m->file);
     const uint8_t* data = bytes + 8 + h.header_size;
     for (auto& [name, t] : h.tensors) {
-      if (tensors_.count(name)) throw safetensors_error(m->file + ": tensor '" + name + "' appears in two files");
+      if (tensors_.count(name))
+        throw safetensors_error(m->file + ": tensor '" + name + "' appears in two files");
       auto e = expected.find(name);
       if (!expected.empty() && (e == expected.end() || path / e->second != f)) {
         throw safetensors_error(m->file + ": tensor '" + name + "' is not where the index says");
       }
-      tensors_[name] = {name, t.type, t.shape, data + t.begin, static_cast<size_t>(t.end - t.begin), m->file};
+      tensors_[name] = {
+          name, t.type, t.shape, data + t.begin, static_cast<size_t>(t.end - t.begin), m->file};
     }
     files_.push_back(std::move(m));
   }
   for (const auto& [name, shard] : expected) {
     if (!tensors_.count(name)) {
-      throw safetensors_error((path / shard).string() + ": missing tensor '" + name + "' (listed in the index)");
+      throw safetensors_error((path / shard).string() + ": missing tensor '" + name +
+                              "' (listed in the index)");
     }
   }
 }
@@ -200,7 +217,8 @@ safetensors_checkpoint::~safetensors_checkpoint() = default;
 
 const tensor_view& safetensors_checkpoint::get(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw safetensors_error(path_.string() + ": missing tensor '" + name + "'");
+  if (it == tensors_.end())
+    throw safetensors_error(path_.string() + ": missing tensor '" + name + "'");
   return it->second;
 }
 
@@ -230,7 +248,8 @@ void write_one(const fs::path& file, const std::vector<const tensor_bytes*>& ten
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   out.write(len, 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto* t : tensors) out.write(static_cast<const char*>(t->data), static_cast<std::streamsize>(t->nbytes));
+  for (const auto* t : tensors)
+    out.write(static_cast<const char*>(t->data), static_cast<std::streamsize>(t->nbytes));
   out.flush();
   if (!out) throw safetensors_error(file.string() + ": write failed");
 }

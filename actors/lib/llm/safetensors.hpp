@@ -91,7 +91,8 @@ struct tensor_bytes {
 /// Writes tensors into `folder` the way transformers' save_pretrained does: model.safetensors, or
 /// model-0000i-of-0000n.safetensors shards of at most `max_shard_bytes` plus
 /// model.safetensors.index.json. Metadata {"format": "pt"}.
-void write_safetensors(const std::filesystem::path& folder, const std::vector<tensor_bytes>& tensors,
+void write_safetensors(const std::filesystem::path& folder,
+                       const std::vector<tensor_bytes>& tensors,
                        uint64_t max_shard_bytes = 5ull << 30);
 
 }  // namespace milesrt::llm

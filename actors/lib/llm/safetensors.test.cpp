@@ -1,11 +1,11 @@
 #include "actors/lib/llm/safetensors.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 
 namespace milesrt::llm {
 namespace {
@@ -47,7 +47,8 @@ class Safetensors : public ::testing::Test {
 TEST_F(Safetensors, WritesAndReadsBack) {
   std::vector<float> a = {1.5f, -2.f, 3.25f, 4.f, 5.f, 6.f};
   std::vector<uint16_t> b = {0x3f80, 0x4000};  // bf16 1.0, 2.0
-  write_safetensors(dir_, {{"a", dtype::f32, {2, 3}, a.data(), 24}, {"b", dtype::bf16, {2}, b.data(), 4}});
+  write_safetensors(
+      dir_, {{"a", dtype::f32, {2, 3}, a.data(), 24}, {"b", dtype::bf16, {2}, b.data(), 4}});
   safetensors_checkpoint c(dir_);
   EXPECT_EQ(c.names(), (std::vector<std::string>{"a", "b"}));
   const auto& ta = c.get("a");
@@ -65,8 +66,10 @@ TEST_F(Safetensors, WritesAndReadsBack) {
 
 TEST_F(Safetensors, ShardsWithAnIndex) {
   std::vector<float> x(100, 1.f), y(100, 2.f), z(100, 3.f);
-  write_safetensors(dir_, {{"x", dtype::f32, {100}, x.data(), 400}, {"y", dtype::f32, {100}, y.data(), 400},
-                           {"z", dtype::f32, {100}, z.data(), 400}},
+  write_safetensors(dir_,
+                    {{"x", dtype::f32, {100}, x.data(), 400},
+                     {"y", dtype::f32, {100}, y.data(), 400},
+                     {"z", dtype::f32, {100}, z.data(), 400}},
                     /*max_shard_bytes=*/800);
   EXPECT_TRUE(fs::exists(dir_ / "model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(dir_ / "model-00002-of-00002.safetensors"));
@@ -84,7 +87,7 @@ TEST_F(Safetensors, BadFilesAreRefusedWithTheirNames) {
   EXPECT_EQ(error_of(raw(ok, 4)),
             f + "tensor 'w': data_offsets [0, 8] run past the end of the data (4 bytes)");
   EXPECT_EQ(error_of(raw(ok, 8, 1000)), f + "header length 1000 runs past the end of the file (" +
-                                           std::to_string(8 + ok.size() + 8) + " bytes)");
+                                            std::to_string(8 + ok.size() + 8) + " bytes)");
   EXPECT_EQ(error_of(raw(R"({"w":{"dtype":"I8","shape":[2],"data_offsets":[0,2]}})", 2)),
             f + "tensor 'w': dtype I8 is not supported (F32, F16, BF16)");
   EXPECT_EQ(error_of(raw(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
@@ -92,12 +95,14 @@ TEST_F(Safetensors, BadFilesAreRefusedWithTheirNames) {
   EXPECT_EQ(error_of(raw(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8)),
             f + "tensor 'w': data_offsets [8, 0] are reversed");
   EXPECT_EQ(error_of(raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12)),
+                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                         12)),
             f + "tensors 'a' and 'b' overlap");
   EXPECT_NE(error_of(raw("{not json", 0)).find(f + "header is not valid JSON"), std::string::npos);
   std::ofstream(dir_ / "short.safetensors") << "abc";
-  EXPECT_EQ(error_of(dir_ / "short.safetensors"),
-            (dir_ / "short.safetensors").string() + ": too short for a safetensors header (3 bytes)");
+  EXPECT_EQ(
+      error_of(dir_ / "short.safetensors"),
+      (dir_ / "short.safetensors").string() + ": too short for a safetensors header (3 bytes)");
   EXPECT_EQ(error_of(dir_ / "nothing.safetensors"),
             (dir_ / "nothing.safetensors").string() + ": no such file");
 }

@@ -1,9 +1,8 @@
 #include "actors/lib/llm/text_codec.hpp"
 
 #include <filesystem>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
@@ -20,8 +19,9 @@ struct text_codec::impl {
 text_codec::text_codec(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 text_codec::~text_codec() = default;
 
-std::unique_ptr<text_codec> text_codec::load(const std::string& dir, const std::string& chat_template,
-                                             std::string& error, const std::string& bos) {
+std::unique_ptr<text_codec> text_codec::load(const std::string& dir,
+                                             const std::string& chat_template, std::string& error,
+                                             const std::string& bos) {
   auto policy = llm::parse_bos_policy(bos);
   if (!policy) {
     error = "bos: '" + bos + "' is not auto, config or never";
@@ -47,8 +47,10 @@ std::unique_ptr<text_codec> text_codec::load(const std::string& dir, const std::
   p->chat = t.tmpl;
   // The model's own template may be broken or missing: prompts given as text or ids still work.
   p->chat_error = !t.error.empty() ? t.error
-                                   : "no chat template: " + dir + "/tokenizer_config.json has no chat_template and "
-                                         "there is no " + dir + "/chat_template.jinja; give a .jinja file";
+                                   : "no chat template: " + dir +
+                                         "/tokenizer_config.json has no chat_template and "
+                                         "there is no " +
+                                         dir + "/chat_template.jinja; give a .jinja file";
   return std::unique_ptr<text_codec>(new text_codec(std::move(p)));
 }
 
@@ -66,7 +68,8 @@ std::string text_codec::decode(const std::vector<int64_t>& ids) const {
   return impl_->tok->decode(std::vector<llm::token_id>(ids.begin(), ids.end()));
 }
 
-std::string text_codec::render(const std::string& messages_json, const std::string& options_json) const {
+std::string text_codec::render(const std::string& messages_json,
+                               const std::string& options_json) const {
   if (!impl_->chat) throw std::invalid_argument(impl_->chat_error);
   auto opts = nlohmann::ordered_json::parse(options_json);
   if (!opts.is_object()) throw std::invalid_argument("chat options must be a JSON object");

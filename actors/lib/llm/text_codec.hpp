@@ -30,7 +30,8 @@ class text_codec {
   /// optional "tools", "documents", "add_generation_prompt" (default true) and
   /// "chat_template_kwargs" (extra template variables such as enable_thinking). Throws
   /// std::invalid_argument naming the template and line on a template error.
-  std::string render(const std::string& messages_json, const std::string& options_json = "{}") const;
+  std::string render(const std::string& messages_json,
+                     const std::string& options_json = "{}") const;
   /// The end-of-sequence token id, if the tokenizer names one.
   std::optional<int64_t> eos() const;
 

@@ -14,14 +14,16 @@
 namespace milesrt::llm::testing {
 
 /// A tiny Qwen3 (sizes multiples of 16: the packed and single-sequence paths agree bitwise).
-inline const std::string kTinyQwen3 = R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+inline const std::string kTinyQwen3 =
+    R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
   "vocab_size": 32, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
   "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6,
   "hidden_act": "silu", "max_position_embeddings": 128, "rope_theta": 10000.0,
   "tie_word_embeddings": true})";
 
 /// The same sizes as a Qwen3-MoE: 4 experts, 2 per token, on every layer.
-inline const std::string kTinyQwen3Moe = R"({"model_type": "qwen3_moe", "vocab_size": 32, "hidden_size": 32,
+inline const std::string kTinyQwen3Moe =
+    R"({"model_type": "qwen3_moe", "vocab_size": 32, "hidden_size": 32,
   "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
   "num_key_value_heads": 1, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
   "tie_word_embeddings": true, "hidden_act": "silu", "num_experts": 4, "num_experts_per_tok": 2,

@@ -2,11 +2,10 @@
 // function (fp32, tight), the whole packed forward + backward in bf16 (variable-length flash
 // attention, per-parameter gradients in the flat buffer) against the same weights in fp32 on the
 // CPU.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
 
 #include <limits>
 
@@ -34,7 +33,8 @@ TEST(TrainCuda, ChunkedScoresFunctionMatchesCpuAutogradOverSeveralChunks) {
   auto w_lp = at::randn({n}, gen, at::kDouble).to(at::kFloat);
   auto w_ent = at::randn({n}, gen, at::kDouble).to(at::kFloat);
   auto run = [&](at::Device dev) {
-    auto h = hidden.to(dev).clone().requires_grad_(true), w = head.to(dev).clone().requires_grad_(true);
+    auto h = hidden.to(dev).clone().requires_grad_(true),
+         w = head.to(dev).clone().requires_grad_(true);
     auto s = chunked_scores(h, w, targets.to(dev), 0.7, 256);
     ((s.logprobs * w_lp.to(dev)).sum() + (s.entropy * w_ent.to(dev)).sum()).backward();
     return std::vector<at::Tensor>{s.logprobs.detach(), s.entropy.detach(), h.grad(), w.grad()};
@@ -73,7 +73,8 @@ TEST(TrainCuda, PackedBackwardInBf16FollowsTheCpuFp32Gradient) {
   const double r = rel_diff(g_gpu, g_cpu);
   const double cos = (g_gpu.to(at::kDouble) * g_cpu.to(at::kDouble)).sum().item<double>() /
                      (g_gpu.to(at::kDouble).norm() * g_cpu.to(at::kDouble).norm()).item<double>();
-  std::cout << "flat gradient, cuda bf16 vs cpu fp32: relative difference " << r << ", cosine " << cos << "\n";
+  std::cout << "flat gradient, cuda bf16 vs cpu fp32: relative difference " << r << ", cosine "
+            << cos << "\n";
   EXPECT_LT(r, 0.05);
   EXPECT_GT(cos, 0.998);
   // Every parameter received a gradient (the flat buffer has no untouched parameter).

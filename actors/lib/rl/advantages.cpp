@@ -18,7 +18,8 @@ group_statistics::group_statistics(const std::vector<double>& r,
   std::unordered_map<int64_t, size_t> dense;
   for (size_t i = 0; i < S; ++i) group[i] = dense.emplace(group_of[i], dense.size()).first->second;
   const size_t G = dense.size();
-  n.assign(G, 0), sum.assign(G, 0), lo.assign(G, INFINITY), hi.assign(G, -INFINITY), ss.assign(G, 0);
+  n.assign(G, 0), sum.assign(G, 0), lo.assign(G, INFINITY), hi.assign(G, -INFINITY),
+      ss.assign(G, 0);
   for (size_t i = 0; i < S; ++i) {
     const size_t g = group[i];
     n[g] += 1;
@@ -45,7 +46,8 @@ host_advantages broadcast_to_tokens(const std::vector<double>& per_sample,
                                     const advantage_inputs& in) {
   const size_t N = in.seq_index.size();
   host_advantages out{std::vector<double>(N, 0), {}};
-  for (size_t t = 0; t < N; ++t) out.advantages[t] = in.mask[t] > 0 ? per_sample[in.seq_index[t]] : 0.0;
+  for (size_t t = 0; t < N; ++t)
+    out.advantages[t] = in.mask[t] > 0 ? per_sample[in.seq_index[t]] : 0.0;
   out.returns = out.advantages;
   return out;
 }
@@ -99,7 +101,8 @@ token_advantages_result token_advantages(const advantage_estimator& e,
   in.rewards = host_doubles(sample_rewards);
   in.group_of = group_of;
   in.mask = host_doubles(mask);
-  in.token_rewards = token_rewards.defined() ? host_doubles(token_rewards) : std::vector<double>(N, 0);
+  in.token_rewards =
+      token_rewards.defined() ? host_doubles(token_rewards) : std::vector<double>(N, 0);
   if (values.defined()) in.values = host_doubles(values);
   const auto h = e.estimate(in, o);
   const auto type = math_type(sample_rewards);

@@ -50,7 +50,8 @@ class advantage_estimator {
     return std::nullopt;
   }
   /// Token-level advantages and returns.
-  virtual host_advantages estimate(const advantage_inputs& in, const advantage_options& o) const = 0;
+  virtual host_advantages estimate(const advantage_inputs& in,
+                                   const advantage_options& o) const = 0;
 };
 
 using estimator_registry = registry<advantage_estimator>;

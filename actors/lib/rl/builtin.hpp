@@ -19,7 +19,8 @@ struct registries {
 
 /// The name under which milesrt offers plugins its registries (runtime/core/extensions.hpp): a
 /// plugin adds a policy loss with
-/// `ctx->extensions->get<rl::registries>(rl::kRegistriesExtension).policy_losses.add(name, factory)`.
+/// `ctx->extensions->get<rl::registries>(rl::kRegistriesExtension).policy_losses.add(name,
+/// factory)`.
 inline constexpr const char* kRegistriesExtension = "milesrt.rl.registries";
 
 /// policy_losses: ppo, gspo; estimators: grpo, dr_grpo, rloo, reinforce_pp,

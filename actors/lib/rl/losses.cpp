@@ -53,9 +53,12 @@ const char* to_string(aggregation a) { return name_of(a, aggregation_names); }
 
 at::Tensor kl_per_token(const at::Tensor& logp, const at::Tensor& ref, kl_estimator k) {
   switch (k) {
-    case kl_estimator::none: return at::zeros_like(logp);
-    case kl_estimator::k1: return logp - ref;
-    case kl_estimator::k2: return 0.5 * (logp - ref).square();
+    case kl_estimator::none:
+      return at::zeros_like(logp);
+    case kl_estimator::k1:
+      return logp - ref;
+    case kl_estimator::k2:
+      return 0.5 * (logp - ref).square();
     case kl_estimator::k3: {
       const auto d = ref - logp;
       return at::exp(d) - 1 - d;

@@ -24,7 +24,8 @@ const char* to_string(kl_estimator k);
 at::Tensor kl_per_token(const at::Tensor& logp, const at::Tensor& ref, kl_estimator k);
 
 enum class aggregation { token_mean, seq_mean_token_sum, seq_mean_token_mean, constant };
-/// "token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"; else std::invalid_argument.
+/// "token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"; else
+/// std::invalid_argument.
 aggregation parse_aggregation(const std::string& name);
 const char* to_string(aggregation a);
 

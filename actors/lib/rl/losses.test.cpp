@@ -1,14 +1,14 @@
 #include "actors/lib/rl/losses.hpp"
 
-#include "actors/lib/rl/advantages.hpp"
-#include "actors/lib/rl/builtin.hpp"
-#include "actors/lib/rl/policy_loss.hpp"
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+
+#include "actors/lib/rl/advantages.hpp"
+#include "actors/lib/rl/builtin.hpp"
+#include "actors/lib/rl/policy_loss.hpp"
 
 namespace milesrt::rl {
 namespace {
@@ -30,13 +30,20 @@ double scalar(const at::Tensor& t) { return t.detach().to(at::kCPU, at::kDouble)
 
 const registries builtin = builtin_registries();
 /// A built-in advantage estimator by name.
-std::unique_ptr<advantage_estimator> E(const std::string& name) { return builtin.estimators.make(name); }
+std::unique_ptr<advantage_estimator> E(const std::string& name) {
+  return builtin.estimators.make(name);
+}
 /// The loss of a built-in policy loss (surrogate) by name.
-loss_result loss_named(const std::string& name, const policy_batch& b, const policy_loss_options& o) {
+loss_result loss_named(const std::string& name, const policy_batch& b,
+                       const policy_loss_options& o) {
   return builtin.policy_losses.make(name)->compute(b, o);
 }
-loss_result ppo_loss(const policy_batch& b, const policy_loss_options& o) { return loss_named("ppo", b, o); }
-loss_result gspo_loss(const policy_batch& b, const policy_loss_options& o) { return loss_named("gspo", b, o); }
+loss_result ppo_loss(const policy_batch& b, const policy_loss_options& o) {
+  return loss_named("ppo", b, o);
+}
+loss_result gspo_loss(const policy_batch& b, const policy_loss_options& o) {
+  return loss_named("gspo", b, o);
+}
 
 /// A batch whose token i has ratio exp(logp - old) = ratio[i] (old = -1).
 policy_batch ratio_batch(const std::vector<double>& ratio, const std::vector<double>& adv,
@@ -88,8 +95,8 @@ TEST(Losses, GroupAdvantagesOfEachEstimator) {
   expect_values(group_advantages(D(rewards), groups, *E("grpo"), 0.0),
                 {h, -h, -h, h, 0, 0, 0, -1, 0, 1});
   // With eps 1e-6: 0.5 / (0.5773502691896258 + 1e-6) = 0.866023903...
-  expect_values(group_advantages(D(rewards), groups, *E("grpo")),
-                {h, -h, -h, h, 0, 0, 0, -1, 0, 1}, 2e-6);
+  expect_values(group_advantages(D(rewards), groups, *E("grpo")), {h, -h, -h, h, 0, 0, 0, -1, 0, 1},
+                2e-6);
   // dr_grpo and reinforce_pp_baseline: r - mean.
   const std::vector<double> centered = {0.5, -0.5, -0.5, 0.5, 0, 0, 0, -2, 0, 2};
   expect_values(group_advantages(D(rewards), groups, *E("dr_grpo")), centered);
@@ -118,7 +125,8 @@ TEST(Losses, TokenAdvantagesBroadcastGroupEstimators) {
   expect_values(r.advantages, {1, 1, 1, 0, 0, 0, -1});
   expect_values(r.returns, {1, 1, 1, 0, 0, 0, -1});
   // rloo: 1 - 0.25, 0.5 - 0.5, 0 - 0.75
-  r = token_advantages(*E("rloo"), D({1, 0.5, 0}), {0, 0, 0}, I({0, 2, 2}), D({1, 1, 0}), {}, {}, o);
+  r = token_advantages(*E("rloo"), D({1, 0.5, 0}), {0, 0, 0}, I({0, 2, 2}), D({1, 1, 0}), {}, {},
+                       o);
   expect_values(r.advantages, {0.75, -0.75, 0});
 }
 
@@ -132,7 +140,8 @@ TEST(Losses, ReinforcePlusPlusDiscountsAndWhitensWithThePopulationStd) {
   o.gamma = 0.5;
   o.eps = 0;
   const auto tr = D({0, 1, 0, 100, 0, -1, 7});
-  auto r = token_advantages(*E("reinforce_pp"), D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), tr, {}, o);
+  auto r =
+      token_advantages(*E("reinforce_pp"), D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), tr, {}, o);
   expect_values(r.returns, {0.75, 1.5, 1, 0, 0.5, 1, 0});
   expect_values(r.advantages, {-0.6030226891555273, 1.6583123951777001, 0.15075567228888181, 0,
                                -1.3568010505999364, 0.15075567228888181, 0});
@@ -156,8 +165,8 @@ TEST(Losses, ReinforcePlusPlusDiscountsAndWhitensWithThePopulationStd) {
 }
 
 TEST(Losses, GaeSkipsMaskedTokensAndStopsAtTheSequenceEnd) {
-  // gamma = lambda = 0.5 (gamma*lambda = 0.25), rewards {1, 2, 5}, V = {0.5, 1, 0.25, 9*, 1, 0.5, 3*}.
-  // seq 0: t2: delta = 1 + 0 - 0.25 = 0.75, A = 0.75, R = 1.
+  // gamma = lambda = 0.5 (gamma*lambda = 0.25), rewards {1, 2, 5}, V = {0.5, 1, 0.25, 9*, 1, 0.5,
+  // 3*}. seq 0: t2: delta = 1 + 0 - 0.25 = 0.75, A = 0.75, R = 1.
   //        t1: delta = 0 + 0.5*0.25 - 1 = -0.875, A = -0.875 + 0.25*0.75 = -0.6875, R = 0.3125.
   //        t0: delta = 0 + 0.5*1 - 0.5 = 0, A = 0.25*-0.6875 = -0.171875, R = 0.328125.
   // seq 1: t5: delta = 2 - 0.5 = 1.5, A = 1.5, R = 2. t4: delta = 0.25 - 1 = -0.75,
@@ -172,9 +181,9 @@ TEST(Losses, GaeSkipsMaskedTokensAndStopsAtTheSequenceEnd) {
   expect_values(r.returns, {0.328125, 0.3125, 1, 0, 0.625, 2, 0});
   EXPECT_THROW(token_advantages(*gae, D({1, 2, 5}), {0, 0, 1}, I(seqs), D(tmask), {}, {}, o),
                c10::Error);
-  EXPECT_THROW(token_advantages(*gae, D({1, 2, 5}), {0, 0, 1}, I({0, 0, 0, 0, 1, 1, 3}), D(tmask), {},
-                                v, o),
-               c10::Error);
+  EXPECT_THROW(
+      token_advantages(*gae, D({1, 2, 5}), {0, 0, 1}, I({0, 0, 0, 0, 1, 1, 3}), D(tmask), {}, v, o),
+      c10::Error);
 }
 
 TEST(Losses, KlEstimators) {
@@ -239,7 +248,11 @@ TEST(Losses, AggregationsOverEmptyAndMaskedSequences) {
     b.global_seqs = 4;
     return b;
   };
-  struct expectation { aggregation agg; double loss; std::vector<double> grad; };
+  struct expectation {
+    aggregation agg;
+    double loss;
+    std::vector<double> grad;
+  };
   const std::vector<expectation> cases = {
       {aggregation::token_mean, 7. / 6, {1. / 6, 2. / 6, 0, 0, 0, 4. / 6}},
       {aggregation::seq_mean_token_sum, 7. / 4, {0.25, 0.5, 0, 0, 0, 1}},
@@ -300,16 +313,18 @@ TEST(Losses, EmptyAndFullyMaskedBatchesGiveADifferentiableZero) {
     }
   }
   EXPECT_EQ(scalar(sft_loss(at::zeros({0}, at::kDouble), at::zeros({0}, at::kDouble), 0)), 0.0);
-  EXPECT_EQ(scalar(value_loss(at::zeros({0}), at::zeros({0}), at::zeros({0}), at::zeros({0}), 0.2, 0)),
-            0.0);
+  EXPECT_EQ(
+      scalar(value_loss(at::zeros({0}), at::zeros({0}), at::zeros({0}), at::zeros({0}), 0.2, 0)),
+      0.0);
 }
 
 TEST(Losses, GspoUsesTheSequenceRatioWithStopGradient) {
   // seq 0: log ratios {0.1, 0.3} (+ a masked 5): s0 = exp(0.2) = 1.2214 > 1.2, A = 1: both tokens
   // -1.2, clipped, no gradient. seq 1: {-0.1, 0, -0.2}: s1 = exp(-0.1) = 0.9048374180359595,
   // A = -1: pg = s1 on each token, unclipped; d/dlogp_t of -A*sg(s1)*exp(logp_t - sg(logp_t)) = s1.
-  auto b = ratio_batch({std::exp(0.1), std::exp(0.3), std::exp(5.0), std::exp(-0.1), 1, std::exp(-0.2)},
-                       {1, 1, 1, -1, -1, -1}, {1, 1, 0, 1, 1, 1}, {0, 0, 0, 1, 1, 1}, 2);
+  auto b =
+      ratio_batch({std::exp(0.1), std::exp(0.3), std::exp(5.0), std::exp(-0.1), 1, std::exp(-0.2)},
+                  {1, 1, 1, -1, -1, -1}, {1, 1, 0, 1, 1, 1}, {0, 0, 0, 1, 1, 1}, 2);
   policy_loss_options o;
   auto r = gspo_loss(b, o);
   const double s1 = 0.9048374180359595;
@@ -406,7 +421,8 @@ TEST(Losses, TisWeightsAndMisMasks) {
 
   // MIS sequence: seq 0 {1.5, 1.5} -> 2.25 > 2: dropped; seq 1 {3, 0.5} -> 1.5 kept; seq 2 {0.8,
   // 100 masked} -> 0.8 kept (the masked token does not count). A = 1: pg = {0, 0, -1, -1, -1}, /5.
-  b = ratio_batch({1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0}, {0, 0, 1, 1, 2, 2}, 3);
+  b = ratio_batch({1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0}, {0, 0, 1, 1, 2, 2},
+                  3);
   std::vector<double> roll;
   for (double w : {1.5, 1.5, 3.0, 0.5, 0.8, 100.0}) roll.push_back(-1 - std::log(w));
   b.rollout_logprobs = D(roll);

@@ -17,7 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 /// ": <reason>" from errno after a failed write (a full disk, a file-size limit), or nothing.
-std::string why_not() { return errno != 0 ? std::string(": ") + std::strerror(errno) : std::string(); }
+std::string why_not() {
+  return errno != 0 ? std::string(": ") + std::strerror(errno) : std::string();
+}
 
 void write_bytes(const fs::path& path, const void* data, size_t n) {
   errno = 0;
@@ -30,7 +32,8 @@ void write_bytes(const fs::path& path, const void* data, size_t n) {
 }  // namespace
 
 at::Tensor fp32_master(const at::Tensor& buffer) {
-  return buffer.scalar_type() == at::kFloat ? buffer.detach() : buffer.detach().to(at::kFloat).clone();
+  return buffer.scalar_type() == at::kFloat ? buffer.detach()
+                                            : buffer.detach().to(at::kFloat).clone();
 }
 
 bool all_finite(const at::Tensor& t) {
@@ -47,7 +50,8 @@ void check_finite_weights(const at::Tensor& weights, const std::string& who, uin
   }
 }
 
-void save_optimizer_state(const fs::path& dir, const adamw& adam, const at::Tensor& master, bool with_master) {
+void save_optimizer_state(const fs::path& dir, const adamw& adam, const at::Tensor& master,
+                          bool with_master) {
   auto bytes = adam.save();
   write_bytes(dir / "optimizer.bin", bytes.data(), bytes.size());
   if (with_master) {
@@ -59,7 +63,8 @@ void save_optimizer_state(const fs::path& dir, const adamw& adam, const at::Tens
 void load_optimizer_state(const fs::path& dir, adamw& adam) {
   std::ifstream in(dir / "optimizer.bin", std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + (dir / "optimizer.bin").string());
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   adam.load(bytes);
 }
 

@@ -29,8 +29,8 @@ void check_finite_weights(const at::Tensor& weights, const std::string& who, uin
 
 /// Writes `adam`'s state to dir/optimizer.bin and, when `with_master`, the fp32 `master` to
 /// dir/master.bin (its raw bytes); throws naming the file (and errno's reason) when a write fails.
-void save_optimizer_state(const std::filesystem::path& dir, const adamw& adam, const at::Tensor& master,
-                          bool with_master);
+void save_optimizer_state(const std::filesystem::path& dir, const adamw& adam,
+                          const at::Tensor& master, bool with_master);
 
 /// Reads dir/optimizer.bin into `adam`; throws naming the file.
 void load_optimizer_state(const std::filesystem::path& dir, adamw& adam);

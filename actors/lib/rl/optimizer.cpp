@@ -27,7 +27,6 @@ void check_options(const adamw_options& o) {
                                 std::to_string(o.warmup_steps) + ")");
 }
 
-
 }  // namespace
 
 double lr_at(const adamw_options& o, uint64_t step) {
@@ -50,7 +49,7 @@ adamw::adamw(adamw_options o, const at::Tensor& master) : options_(std::move(o))
 }
 
 adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad, const at::Tensor& weights,
-                              bool zero_grad) {
+                             bool zero_grad) {
   TORCH_CHECK(master.sizes() == exp_avg_.sizes() && master.device() == exp_avg_.device() &&
                   master.scalar_type() == at::kFloat,
               "adamw::step: master must be fp32 ", exp_avg_.sizes(), " on ", exp_avg_.device(),
@@ -92,8 +91,8 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad, const a
   return info;
 }
 
-adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t, step_info info,
-                                   const at::Tensor& weights, bool zero_grad) {
+adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t,
+                                   step_info info, const at::Tensor& weights, bool zero_grad) {
   // On the GPU: one pass of kernels/optim (the same formula) reading the gradient in its own dtype
   // and writing the master weights, the state, the model's bf16 weights and a zeroed gradient. The
   // norm is read once (the step's only host synchronisation); the clipping factor stays on the
@@ -108,7 +107,8 @@ adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, u
   }
   TORCH_CHECK(grad.is_contiguous() && grad.device() == master.device() &&
                   (grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kBFloat16),
-              "adamw::step: on CUDA the gradient must be a contiguous fp32 or bf16 tensor on the master's device");
+              "adamw::step: on CUDA the gradient must be a contiguous fp32 or bf16 tensor on the "
+              "master's device");
   at::Tensor coef;
   if (o.grad_clip > 0) coef = (o.grad_clip / (norm + 1e-6)).clamp_max(1.0);
   kernels::adamw_args a;
@@ -120,8 +120,10 @@ adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, u
   a.zero_grad = zero_grad;
   const bool refresh = weights.defined() && !weights.is_alias_of(master);
   if (refresh) {
-    TORCH_CHECK(weights.scalar_type() == at::kBFloat16 && weights.is_contiguous() && weights.numel() == master.numel(),
-                "adamw::step: the weights to refresh must be a contiguous bf16 tensor of the master's size");
+    TORCH_CHECK(weights.scalar_type() == at::kBFloat16 && weights.is_contiguous() &&
+                    weights.numel() == master.numel(),
+                "adamw::step: the weights to refresh must be a contiguous bf16 tensor of the "
+                "master's size");
     a.weights_bf16 = static_cast<uint16_t*>(weights.data_ptr());
   }
   a.grad_coef = coef.defined() ? coef.data_ptr<float>() : nullptr;
@@ -158,9 +160,7 @@ std::vector<uint8_t> adamw::save() const {
 }
 
 void adamw::load(const std::vector<uint8_t>& bytes) {
-  auto fail = [](const std::string& what) {
-    throw std::runtime_error("adamw::load: " + what);
-  };
+  auto fail = [](const std::string& what) { throw std::runtime_error("adamw::load: " + what); };
   if (bytes.size() < header_bytes)
     fail("state is " + std::to_string(bytes.size()) + " bytes, shorter than its " +
          std::to_string(header_bytes) + "-byte header");

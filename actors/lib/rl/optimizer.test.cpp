@@ -111,7 +111,8 @@ TEST(AdamW, WarmupAndCosineLearningRates) {
   EXPECT_DOUBLE_EQ(lr_at(o, 1), 0.25);  // lr * 1/4
   EXPECT_DOUBLE_EQ(lr_at(o, 2), 0.5);
   EXPECT_DOUBLE_EQ(lr_at(o, 4), 1.0);
-  // step 6: progress (6-4)/8 = 0.25: 0.1 + 0.9 * 0.5 * (1 + cos(pi/4)) = 0.1 + 0.45 * 1.7071067811865476
+  // step 6: progress (6-4)/8 = 0.25: 0.1 + 0.9 * 0.5 * (1 + cos(pi/4)) = 0.1 + 0.45
+  // * 1.7071067811865476
   EXPECT_NEAR(lr_at(o, 6), 0.8681980515339464, 1e-15);
   EXPECT_NEAR(lr_at(o, 8), 0.55, 1e-15);  // progress 0.5: 0.1 + 0.45
   EXPECT_NEAR(lr_at(o, 12), 0.1, 1e-15);
@@ -137,7 +138,8 @@ TEST(AdamW, WarmupAndCosineLearningRates) {
 TEST(AdamW, NonFiniteGradientIsSkipped) {
   auto p = F({1, 2});
   adamw opt(plain(0.1), p);
-  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     auto info = opt.step(p, F({bad, 1}));
     EXPECT_TRUE(info.skipped);
     EXPECT_FALSE(std::isfinite(info.grad_norm));

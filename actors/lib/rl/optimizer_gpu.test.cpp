@@ -1,8 +1,7 @@
 // The CUDA AdamW step (one pass of kernels/optim/adamw) against the CPU's ATen step.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
 
 #include <limits>
 
@@ -39,7 +38,8 @@ TEST(AdamWCudaStep, FollowsTheCpuStep) {
   EXPECT_LT(rel_diff(gpu.exp_avg_sq(), cpu.exp_avg_sq()), 1e-4);  // g^2 of a clipped g: a few ulps
   // A non-finite gradient is skipped and leaves everything as it was.
   auto before = m_gpu.clone();
-  auto bad = at::full({1000}, std::numeric_limits<float>::quiet_NaN(), at::TensorOptions().device(kCuda));
+  auto bad =
+      at::full({1000}, std::numeric_limits<float>::quiet_NaN(), at::TensorOptions().device(kCuda));
   auto info = gpu.step(m_gpu, bad);
   EXPECT_TRUE(info.skipped);
   EXPECT_EQ(gpu.steps(), 3u);

@@ -96,10 +96,7 @@ at::Tensor add_entropy_term(policy_loss_context& c, at::Tensor loss) {
 }  // namespace
 
 policy_loss_context::policy_loss_context(const policy_batch& b, const policy_loss_options& o)
-    : batch(b),
-      options(o),
-      dtype(math_type(checked_logprobs(b))),
-      device(b.logprobs.device()) {
+    : batch(b), options(o), dtype(math_type(checked_logprobs(b))), device(b.logprobs.device()) {
   check_inputs(b, o);
   const int64_t N = b.logprobs.size(0);
   seq = b.seq_index.to(device, at::kLong);
@@ -119,7 +116,8 @@ policy_loss_context::policy_loss_context(const policy_batch& b, const policy_los
   count_ = keep_f.sum();
   token_norm_ = b.global_tokens > 0 ? at::scalar_tensor(b.global_tokens, keep_f.options())
                                     : count_.clamp_min(1);
-  seq_norm_ = b.global_seqs > 0 ? b.global_seqs : static_cast<double>(std::max<int64_t>(num_seqs, 1));
+  seq_norm_ =
+      b.global_seqs > 0 ? b.global_seqs : static_cast<double>(std::max<int64_t>(num_seqs, 1));
 }
 
 at::Tensor policy_loss_context::masked(const at::Tensor& t) const {
@@ -132,12 +130,15 @@ at::Tensor policy_loss_context::per_seq_sum(const at::Tensor& x) const {
 
 at::Tensor policy_loss_context::aggregate(const at::Tensor& x) {
   switch (options.agg) {
-    case aggregation::token_mean: return x.sum() / token_norm_;
-    case aggregation::seq_mean_token_sum: return x.sum() / seq_norm_;
+    case aggregation::token_mean:
+      return x.sum() / token_norm_;
+    case aggregation::seq_mean_token_sum:
+      return x.sum() / seq_norm_;
     case aggregation::seq_mean_token_mean:
       if (!seq_count_.defined()) seq_count_ = per_seq_sum(keep_f).clamp_min(1);
       return (per_seq_sum(x) / seq_count_).sum() / seq_norm_;
-    case aggregation::constant: return x.sum() / (options.constant_normalizer * seq_norm_);
+    case aggregation::constant:
+      return x.sum() / (options.constant_normalizer * seq_norm_);
   }
   TORCH_CHECK(false, fn, ": bad aggregation");
 }

@@ -30,16 +30,18 @@ struct policy_loss_options {
   double eps_clip = 0.2, eps_clip_high = 0.2;  // ratio clipped to [1-eps_clip, 1+eps_clip_high]
   double dual_clip_c = 0;                      // > 1 enables dual clip for negative advantages
   aggregation agg = aggregation::token_mean;
-  double constant_normalizer = 1.0;  // aggregation::constant: sum / (constant_normalizer * global_seqs)
+  double constant_normalizer =
+      1.0;  // aggregation::constant: sum / (constant_normalizer * global_seqs)
   kl_estimator kl = kl_estimator::none;
-  double kl_coef = 0;        // KL-to-reference loss term: + kl_coef * agg(kl)
-  double entropy_coef = 0;   // loss -= entropy_coef * agg(entropy)
-  bool tis = false;          // w = clamp(exp(old - rollout), tis_low, tis_high), detached, multiplies pg
+  double kl_coef = 0;       // KL-to-reference loss term: + kl_coef * agg(kl)
+  double entropy_coef = 0;  // loss -= entropy_coef * agg(entropy)
+  bool tis = false;  // w = clamp(exp(old - rollout), tis_low, tis_high), detached, multiplies pg
   double tis_low = 0, tis_high = 2;
-  mis_level mis = mis_level::none;  // token: drop tokens whose exp(old - rollout) is outside
+  mis_level mis = mis_level::none;     // token: drop tokens whose exp(old - rollout) is outside
   double mis_low = 0.5, mis_high = 2;  // [low, high]; sequence: drop whole sequences whose
                                        // exp(sum over the seq of (old - rollout)) is outside
-  double distill_coef = 0;  // reverse KL to a teacher (log-probs in `ref`): + coef * agg(sg(logp - ref) * logp)
+  double distill_coef =
+      0;  // reverse KL to a teacher (log-probs in `ref`): + coef * agg(sg(logp - ref) * logp)
 };
 
 struct policy_batch {

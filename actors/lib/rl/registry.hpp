@@ -25,7 +25,8 @@ class registry {
   /// Registers `name`; an empty name, a null factory or a name already taken throws
   /// std::invalid_argument.
   void add(const std::string& name, factory make) {
-    if (name.empty() || !make) throw std::invalid_argument(what_ + ": a name and a factory are required");
+    if (name.empty() || !make)
+      throw std::invalid_argument(what_ + ": a name and a factory are required");
     if (!factories_.emplace(name, std::move(make)).second) {
       throw std::invalid_argument(what_ + " '" + name + "' is registered twice");
     }

@@ -13,8 +13,9 @@ namespace {
 TEST(Registry, BuiltinNamesAreSorted) {
   const auto r = builtin_registries();
   EXPECT_EQ(r.policy_losses.names(), (std::vector<std::string>{"gspo", "ppo"}));
-  EXPECT_EQ(r.estimators.names(), (std::vector<std::string>{"dr_grpo", "gae", "grpo", "reinforce_pp",
-                                                            "reinforce_pp_baseline", "rloo"}));
+  EXPECT_EQ(r.estimators.names(),
+            (std::vector<std::string>{"dr_grpo", "gae", "grpo", "reinforce_pp",
+                                      "reinforce_pp_baseline", "rloo"}));
   EXPECT_TRUE(r.estimators.make("gae")->needs_values());
   EXPECT_FALSE(r.estimators.make("grpo")->needs_values());
 }

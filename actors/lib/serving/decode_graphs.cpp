@@ -56,10 +56,11 @@ struct decode_graphs::impl {
   bool use_graphs;
   int64_t capacity = 0;  // kv_indices entries the static buffer holds
   // Static device inputs: int32 ids | positions | slots | kv_indptr (bmax+1) | kv_last | kv_indices
-  // (capacity); int64 seeds; float temperatures. Outputs: int64 tokens, float log-probs | entropies.
+  // (capacity); int64 seeds; float temperatures. Outputs: int64 tokens, float log-probs |
+  // entropies.
   at::Tensor meta, seeds, temps, token, result;
-  // float64 [3 bmax + moe_layers bmax k]: a step's tokens | log-probs | entropies | MoE routing (per
-  // MoE layer, each row's top-k experts), read back in one copy.
+  // float64 [3 bmax + moe_layers bmax k]: a step's tokens | log-probs | entropies | MoE routing
+  // (per MoE layer, each row's top-k experts), read back in one copy.
   at::Tensor packed;
   int64_t moe_layers = 0, top_k = 0;
   // Page-locked staging, two sets: one may still be copying (or hold the step staged ahead) while
@@ -86,16 +87,24 @@ struct decode_graphs::impl {
   at::cuda::CUDAStream stream;
 
   impl(const llm::decoder& m, llm::kv_cache& c, int32_t d, int64_t b, bool g)
-      : model(m), cache(c), dummy(d), bmax(b), use_graphs(g),
-        stream(at::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(m.device().index() < 0 ? 0 : m.device().index()))) {
+      : model(m),
+        cache(c),
+        dummy(d),
+        bmax(b),
+        use_graphs(g),
+        stream(at::cuda::getStreamFromPool(
+            false,
+            static_cast<c10::DeviceIndex>(m.device().index() < 0 ? 0 : m.device().index()))) {
     const auto dev = m.device();
     seeds = at::zeros({bmax}, at::TensorOptions().dtype(at::kLong).device(dev));
     temps = at::ones({bmax}, at::TensorOptions().dtype(at::kFloat).device(dev));
     token = at::zeros({bmax}, at::TensorOptions().dtype(at::kLong).device(dev));
     result = at::zeros({2 * bmax}, at::TensorOptions().dtype(at::kFloat).device(dev));
-    for (int64_t l = 0; l < m.config().num_layers; ++l) moe_layers += m.config().is_moe_layer(l) ? 1 : 0;
+    for (int64_t l = 0; l < m.config().num_layers; ++l)
+      moe_layers += m.config().is_moe_layer(l) ? 1 : 0;
     top_k = moe_layers > 0 ? m.config().num_experts_per_tok : 0;
-    packed = at::zeros({3 * bmax + moe_layers * bmax * top_k}, at::TensorOptions().dtype(at::kDouble).device(dev));
+    packed = at::zeros({3 * bmax + moe_layers * bmax * top_k},
+                       at::TensorOptions().dtype(at::kDouble).device(dev));
     for (auto& set : sets) {
       set.seeds_h = at::empty({bmax}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
       set.temps_h = at::empty({bmax}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
@@ -119,7 +128,8 @@ struct decode_graphs::impl {
     capacity = entries;
     const int64_t n = off_indices() + capacity;
     meta = at::zeros({n}, at::TensorOptions().dtype(at::kInt).device(model.device()));
-    for (auto& set : sets) set.meta_h = at::zeros({n}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+    for (auto& set : sets)
+      set.meta_h = at::zeros({n}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
     graphs.clear();
     pool = {0, 0};
     ahead.valid = false;  // staged into the old buffer
@@ -135,7 +145,8 @@ struct decode_graphs::impl {
   /// Writes the step's inputs into a staging set and queues their copies to the device, then
   /// FlashInfer's plan, on `stream` (behind whatever runs there). Rows with `from` >= 0 take their
   /// input token from the previous step's samples (gathered on the device). Returns the set.
-  staging& stage(const std::vector<decode_row>& rows, int64_t B, const at::cuda::CUDAStream& stream) {
+  staging& stage(const std::vector<decode_row>& rows, int64_t B,
+                 const at::cuda::CUDAStream& stream) {
     const auto& c = model.config();
     const int64_t n = static_cast<int64_t>(rows.size());
     const int64_t bs = cache.block_size;
@@ -155,11 +166,13 @@ struct decode_graphs::impl {
         const auto& r = rows[i];
         const int64_t np = r.position / bs + 1;
         if (r.table == nullptr || static_cast<int64_t>(r.table->size()) < np)
-          throw std::invalid_argument("decode graphs: row " + std::to_string(i) + "'s block table is too short");
+          throw std::invalid_argument("decode graphs: row " + std::to_string(i) +
+                                      "'s block table is too short");
         gather = gather || r.from >= 0;
         h[i] = static_cast<int32_t>(r.from >= 0 ? r.from : r.token);
         h[off_pos() + i] = static_cast<int32_t>(r.position);
-        h[off_slot() + i] = static_cast<int32_t>(int64_t((*r.table)[r.position / bs]) * bs + r.position % bs);
+        h[off_slot() + i] =
+            static_cast<int32_t>(int64_t((*r.table)[r.position / bs]) * bs + r.position % bs);
         std::memcpy(indices + used, r.table->data(), np * sizeof(int32_t));
         used += np;
         h[off_last() + i] = static_cast<int32_t>(r.position - (np - 1) * bs + 1);
@@ -176,7 +189,8 @@ struct decode_graphs::impl {
       }
       indptr[i + 1] = static_cast<int32_t>(used);
     }
-    meta.narrow(0, 0, off_indices() + used).copy_(set.meta_h.narrow(0, 0, off_indices() + used), /*non_blocking=*/true);
+    meta.narrow(0, 0, off_indices() + used)
+        .copy_(set.meta_h.narrow(0, 0, off_indices() + used), /*non_blocking=*/true);
     seeds.copy_(set.seeds_h, /*non_blocking=*/true);
     temps.copy_(set.temps_h, /*non_blocking=*/true);
     set.copied.record(stream);
@@ -188,8 +202,9 @@ struct decode_graphs::impl {
     // Planned in CUDA-graph mode in both runs, so that the eager and the replayed step launch the
     // same kernels (the split over the KV depends on B only).
     planned.synchronize();  // the last plan's copy has left FlashInfer's pinned workspace
-    attention->plan_decode(indptr, static_cast<int>(B), static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
-                           static_cast<int>(c.head_dim), static_cast<int>(bs), /*cuda_graph=*/true, stream.stream());
+    attention->plan_decode(indptr, static_cast<int>(B), static_cast<int>(c.num_heads),
+                           static_cast<int>(c.num_kv_heads), static_cast<int>(c.head_dim),
+                           static_cast<int>(bs), /*cuda_graph=*/true, stream.stream());
     planned.record(stream);
     return set;
   }
@@ -200,12 +215,16 @@ struct decode_graphs::impl {
     for (size_t j = 0; j < rows.size(); ++j) {
       const auto& a = ahead.rows[j];
       const auto& r = rows[j];
-      if (r.position != a.position || r.seed != a.seed || r.temperature != a.temperature || r.table != a.table)
+      if (r.position != a.position || r.seed != a.seed || r.temperature != a.temperature ||
+          r.table != a.table)
         return false;
-      if (a.from < 0 || a.from >= static_cast<int64_t>(last_tokens.size()) || r.token != last_tokens[a.from])
+      if (a.from < 0 || a.from >= static_cast<int64_t>(last_tokens.size()) ||
+          r.token != last_tokens[a.from])
         return false;
       const auto& pages = ahead.pages[j];
-      if (r.table->size() < pages.size() || !std::equal(pages.begin(), pages.end(), r.table->begin())) return false;
+      if (r.table->size() < pages.size() ||
+          !std::equal(pages.begin(), pages.end(), r.table->begin()))
+        return false;
     }
     return true;
   }
@@ -230,8 +249,8 @@ struct decode_graphs::impl {
     auto next_positions = st.positions + 1;
     auto tok = token.narrow(0, 0, B);
     auto res = result.narrow(0, 0, 2 * B);
-    sample_rows_device(model, fr.hidden, temps.narrow(0, 0, B), seeds.narrow(0, 0, B), next_positions,
-                       at::Tensor(), tok, res);
+    sample_rows_device(model, fr.hidden, temps.narrow(0, 0, B), seeds.narrow(0, 0, B),
+                       next_positions, at::Tensor(), tok, res);
     packed.narrow(0, 0, B).copy_(tok);  // ids are exact in float64
     packed.narrow(0, B, 2 * B).copy_(res);
     for (int64_t l = 0; l < moe_layers; ++l)
@@ -242,7 +261,8 @@ struct decode_graphs::impl {
 decode_graphs::decode_graphs(const llm::decoder& model, llm::kv_cache& cache, int32_t dummy_block,
                              int64_t max_batch, bool use_graphs)
     : buckets_(make_buckets(max_batch)) {
-  if (!supported(model, cache)) throw std::invalid_argument("decode graphs: needs a dense model with paged kernels");
+  if (!supported(model, cache))
+    throw std::invalid_argument("decode graphs: needs a dense model with paged kernels");
   impl_ = std::make_unique<impl>(model, cache, dummy_block, buckets_.back(), use_graphs);
 }
 
@@ -254,7 +274,8 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   const auto started = std::chrono::steady_clock::now();
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t B = bucket(n);
-  if (n == 0 || B == 0) throw std::invalid_argument("decode graphs: " + std::to_string(n) + " rows");
+  if (n == 0 || B == 0)
+    throw std::invalid_argument("decode graphs: " + std::to_string(n) + " rows");
   // The step's work goes on the runner's own stream (graphs are captured on a side stream), after
   // whatever the engine queued on the current one.
   auto previous = at::cuda::getCurrentCUDAStream();
@@ -271,7 +292,8 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   m.ahead.valid = false;
   at::cuda::CUDAEvent gpu_start(cudaEventDefault), gpu_end(cudaEventDefault);
   bool timed = true;
-  const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  const double host_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (!m.use_graphs) {
     gpu_start.record(m.stream);
     m.body(B);
@@ -353,7 +375,8 @@ decode_graphs::decode_graphs(const llm::decoder&, llm::kv_cache&, int32_t, int64
   throw std::invalid_argument("decode graphs: built without libtorch's CUDA part");
 }
 decode_graphs::~decode_graphs() = default;
-std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>&, const std::vector<decode_row>*) {
+std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>&,
+                                                     const std::vector<decode_row>*) {
   throw std::invalid_argument("decode graphs: built without libtorch's CUDA part");
 }
 

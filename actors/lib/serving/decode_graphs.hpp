@@ -56,8 +56,8 @@ struct decode_graph_stats {
 class decode_graphs {
  public:
   /// `use_graphs` false runs the same padded steps eagerly (for tests: replay must equal it).
-  decode_graphs(const llm::decoder& model, llm::kv_cache& cache, int32_t dummy_block, int64_t max_batch,
-                bool use_graphs);
+  decode_graphs(const llm::decoder& model, llm::kv_cache& cache, int32_t dummy_block,
+                int64_t max_batch, bool use_graphs);
   ~decode_graphs();
   /// Whether decode steps of this model can run here (CUDA with the paged kernels).
   static bool supported(const llm::decoder& model, const llm::kv_cache& cache);

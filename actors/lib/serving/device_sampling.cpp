@@ -22,13 +22,15 @@ namespace {
 /// The logits of rows of hidden states [S, d]: [S, vocab] in bf16 or fp32 (what the sampler reads).
 at::Tensor head_logits(const llm::decoder& model, const at::Tensor& hidden) {
   auto logits = at::mm(hidden, model.lm_head().t());
-  if (logits.scalar_type() != at::kBFloat16 && logits.scalar_type() != at::kFloat) logits = logits.to(at::kFloat);
+  if (logits.scalar_type() != at::kBFloat16 && logits.scalar_type() != at::kFloat)
+    logits = logits.to(at::kFloat);
   return logits;
 }
 
 /// The sampler kernel over logits [S, vocab] (see sample_rows_device).
 void sample_logits(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seeds,
-                   const at::Tensor& positions, const at::Tensor& min_kept, at::Tensor& token, at::Tensor& result) {
+                   const at::Tensor& positions, const at::Tensor& min_kept, at::Tensor& token,
+                   at::Tensor& result) {
   const int64_t S = logits.size(0);
   kernels::sample_rows_args a;
   a.logits = logits.data_ptr();
@@ -45,23 +47,25 @@ void sample_logits(const at::Tensor& logits, const at::Tensor& temperature, cons
   a.entropy = result.data_ptr<float>() + S;
   // Scratch of the slices' states: from the caching allocator (in a captured step, from the
   // graph's pool), freed when the step is done.
-  auto workspace = at::empty({static_cast<int64_t>(kernels::sample_rows_workspace_bytes(S, a.vocab))},
-                             logits.options().dtype(at::kByte));
+  auto workspace =
+      at::empty({static_cast<int64_t>(kernels::sample_rows_workspace_bytes(S, a.vocab))},
+                logits.options().dtype(at::kByte));
   a.workspace = workspace.data_ptr();
   kernels::sample_rows_cuda(a, llm::current_cuda_stream());
 }
 
 }  // namespace
 
-void sample_rows_device(const llm::decoder& model, const at::Tensor& hidden, const at::Tensor& temperature,
-                        const at::Tensor& seeds, const at::Tensor& positions, const at::Tensor& min_kept,
-                        at::Tensor& token, at::Tensor& result) {
+void sample_rows_device(const llm::decoder& model, const at::Tensor& hidden,
+                        const at::Tensor& temperature, const at::Tensor& seeds,
+                        const at::Tensor& positions, const at::Tensor& min_kept, at::Tensor& token,
+                        at::Tensor& result) {
   sample_logits(head_logits(model, hidden), temperature, seeds, positions, min_kept, token, result);
 }
 
-std::vector<device_sample_result> sample_on_device(const llm::decoder& model, const at::Tensor& hidden,
-                                                   const std::vector<device_sample_request>& requests,
-                                                   bool entropy) {
+std::vector<device_sample_result> sample_on_device(
+    const llm::decoder& model, const at::Tensor& hidden,
+    const std::vector<device_sample_request>& requests, bool entropy) {
   const int64_t S = static_cast<int64_t>(requests.size());
   std::vector<device_sample_result> out(S);
   if (S == 0) return out;
@@ -107,8 +111,9 @@ std::vector<device_sample_result> sample_on_device(const llm::decoder& model, co
     keep = at::where(top_k > 0, at::minimum(keep, top_k), keep).clamp(1, V);
     min_kept = sorted.gather(1, (keep - 1).unsqueeze(1)).squeeze(1);
     auto open = at::logical_and(top_k <= 0, top_p >= 1.0f);
-    min_kept = at::where(open, at::full_like(min_kept, -std::numeric_limits<float>::infinity()), min_kept)
-                   .contiguous();
+    min_kept =
+        at::where(open, at::full_like(min_kept, -std::numeric_limits<float>::infinity()), min_kept)
+            .contiguous();
   }
   auto token = at::empty({S}, dints.options());
   auto result = at::empty({2 * S}, dfloats.options());  // log-probs | entropies

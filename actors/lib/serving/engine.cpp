@@ -20,16 +20,19 @@ int64_t resolve_num_blocks(const llm::decoder& model, const engine_config& confi
                                 " is not in (0, 1]");
   }
   size_t free_bytes = 0, total_bytes = 0;
-  if (!kernels::cuda_memory_info(model.device().index() < 0 ? 0 : model.device().index(), free_bytes,
-                                 total_bytes)) {
+  if (!kernels::cuda_memory_info(model.device().index() < 0 ? 0 : model.device().index(),
+                                 free_bytes, total_bytes)) {
     throw std::runtime_error("kv memory fraction: cannot read the GPU's free memory");
   }
   // The attention workspaces and the step's activations come out of the same memory: keep 1 GiB.
-  const double usable = std::max(0.0, double(free_bytes) * config.kv_memory_fraction - double(1ull << 30));
-  const int64_t blocks = static_cast<int64_t>(usable / double(model.kv_block_bytes(config.block_size)));
+  const double usable =
+      std::max(0.0, double(free_bytes) * config.kv_memory_fraction - double(1ull << 30));
+  const int64_t blocks =
+      static_cast<int64_t>(usable / double(model.kv_block_bytes(config.block_size)));
   if (blocks < 1) {
-    throw std::runtime_error("kv memory fraction " + std::to_string(config.kv_memory_fraction) + " of " +
-                             std::to_string(free_bytes >> 20) + " MiB free leaves no KV block");
+    throw std::runtime_error("kv memory fraction " + std::to_string(config.kv_memory_fraction) +
+                             " of " + std::to_string(free_bytes >> 20) +
+                             " MiB free leaves no KV block");
   }
   return blocks;
 }
@@ -58,17 +61,20 @@ void engine::make_graphs() {
   if (graph_dummy_block_ < 0) {
     // Padding rows of a bucket write their K/V into a block no sequence owns.
     const auto dummy = blocks_.allocate();
-    if (!dummy) throw std::invalid_argument("rollout engine: no KV block for the CUDA graphs' padding rows");
+    if (!dummy)
+      throw std::invalid_argument("rollout engine: no KV block for the CUDA graphs' padding rows");
     graph_dummy_block_ = *dummy;
   }
-  graphs_ = std::make_unique<decode_graphs>(model_, cache_, graph_dummy_block_, config_.graph_max_batch,
-                                            config_.decode_graphs == engine_config::graphs::capture);
+  graphs_ =
+      std::make_unique<decode_graphs>(model_, cache_, graph_dummy_block_, config_.graph_max_batch,
+                                      config_.decode_graphs == engine_config::graphs::capture);
 }
 
 std::vector<sample> engine::release_kv(pause_mode mode) {
   if (kv_released_) return {};
   // The sequences' KV goes with the pool: abort them, or requeue them to be recomputed.
-  auto aborted = update_weights(version_, mode == pause_mode::abort ? pause_mode::abort : pause_mode::retract);
+  auto aborted =
+      update_weights(version_, mode == pause_mode::abort ? pause_mode::abort : pause_mode::retract);
   if (graphs_) released_graph_stats_ = graphs_->stats();
   graphs_.reset();  // the graphs hold the cache's addresses
   cache_ = llm::kv_cache{};
@@ -95,15 +101,18 @@ void engine::add(const generate_request& r) {
     }
   }
   if (!(r.params.temperature > 0)) throw std::invalid_argument(where + "temperature must be > 0");
-  if (!(r.params.top_p > 0 && r.params.top_p <= 1)) throw std::invalid_argument(where + "top_p must be in (0, 1]");
+  if (!(r.params.top_p > 0 && r.params.top_p <= 1))
+    throw std::invalid_argument(where + "top_p must be in (0, 1]");
   if (r.params.top_k < 0) throw std::invalid_argument(where + "top_k must be >= 0");
-  if (r.params.max_new_tokens < 1) throw std::invalid_argument(where + "max_new_tokens must be >= 1");
+  if (r.params.max_new_tokens < 1)
+    throw std::invalid_argument(where + "max_new_tokens must be >= 1");
   if (r.params.n < 1) throw std::invalid_argument(where + "n must be >= 1");
   if (!r.params.stop_strings.empty() && !config_.detokenize) {
     throw std::invalid_argument(where + "stop strings need a tokenizer");
   }
-  const int64_t need = (int64_t(r.prompt.size()) + r.params.max_new_tokens + config_.block_size - 1) /
-                       config_.block_size;
+  const int64_t need =
+      (int64_t(r.prompt.size()) + r.params.max_new_tokens + config_.block_size - 1) /
+      config_.block_size;
   if (need > config_.num_blocks) {
     throw std::invalid_argument(where + "needs up to " + std::to_string(need) +
                                 " KV blocks, the cache has " + std::to_string(config_.num_blocks));
@@ -130,10 +139,12 @@ void engine::add(const generate_request& r) {
 }
 
 void engine::resume(const sample& cut, const sampling_params& params) {
-  const auto where = "request " + std::to_string(cut.request_id) + " (sample " + std::to_string(cut.index) + "): ";
+  const auto where =
+      "request " + std::to_string(cut.request_id) + " (sample " + std::to_string(cut.index) + "): ";
   if (cut.finish_reason != "abort") {
-    throw std::invalid_argument(where + "only a sample an abort cut off can resume, not one that ended with '" +
-                                cut.finish_reason + "'");
+    throw std::invalid_argument(
+        where + "only a sample an abort cut off can resume, not one that ended with '" +
+        cut.finish_reason + "'");
   }
   const auto out = static_cast<int64_t>(cut.output.size());
   if (cut.logprobs.size() != cut.output.size() || cut.versions.size() != cut.output.size() ||
@@ -195,7 +206,8 @@ int64_t engine::sample_token(sequence& s, const at::Tensor& row, float* entropy)
   auto logits = model_.logits_rows(row, s.params.temperature).squeeze(0).to(at::kCPU);
   auto probs = at::softmax(logits.to(at::kDouble), -1);
   if (entropy != nullptr) {
-    *entropy = static_cast<float>(-(probs * at::log_softmax(logits.to(at::kDouble), -1)).sum().item<double>());
+    *entropy = static_cast<float>(
+        -(probs * at::log_softmax(logits.to(at::kDouble), -1)).sum().item<double>());
   }
   auto sorted = at::sort(probs, 0, /*descending=*/true);
   auto p = std::get<0>(sorted).contiguous();
@@ -264,9 +276,9 @@ std::vector<int64_t> engine::schedule_running(int64_t& budget) {
 }
 
 void engine::admit_waiting(std::vector<int64_t>& chunk, int64_t& budget) {
-  for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 &&
-                                   (config_.max_running <= 0 ||
-                                    static_cast<int64_t>(running_.size()) < config_.max_running);) {
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && budget > 0 &&
+       (config_.max_running <= 0 || static_cast<int64_t>(running_.size()) < config_.max_running);) {
     auto& s = *it;
     if (s.leader >= 0 && prompt_done_.count(s.leader) && prompt_done_[s.leader] == 0) {
       ++it;  // waits for its first sibling's prompt blocks
@@ -298,7 +310,8 @@ engine::step_plan engine::schedule(std::vector<llm::segment>& segments) {
   for (size_t i = 0; i < running_.size(); ++i) {
     if (chunk[i] == 0) continue;
     auto& s = running_[i];
-    std::vector<int64_t> ids(s.tokens.begin() + s.computed, s.tokens.begin() + s.computed + chunk[i]);
+    std::vector<int64_t> ids(s.tokens.begin() + s.computed,
+                             s.tokens.begin() + s.computed + chunk[i]);
     segments.push_back({std::move(ids), s.computed, &s.table});
     plan.push_back({&s, chunk[i]});
   }
@@ -361,7 +374,8 @@ std::vector<device_sample_result> engine::sample_batch_on_device(const step_plan
   return sample_on_device(model_, hidden, requests, entropy);
 }
 
-engine::step_output engine::execute(const step_plan& plan, const std::vector<llm::segment>& segments) {
+engine::step_output engine::execute(const step_plan& plan,
+                                    const std::vector<llm::segment>& segments) {
   // On the GPU every sequence that samples this step samples in one batch, before the loop below;
   // a step of decode rows only runs as a CUDA graph when the runner takes it.
   step_output out;
@@ -425,14 +439,16 @@ const char* engine::take_next_token(sequence& s, const step_output& out, int64_t
   s.logprobs.push_back(logprob);
   if (s.params.return_entropy) s.entropies.push_back(entropy);
   s.versions.push_back(version_);
-  bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(),
-                        token) != s.params.stop_token_ids.end();
+  bool stop = std::find(s.params.stop_token_ids.begin(), s.params.stop_token_ids.end(), token) !=
+              s.params.stop_token_ids.end();
   if (!stop && !s.params.stop_strings.empty()) {
     std::vector<int64_t> out_ids(s.tokens.begin() + s.prompt_len, s.tokens.end());
     const std::string text = config_.detokenize(out_ids);
-    for (const auto& st : s.params.stop_strings) stop = stop || (!st.empty() && text.find(st) != std::string::npos);
+    for (const auto& st : s.params.stop_strings)
+      stop = stop || (!st.empty() && text.find(st) != std::string::npos);
   }
-  const bool length = static_cast<int64_t>(s.tokens.size()) - s.prompt_len >= s.params.max_new_tokens;
+  const bool length =
+      static_cast<int64_t>(s.tokens.size()) - s.prompt_len >= s.params.max_new_tokens;
   if (stop) return "stop";
   return length ? "length" : nullptr;
 }
@@ -468,7 +484,8 @@ std::vector<sample> engine::advance(const step_plan& plan, const step_output& ou
 
 std::vector<sample> engine::step() {
   if (kv_released_) {
-    throw std::logic_error("rollout engine: step() while the KV pool is released (retake_kv() first)");
+    throw std::logic_error(
+        "rollout engine: step() while the KV pool is released (retake_kv() first)");
   }
   // The model may share a trainer's parameters, which require grad: build no autograd graph.
   at::NoGradGuard no_grad;
@@ -526,7 +543,9 @@ engine_stats engine::stats() const {
   s.waiting = static_cast<int64_t>(waiting_.size());
   s.used_blocks = blocks_.num_blocks() - blocks_.free_blocks();
   s.cached_blocks = prefix_.cached_blocks();
-  s.prefix_hit_rate = prefix_.lookups_blocks() ? double(prefix_.hit_blocks()) / double(prefix_.lookups_blocks()) : 0.0;
+  s.prefix_hit_rate = prefix_.lookups_blocks()
+                          ? double(prefix_.hit_blocks()) / double(prefix_.lookups_blocks())
+                          : 0.0;
   return s;
 }
 

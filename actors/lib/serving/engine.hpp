@@ -3,6 +3,8 @@
 /// budget and chunked prefill, the paged-KV allocator with preemption, a radix prefix cache, and
 /// sampling that records the exact tokens, their log-probs and weight versions.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -11,8 +13,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/serving/decode_graphs.hpp"
@@ -28,7 +28,7 @@ struct sampling_params {
   std::vector<int64_t> stop_token_ids;
   std::vector<std::string> stop_strings;  ///< needs engine_config::detokenize
   uint64_t seed = 0;
-  int64_t n = 1;  ///< samples of the prompt
+  int64_t n = 1;                ///< samples of the prompt
   bool return_entropy = false;  ///< also record each sampled token's distribution entropy
 };
 
@@ -138,7 +138,7 @@ class engine {
     uint64_t arrival = 0;
     std::vector<int64_t> tokens;  ///< prompt then output
     int64_t prompt_len = 0;
-    int64_t computed = 0;         ///< tokens whose KV is in the cache
+    int64_t computed = 0;  ///< tokens whose KV is in the cache
     std::vector<int32_t> table;
     std::vector<float> logprobs;
     std::vector<uint64_t> versions;
@@ -169,18 +169,20 @@ class engine {
   /// eager forward (and, on the GPU, one batched draw for the rows that sample).
   step_output execute(const step_plan& plan, const std::vector<llm::segment>& segments);
   std::vector<device_sample_result> run_decode_graphs(const step_plan& plan);
-  std::vector<device_sample_result> sample_batch_on_device(const step_plan& plan, const at::Tensor& hidden);
+  std::vector<device_sample_result> sample_batch_on_device(const step_plan& plan,
+                                                           const at::Tensor& hidden);
   /// Advancing: each planned sequence's computed chunk, its next token where its chunk reached the
   /// end; returns the samples that finished (and drops them from running_).
   std::vector<sample> advance(const step_plan& plan, const step_output& out);
   /// Records the computed chunk of plan entry `k`, `n` tokens at packed row `row`: counters, MoE
   /// routing (`experts` of the eager forward, or the decode graphs' own), the prompt blocks a
   /// first sample shares.
-  void computed_chunk(sequence& s, int64_t n, int64_t row, const at::Tensor& experts, const step_output& out,
-                      size_t k);
+  void computed_chunk(sequence& s, int64_t n, int64_t row, const at::Tensor& experts,
+                      const step_output& out, size_t k);
   /// Appends the token sampled for `s` (drawn on the device, else from packed row `last_row`);
   /// "stop" or "length" when `s` finished with it, else nullptr.
-  const char* take_next_token(sequence& s, const step_output& out, int64_t last_row, size_t& next_draw);
+  const char* take_next_token(sequence& s, const step_output& out, int64_t last_row,
+                              size_t& next_draw);
   bool ensure_blocks(sequence& s, int64_t upto);
   void free_sequence(sequence& s, bool cache_blocks);
   void preempt(size_t index);
@@ -198,8 +200,8 @@ class engine {
   uint64_t version_ = 0;
   engine_stats stats_;
   std::map<uint64_t, int64_t> prompt_done_;  ///< leader arrival -> whether its prompt is cached
-  std::unique_ptr<decode_graphs> graphs_;     ///< decode steps on the GPU (null: eager forward)
-  int32_t graph_dummy_block_ = -1;            ///< the block the graphs' padding rows write into
+  std::unique_ptr<decode_graphs> graphs_;    ///< decode steps on the GPU (null: eager forward)
+  int32_t graph_dummy_block_ = -1;           ///< the block the graphs' padding rows write into
   bool kv_released_ = false;
   decode_graph_stats released_graph_stats_;  ///< the counts of graphs dropped with the KV pool
   /// Makes graphs_ over the current cache (when the configuration and the model allow graphs).

@@ -1,8 +1,7 @@
 #include "actors/lib/serving/engine.hpp"
 
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
 #include <set>
 
@@ -15,7 +14,8 @@ std::string config(const std::string& type) {
     "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false, "hidden_act": "silu")";
   if (type == "moe") {
     return R"({"model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2,
-      "moe_intermediate_size": 32, "norm_topk_prob": true, )" + common + "}";
+      "moe_intermediate_size": 32, "norm_topk_prob": true, )" +
+           common + "}";
   }
   return R"({"model_type": "qwen3", )" + common + "}";
 }
@@ -26,7 +26,8 @@ std::vector<int64_t> prompt(int len, int salt) {
   return p;
 }
 
-generate_request req(uint64_t id, std::vector<int64_t> p, int64_t n, int64_t max_new, uint64_t seed) {
+generate_request req(uint64_t id, std::vector<int64_t> p, int64_t n, int64_t max_new,
+                     uint64_t seed) {
   generate_request r;
   r.id = id;
   r.prompt = std::move(p);
@@ -45,7 +46,8 @@ std::map<std::pair<uint64_t, int64_t>, sample> by_key(const std::vector<sample>&
 
 class Engine : public ::testing::Test {
  protected:
-  std::unique_ptr<llm::decoder> model_ = llm::decoder::random(config("dense"), at::kFloat, at::kCPU, 3);
+  std::unique_ptr<llm::decoder> model_ =
+      llm::decoder::random(config("dense"), at::kFloat, at::kCPU, 3);
 };
 
 TEST(KvBlocks, RadixCacheSharesEvictsAndFlushes) {
@@ -119,7 +121,9 @@ TEST_F(Engine, DeterministicAndEqualToTheTrainingForwardBitwise) {
     EXPECT_EQ(s.output, b[key].output);
     EXPECT_EQ(s.output, c[key].output) << "request " << key.first << " sample " << key.second;
     EXPECT_EQ(s.logprobs, c[key].logprobs);
-    EXPECT_EQ(int64_t(s.output.size()), key.first == 1 ? 12 : key.first == 2 ? 9 : 7);  // never truncated
+    EXPECT_EQ(int64_t(s.output.size()), key.first == 1   ? 12
+                                        : key.first == 2 ? 9
+                                                         : 7);  // never truncated
     std::vector<int64_t> full = s.prompt;
     full.insert(full.end(), s.output.begin(), s.output.end());
     auto scored = model_->score_sequences({full}, 0.9)[0].logprobs;
@@ -244,7 +248,8 @@ TEST_F(Engine, AbortedSamplesResumeWhereTheyStopped) {
   size_t partial = 0;
   for (const auto& s : cut) {
     partial += s.output.empty() ? 0 : 1;
-    auto params = req(s.request_id, {}, 1, s.request_id == 1 ? 11 : 8, s.request_id == 1 ? 5 : 6).params;
+    auto params =
+        req(s.request_id, {}, 1, s.request_id == 1 ? 11 : 8, s.request_id == 1 ? 5 : 6).params;
     e.resume(s, params);
   }
   EXPECT_GE(partial, 4u);  // most had tokens when they were cut off
@@ -259,7 +264,8 @@ TEST_F(Engine, AbortedSamplesResumeWhereTheyStopped) {
     // Version 0 up to the cut, 1 after it.
     const auto& before = by_key(cut)[key];
     ASSERT_EQ(g.versions.size(), g.output.size());
-    for (size_t t = 0; t < g.versions.size(); ++t) EXPECT_EQ(g.versions[t], t < before.output.size() ? 0u : 1u) << t;
+    for (size_t t = 0; t < g.versions.size(); ++t)
+      EXPECT_EQ(g.versions[t], t < before.output.size() ? 0u : 1u) << t;
   }
   // Only what an abort cut off resumes.
   EXPECT_THROW(e.resume(want.begin()->second, req(1, {}, 1, 11, 5).params), std::invalid_argument);

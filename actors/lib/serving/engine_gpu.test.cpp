@@ -1,9 +1,8 @@
 // The rollout engine on CUDA in bf16, with the paged attention kernels (head_dim 128) and with the
 // per-sequence fallback (head_dim 32). Skipped without a GPU.
-#include <gtest/gtest.h>
-
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 
@@ -16,9 +15,10 @@ namespace {
 std::string config(int head_dim) {
   const int heads = 512 / head_dim;
   return R"({"model_type": "qwen3", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
-    "num_hidden_layers": 2, "num_attention_heads": )" + std::to_string(heads) +
-         R"(, "num_key_value_heads": )" + std::to_string(heads / 2) + R"(, "head_dim": )" +
-         std::to_string(head_dim) + R"(, "rope_theta": 1000000.0, "tie_word_embeddings": true,
+    "num_hidden_layers": 2, "num_attention_heads": )" +
+         std::to_string(heads) + R"(, "num_key_value_heads": )" + std::to_string(heads / 2) +
+         R"(, "head_dim": )" + std::to_string(head_dim) +
+         R"(, "rope_theta": 1000000.0, "tie_word_embeddings": true,
     "hidden_act": "silu"})";
 }
 
@@ -58,11 +58,14 @@ TEST_P(EngineCuda, LogProbsMatchTheTrainingForwardAndFp32) {
     auto exact = fp32->score_sequences({full}, 1.0)[0].logprobs.to(at::kCPU);
     for (size_t i = 0; i < s.output.size(); ++i) {
       const double lp = s.logprobs[i];
-      worst_bf16 = std::max(worst_bf16, std::abs(lp - scored[s.prompt.size() - 1 + i].item<double>()));
-      worst_fp32 = std::max(worst_fp32, std::abs(lp - exact[s.prompt.size() - 1 + i].item<double>()));
+      worst_bf16 =
+          std::max(worst_bf16, std::abs(lp - scored[s.prompt.size() - 1 + i].item<double>()));
+      worst_fp32 =
+          std::max(worst_fp32, std::abs(lp - exact[s.prompt.size() - 1 + i].item<double>()));
     }
   }
-  std::cout << "head_dim " << head_dim << ": engine vs bf16 training forward max |diff| = " << worst_bf16
+  std::cout << "head_dim " << head_dim
+            << ": engine vs bf16 training forward max |diff| = " << worst_bf16
             << ", vs fp32 forward = " << worst_fp32 << "\n";
   EXPECT_LT(worst_bf16, 0.05);
   EXPECT_LT(worst_fp32, 0.05);
@@ -84,7 +87,8 @@ TEST_P(EngineCuda, TopKTopPAndSeedsBehave) {
     q.params.seed = seed;
     e.add(q);
     auto out = e.run();
-    std::sort(out.begin(), out.end(), [](const sample& x, const sample& y) { return x.index < y.index; });
+    std::sort(out.begin(), out.end(),
+              [](const sample& x, const sample& y) { return x.index < y.index; });
     return out;
   };
   sampling_params p;
@@ -103,7 +107,8 @@ TEST_P(EngineCuda, TopKTopPAndSeedsBehave) {
   for (size_t i = 0; i < g[0].output.size(); ++i) {
     auto fr = model->forward({{full, 0, nullptr}}, {});
     auto logits = model->logits_rows(fr.hidden.narrow(0, fr.hidden.size(0) - 1, 1), 1.0);
-    EXPECT_NEAR(logits.max().item<double>(), logits[0][g[0].output[i]].item<double>(), 0.05) << "token " << i;
+    EXPECT_NEAR(logits.max().item<double>(), logits[0][g[0].output[i]].item<double>(), 0.05)
+        << "token " << i;
     full.push_back(g[0].output[i]);
   }
   // top-p tiny: also the argmax.
@@ -119,12 +124,13 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, EngineCuda, ::testing::Values(128, 32));
 // its samples' log-probs match the training forward's and each token records its experts.
 TEST(EngineCudaMoe, GeneratesWithGroupedExpertsAndRecordsTheRouting) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  auto model = llm::decoder::random(R"({"model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 256,
+  auto model =
+      llm::decoder::random(R"({"model_type": "qwen3_moe", "vocab_size": 512, "hidden_size": 256,
     "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
     "head_dim": 128, "rope_theta": 1000000.0, "tie_word_embeddings": false, "hidden_act": "silu",
     "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "norm_topk_prob": true,
     "decoder_sparse_step": 1, "mlp_only_layers": []})",
-                                    at::kBFloat16, at::Device(at::kCUDA, 0), 12);
+                           at::kBFloat16, at::Device(at::kCUDA, 0), 12);
   engine e(*model, {128, 16, 256, 0});
   for (uint64_t r = 0; r < 4; ++r) {
     generate_request q;
@@ -146,7 +152,8 @@ TEST(EngineCudaMoe, GeneratesWithGroupedExpertsAndRecordsTheRouting) {
     at::NoGradGuard no_grad;
     auto scored = model->score_sequences({full}, 1.0)[0].logprobs.to(at::kCPU);
     for (size_t i = 0; i < s.output.size(); ++i)
-      worst = std::max(worst, std::abs(double(s.logprobs[i]) - scored[s.prompt.size() - 1 + i].item<double>()));
+      worst = std::max(
+          worst, std::abs(double(s.logprobs[i]) - scored[s.prompt.size() - 1 + i].item<double>()));
   }
   std::cout << "MoE engine vs training forward: max |diff| = " << worst << "\n";
   EXPECT_LT(worst, 0.05);
@@ -177,7 +184,8 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
       for (int i = 0; i < count; ++i, ++id) {
         generate_request q;
         q.id = id;
-        for (int t = 0; t < 10 + int(id % 7) * 9; ++t) q.prompt.push_back(int64_t((t * 31 + id * 5) % 512));
+        for (int t = 0; t < 10 + int(id % 7) * 9; ++t)
+          q.prompt.push_back(int64_t((t * 31 + id * 5) % 512));
         q.params.max_new_tokens = new_tokens + int(id % 5) * 3;
         q.params.seed = 100 + id;
         q.params.temperature = 0.7 + 0.1 * double(id % 4);
@@ -195,11 +203,11 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
       }
     };
     add(1, 6);
-    steps(4);   // batch 1
+    steps(4);  // batch 1
     add(3, 10);
-    steps(6);   // 4 (and fewer as they finish)
+    steps(6);  // 4 (and fewer as they finish)
     add(20, 12);
-    steps(8);   // up to 24
+    steps(8);  // up to 24
     // New weights in a new buffer (a colocated trainer's copy): the graphs must follow.
     auto moved = model->params().copy(at::kBFloat16, cuda);
     const_cast<at::Tensor&>(moved->buffer()).mul_(1.01);
@@ -228,7 +236,8 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
     // recomputed and finish as if undisturbed (the eager scenario does the same).
     add(6, 8);
     steps(3);
-    const double kv_gib = double(cfg.num_blocks * model->kv_block_bytes(cfg.block_size)) / double(1ull << 30);
+    const double kv_gib =
+        double(cfg.num_blocks * model->kv_block_bytes(cfg.block_size)) / double(1ull << 30);
     const double held = llm::allocated_memory_gib(cuda);
     EXPECT_TRUE(e.release_kv(pause_mode::retract).empty());
     const double released = llm::allocated_memory_gib(cuda);
@@ -238,7 +247,8 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
     steps(2);
     add(3, 6);
     while (!e.idle()) steps(1);
-    std::sort(all.begin(), all.end(), [](const sample& a, const sample& b) { return a.request_id < b.request_id; });
+    std::sort(all.begin(), all.end(),
+              [](const sample& a, const sample& b) { return a.request_id < b.request_id; });
     return run_result{all, *e.graph_stats()};
   };
   auto graphs = scenario(engine_config::graphs::capture, true);
@@ -249,8 +259,10 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
   for (const auto* other : {&eager, &serial}) {
     ASSERT_EQ(other->samples.size(), 46u);
     for (size_t i = 0; i < graphs.samples.size(); ++i) {
-      EXPECT_EQ(graphs.samples[i].output, other->samples[i].output) << "request " << graphs.samples[i].request_id;
-      EXPECT_EQ(graphs.samples[i].logprobs, other->samples[i].logprobs) << "request " << graphs.samples[i].request_id;
+      EXPECT_EQ(graphs.samples[i].output, other->samples[i].output)
+          << "request " << graphs.samples[i].request_id;
+      EXPECT_EQ(graphs.samples[i].logprobs, other->samples[i].logprobs)
+          << "request " << graphs.samples[i].request_id;
       EXPECT_EQ(graphs.samples[i].finish_reason, other->samples[i].finish_reason);
       EXPECT_EQ(graphs.samples[i].versions, other->samples[i].versions);
     }
@@ -259,7 +271,8 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
   for (const auto& s : graphs.samples) stopped += s.finish_reason == "stop";
   EXPECT_GT(stopped, 0) << "no sequence left on a stop token";
   EXPECT_GT(graphs.stats.replays, 20u);
-  EXPECT_GE(graphs.stats.captures, 6u);  // buckets 1, 2, 4, 8, 16, 24 at least, and again after the move
+  EXPECT_GE(graphs.stats.captures,
+            6u);  // buckets 1, 2, 4, 8, 16, 24 at least, and again after the move
   EXPECT_EQ(graphs.stats.eager, 0u);
   EXPECT_EQ(eager.stats.replays, 0u);
   EXPECT_GT(eager.stats.eager, 20u);
@@ -268,8 +281,9 @@ TEST(EngineCudaGraphs, ReplayEqualsEagerAcrossBucketsAndWeightUpdates) {
   EXPECT_GT(graphs.stats.staged_ahead_used, graphs.stats.replays / 3);
   EXPECT_LT(graphs.stats.staged_ahead_used, graphs.stats.staged_ahead);
   EXPECT_EQ(serial.stats.staged_ahead, 0u);
-  std::cout << "graphs: " << graphs.stats.captures << " captures, " << graphs.stats.replays << " replays, "
-            << graphs.stats.staged_ahead_used << " of " << graphs.stats.staged_ahead << " steps staged ahead used\n";
+  std::cout << "graphs: " << graphs.stats.captures << " captures, " << graphs.stats.replays
+            << " replays, " << graphs.stats.staged_ahead_used << " of " << graphs.stats.staged_ahead
+            << " steps staged ahead used\n";
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ std::vector<int32_t> radix_cache::match(const std::vector<int64_t>& tokens, int6
   looked_up_ += whole;
   ++clock_;
   for (int64_t b = 0; b < whole; ++b) {
-    std::vector<int64_t> key(tokens.begin() + b * block_size_, tokens.begin() + (b + 1) * block_size_);
+    std::vector<int64_t> key(tokens.begin() + b * block_size_,
+                             tokens.begin() + (b + 1) * block_size_);
     auto it = at->children.find(key);
     if (it == at->children.end()) break;
     at = it->second.get();
@@ -56,7 +57,8 @@ void radix_cache::insert(const std::vector<int64_t>& tokens, const std::vector<i
   ++clock_;
   const int64_t whole = std::min<int64_t>(tokens.size() / block_size_, table.size());
   for (int64_t b = 0; b < whole; ++b) {
-    std::vector<int64_t> key(tokens.begin() + b * block_size_, tokens.begin() + (b + 1) * block_size_);
+    std::vector<int64_t> key(tokens.begin() + b * block_size_,
+                             tokens.begin() + (b + 1) * block_size_);
     auto it = at->children.find(key);
     if (it == at->children.end()) {
       auto n = std::make_unique<node>();
@@ -79,7 +81,8 @@ int64_t radix_cache::evict(int64_t n) {
     std::function<void(node*)> visit = [&](node* x) {
       for (auto& [k, c] : x->children) {
         if (c->children.empty()) {
-          if (blocks_.refs(c->block) == 1 && (!victim || c->last_used < victim->last_used)) victim = c.get();
+          if (blocks_.refs(c->block) == 1 && (!victim || c->last_used < victim->last_used))
+            victim = c.get();
         } else {
           visit(c.get());
         }

@@ -1,9 +1,8 @@
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 
 #include <fstream>
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace milesrt::tasks {
 namespace {
@@ -40,7 +39,8 @@ std::vector<data_record> load_jsonl(const std::filesystem::path& path, const dat
       std::string what = e.what();
       // "[json.exception.parse_error.101] parse error at line 1, column 7: ..." -> from "column".
       auto at = what.find("column");
-      throw std::runtime_error(where + "not valid JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")");
+      throw std::runtime_error(where + "not valid JSON (" +
+                               (at == std::string::npos ? what : what.substr(at)) + ")");
     }
     if (!obj.is_object()) {
       throw std::runtime_error(where + "a " + std::string(obj.type_name()) + ", not a JSON object");
@@ -54,7 +54,8 @@ std::vector<data_record> load_jsonl(const std::filesystem::path& path, const dat
     const json* messages = keys.messages.empty() ? nullptr : field(keys.messages);
     if (prompt) {
       if (!prompt->is_string()) {
-        throw std::runtime_error(where + "'" + keys.prompt + "' is " + prompt->type_name() + ", not a string");
+        throw std::runtime_error(where + "'" + keys.prompt + "' is " + prompt->type_name() +
+                                 ", not a string");
       }
       r.prompt = prompt->get<std::string>();
     }
@@ -78,7 +79,8 @@ std::vector<data_record> load_jsonl(const std::filesystem::path& path, const dat
     }
     if (const json* response = keys.response.empty() ? nullptr : field(keys.response)) {
       if (!response->is_string()) {
-        throw std::runtime_error(where + "'" + keys.response + "' is " + response->type_name() + ", not a string");
+        throw std::runtime_error(where + "'" + keys.response + "' is " + response->type_name() +
+                                 ", not a string");
       }
       r.response = response->get<std::string>();
     }

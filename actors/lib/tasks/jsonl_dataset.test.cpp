@@ -1,9 +1,9 @@
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
-#include <unistd.h>
 
 namespace milesrt::tasks {
 namespace {
@@ -56,7 +56,8 @@ TEST_F(JsonlDataset, UsesTheGivenKeys) {
   data_keys keys;
   keys.prompt = "question";
   keys.label = "answer";
-  auto records = load_jsonl(write(R"({"question": "q", "answer": "-3", "prompt": "ignored"})"), keys);
+  auto records =
+      load_jsonl(write(R"({"question": "q", "answer": "-3", "prompt": "ignored"})"), keys);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].prompt, "q");
   EXPECT_EQ(records[0].label, "-3");
@@ -64,15 +65,18 @@ TEST_F(JsonlDataset, UsesTheGivenKeys) {
 
 TEST_F(JsonlDataset, NamesTheFileLineAndProblem) {
   const std::string f = (dir_ / "d.jsonl").string();
-  EXPECT_EQ(error_of("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n").rfind(f + ":2: not valid JSON", 0), 0u)
+  EXPECT_EQ(
+      error_of("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n").rfind(f + ":2: not valid JSON", 0), 0u)
       << error_of("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n");
   EXPECT_EQ(error_of("\n[1, 2]\n"), f + ":2: a array, not a JSON object");
   EXPECT_EQ(error_of("{\"prompt\": 5}"), f + ":1: 'prompt' is number, not a string");
   EXPECT_EQ(error_of("{\"label\": 5}"), f + ":1: no 'prompt' or 'messages'");
-  EXPECT_EQ(error_of("{\"prompt\": \"a\", \"label\": [1]}"), f + ":1: 'label' is array, not a string or number");
+  EXPECT_EQ(error_of("{\"prompt\": \"a\", \"label\": [1]}"),
+            f + ":1: 'label' is array, not a string or number");
   EXPECT_EQ(error_of("{\"prompt\": \"a\", \"messages\": \"hi\"}"),
             f + ":1: 'messages' is string, not an array of {role, content}");
-  EXPECT_EQ(error_of("{\"prompt\": \"a\", \"response\": 1}"), f + ":1: 'response' is number, not a string");
+  EXPECT_EQ(error_of("{\"prompt\": \"a\", \"response\": 1}"),
+            f + ":1: 'response' is number, not a string");
 }
 
 TEST_F(JsonlDataset, NamesAMissingFile) {

@@ -28,10 +28,12 @@ std::string unwrap(std::string s) {
   for (bool changed = true; changed;) {
     changed = false;
     std::string t = trim(s);
-    if (t.size() >= 2 && t.front() == '$' && t.back() == '$') t = t.substr(1, t.size() - 2), changed = true;
-    else if (t.size() >= 4 && ((starts_with(t, 0, "\\(") && t.compare(t.size() - 2, 2, "\\)") == 0) ||
-                               (starts_with(t, 0, "\\[") && t.compare(t.size() - 2, 2, "\\]") == 0) ||
-                               (starts_with(t, 0, "**") && t.compare(t.size() - 2, 2, "**") == 0))) {
+    if (t.size() >= 2 && t.front() == '$' && t.back() == '$')
+      t = t.substr(1, t.size() - 2), changed = true;
+    else if (t.size() >= 4 &&
+             ((starts_with(t, 0, "\\(") && t.compare(t.size() - 2, 2, "\\)") == 0) ||
+              (starts_with(t, 0, "\\[") && t.compare(t.size() - 2, 2, "\\]") == 0) ||
+              (starts_with(t, 0, "**") && t.compare(t.size() - 2, 2, "**") == 0))) {
       t = t.substr(2, t.size() - 4), changed = true;
     } else if (!t.empty() && t.back() == '.') {
       t.pop_back(), changed = true;  // "42." ends a sentence
@@ -66,7 +68,8 @@ std::optional<std::string> last_marked(const std::string& text) {
   size_t best_at = 0;
   auto consider = [&](size_t value_at, size_t marker_at) {
     size_t eol = text.find('\n', value_at);
-    std::string v = unwrap(text.substr(value_at, eol == std::string::npos ? std::string::npos : eol - value_at));
+    std::string v = unwrap(
+        text.substr(value_at, eol == std::string::npos ? std::string::npos : eol - value_at));
     if (v.empty()) return;
     if (!best || marker_at >= best_at) best = v, best_at = marker_at;
   };
@@ -123,7 +126,8 @@ std::optional<std::string> last_number(const std::string& text) {
     }
     size_t end = i;
     std::string n = number_at(text, i, &end);
-    if (i > 0 && text[i - 1] == '-' && (i < 2 || !std::isalnum(static_cast<unsigned char>(text[i - 2])))) {
+    if (i > 0 && text[i - 1] == '-' &&
+        (i < 2 || !std::isalnum(static_cast<unsigned char>(text[i - 2])))) {
       n = "-" + n;
     }
     last = n;
@@ -187,12 +191,15 @@ std::optional<rational> parse_value(std::string s) {
   // LaTeX thousands separators and spacing: 1{,}000, 1\,000, 1\!000.
   std::string t;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (starts_with(s, i, "{,}")) t += ',', i += 2;
-    else if (starts_with(s, i, "\\$")) ++i;  // \$5
+    if (starts_with(s, i, "{,}"))
+      t += ',', i += 2;
+    else if (starts_with(s, i, "\\$"))
+      ++i;  // \$5
     else if (starts_with(s, i, "\\,") || starts_with(s, i, "\\!")) {
       if (starts_with(s, i, "\\,")) t += ',';
       ++i;
-    } else if (!is_space(s[i])) t += s[i];
+    } else if (!is_space(s[i]))
+      t += s[i];
   }
   s = t;
   bool negative = false;

@@ -38,7 +38,8 @@ class receiver {
   uint64_t version_ = 0;
   uint64_t full_copies_ = 0;
   int rank_ = 1;
-  std::unique_ptr<transport> transport_;  ///< kept while updates keep to it (its state: delta base, NCCL)
+  std::unique_ptr<transport>
+      transport_;  ///< kept while updates keep to it (its state: delta base, NCCL)
 };
 
 }  // namespace milesrt::weights

@@ -1,6 +1,6 @@
 // The engine side of publishing (receiver::apply) on tiny CPU models: colocated share, copy and
-// adopting a kept copy (handover = copy), disk_delta over several versions and a corrupt delta, ipc within one process, versions that go
-// backwards, and verifyWeights catching tampered hashes.
+// adopting a kept copy (handover = copy), disk_delta over several versions and a corrupt delta, ipc
+// within one process, versions that go backwards, and verifyWeights catching tampered hashes.
 #include "actors/lib/weights/apply.hpp"
 
 #include <ATen/ATen.h>
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/tiny_model_testing.hpp"
@@ -38,9 +37,9 @@ bool same_weights(const llm::decoder& a, const llm::decoder& b) {
 }
 
 struct temp_dir {
-  fs::path path = fs::temp_directory_path() /
-                  ("milesrt_apply_" + std::to_string(::getpid()) + "_" +
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path path =
+      fs::temp_directory_path() / ("milesrt_apply_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   temp_dir() { fs::remove_all(path); }
   ~temp_dir() { fs::remove_all(path); }
 };
@@ -117,10 +116,12 @@ TEST_F(Apply, ColocatedCopyHandoverKeepsThePublishedVersionWhileTheTrainerTrains
   auto u = update(1, "colocated");
   u.hashes = param_hashes(*local_.frozen("trainer", 1));
   r_.apply(*engine_, u, local_);
-  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1)) << "the engine got a torn or newer version";
+  EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1))
+      << "the engine got a torn or newer version";
   EXPECT_NE(engine_->params().buffer().data_ptr(), trainer_->params().buffer().data_ptr());
   // The engine adopted the kept copy itself: no second copy.
-  EXPECT_EQ(engine_->params().buffer().data_ptr(), local_.frozen("trainer", 1)->buffer().data_ptr());
+  EXPECT_EQ(engine_->params().buffer().data_ptr(),
+            local_.frozen("trainer", 1)->buffer().data_ptr());
   nudge(*trainer_, 22);
   EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), v1));
   // Versions 2 and 3 are announced; 1 is no longer kept (keep 2), and an engine that still wants
@@ -135,7 +136,8 @@ TEST_F(Apply, ColocatedCopyHandoverKeepsThePublishedVersionWhileTheTrainerTrains
   EXPECT_NE(msg.find("keepVersions"), std::string::npos) << msg;
   r_.apply(*engine_, update(3, "colocated"), local_);
   EXPECT_TRUE(at::equal(engine_->params().buffer().detach(), trainer_->params().buffer().detach()));
-  EXPECT_EQ(engine_->params().buffer().data_ptr(), local_.frozen("trainer", 3)->buffer().data_ptr());
+  EXPECT_EQ(engine_->params().buffer().data_ptr(),
+            local_.frozen("trainer", 3)->buffer().data_ptr());
 }
 
 TEST_F(Apply, ColocatedShareHandsOverTheTrainersBufferEvenWhenCopiesAreKept) {
@@ -245,8 +247,10 @@ TEST_F(Apply, VerifyWeightsDetectsTamperedHashes) {
   } catch (const weights_mismatch& e) {
     ASSERT_EQ(e.tensors.size(), 1u);
     EXPECT_EQ(e.tensors[0], trainer_->params().names()[3]);
-    EXPECT_NE(std::string(e.what()).find(trainer_->params().names()[3]), std::string::npos) << e.what();
-    const std::string count = "1 of " + std::to_string(trainer_->params().names().size()) + " tensors differ";
+    EXPECT_NE(std::string(e.what()).find(trainer_->params().names()[3]), std::string::npos)
+        << e.what();
+    const std::string count =
+        "1 of " + std::to_string(trainer_->params().names().size()) + " tensors differ";
     EXPECT_NE(std::string(e.what()).find(count), std::string::npos) << e.what();
   }
   EXPECT_EQ(r_.version(), 0u);

@@ -7,7 +7,8 @@
 
 namespace milesrt::weights {
 
-void broadcast_transport::exchange(nccl_broadcaster& comm, llm::flat_params& p, int, int64_t bucket_bytes) {
+void broadcast_transport::exchange(nccl_broadcaster& comm, llm::flat_params& p, int,
+                                   int64_t bucket_bytes) {
   comm.broadcast(p, 0, bucket_bytes);
 }
 

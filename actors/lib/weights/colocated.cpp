@@ -12,10 +12,12 @@ bool colocated_transport::publish(const published_version& v, weights_update& u)
   return false;
 }
 
-apply_result colocated_transport::apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) {
+apply_result colocated_transport::apply(llm::decoder& model, const weights_update& u,
+                                        const apply_context& ctx) {
   auto live = ctx.local ? ctx.local->live(u.channel) : nullptr;
   if (!live) {
-    throw std::runtime_error("no trainer '" + u.channel + "' in this process: colocated publishing needs "
+    throw std::runtime_error("no trainer '" + u.channel +
+                             "' in this process: colocated publishing needs "
                              "the trainer and the engine in one process (the same placement)");
   }
   std::shared_ptr<llm::flat_params> src = live;
@@ -27,7 +29,8 @@ apply_result colocated_transport::apply(llm::decoder& model, const weights_updat
     } else if (ctx.local->copies_kept() > 0) {
       throw std::runtime_error("trainer '" + u.channel + "' no longer has a copy of version " +
                                std::to_string(u.version) + " in this process (it keeps " +
-                               ctx.local->kept_range(u.channel) + "; raise publisher.keepVersions)");
+                               ctx.local->kept_range(u.channel) +
+                               "; raise publisher.keepVersions)");
     }
     // No copies are kept at all: copy from the trainer's buffer into the engine's own below.
   }
@@ -47,7 +50,8 @@ apply_result colocated_transport::apply(llm::decoder& model, const weights_updat
   } else {
     model.mutable_params().buffer().detach().copy_(b.detach());
   }
-  if (b.scalar_type() != model.dtype()) r.verifiable = false;  // the hashes are of the trainer's dtype
+  if (b.scalar_type() != model.dtype())
+    r.verifiable = false;  // the hashes are of the trainer's dtype
   return r;
 }
 

@@ -12,7 +12,8 @@ class colocated_transport final : public transport {
  public:
   const char* name() const override { return "colocated"; }
   bool publish(const published_version& v, weights_update& u) override;
-  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  apply_result apply(llm::decoder& model, const weights_update& u,
+                     const apply_context& ctx) override;
 
  private:
   bool borrowed_ = false;  ///< the engine's buffer is the trainer's or a kept copy, not its own

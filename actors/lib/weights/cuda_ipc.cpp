@@ -8,12 +8,13 @@
 
 #include <cstring>
 
-#define MILESRT_CUDA_IPC_CHECK(call)                                                                   \
-  do {                                                                                                 \
-    cudaError_t e_ = (call);                                                                           \
-    if (e_ != cudaSuccess)                                                                             \
-      throw ::milesrt::weights::cuda_ipc_error(std::string(#call) + " failed at " + __FILE__ + ":" + \
-                                                 std::to_string(__LINE__) + ": " + cudaGetErrorString(e_)); \
+#define MILESRT_CUDA_IPC_CHECK(call)                                                           \
+  do {                                                                                         \
+    cudaError_t e_ = (call);                                                                   \
+    if (e_ != cudaSuccess)                                                                     \
+      throw ::milesrt::weights::cuda_ipc_error(std::string(#call) + " failed at " + __FILE__ + \
+                                               ":" + std::to_string(__LINE__) + ": " +         \
+                                               cudaGetErrorString(e_));                        \
   } while (0)
 
 namespace milesrt::weights {
@@ -31,14 +32,17 @@ std::string to_hex(const void* data, size_t n) {
 }
 
 void from_hex(const std::string& hex, void* data, size_t n) {
-  if (hex.size() != 2 * n) throw cuda_ipc_error("cuda ipc: a handle of " + std::to_string(hex.size()) + " hex digits");
+  if (hex.size() != 2 * n)
+    throw cuda_ipc_error("cuda ipc: a handle of " + std::to_string(hex.size()) + " hex digits");
   auto* b = static_cast<unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  for (size_t i = 0; i < n; ++i)
+    b[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
 }
 
 }  // namespace
 
-cuda_ipc_publisher::cuda_ipc_publisher(size_t bytes, int device, int slots) : bytes_(bytes), device_(device) {
+cuda_ipc_publisher::cuda_ipc_publisher(size_t bytes, int device, int slots)
+    : bytes_(bytes), device_(device) {
   MILESRT_CUDA_IPC_CHECK(cudaSetDevice(device));
   for (int i = 0; i < slots; ++i) {
     void* ptr = nullptr;
@@ -59,7 +63,8 @@ std::string cuda_ipc_publisher::publish(const llm::flat_params& p) {
   if (!buf.is_cuda()) throw cuda_ipc_error("cuda ipc: the weights are not on a CUDA device");
   const size_t n = buf.numel() * buf.element_size();
   if (n != bytes_) {
-    throw cuda_ipc_error("cuda ipc: weights of " + std::to_string(n) + " bytes for buffers of " + std::to_string(bytes_));
+    throw cuda_ipc_error("cuda ipc: weights of " + std::to_string(n) + " bytes for buffers of " +
+                         std::to_string(bytes_));
   }
   MILESRT_CUDA_IPC_CHECK(cudaSetDevice(device_));
   // Wait for the kernels that wrote the weights, then copy them where other processes look.
@@ -86,13 +91,17 @@ std::string cuda_ipc_publisher::share(const llm::flat_params& p) {
   try {
     base = c10::cuda::CUDACachingAllocator::getBaseAllocation(buf.data_ptr(), &size);
   } catch (const std::exception& e) {
-    throw cuda_ipc_error(std::string("cuda ipc: the weights' allocation cannot be shared: ") + e.what());
+    throw cuda_ipc_error(std::string("cuda ipc: the weights' allocation cannot be shared: ") +
+                         e.what());
   }
-  const auto offset = static_cast<size_t>(static_cast<const char*>(buf.data_ptr()) - static_cast<const char*>(base));
-  if (base == nullptr || offset + n > size) throw cuda_ipc_error("cuda ipc: the weights' allocation cannot be shared");
+  const auto offset = static_cast<size_t>(static_cast<const char*>(buf.data_ptr()) -
+                                          static_cast<const char*>(base));
+  if (base == nullptr || offset + n > size)
+    throw cuda_ipc_error("cuda ipc: the weights' allocation cannot be shared");
   cudaIpcMemHandle_t h;
   MILESRT_CUDA_IPC_CHECK(cudaIpcGetMemHandle(&h, base));
-  return "cuda-ipc:" + std::to_string(n) + ":" + to_hex(&h, sizeof(h)) + ":" + std::to_string(offset);
+  return "cuda-ipc:" + std::to_string(n) + ":" + to_hex(&h, sizeof(h)) + ":" +
+         std::to_string(offset);
 }
 
 cuda_ipc_receiver::~cuda_ipc_receiver() {
@@ -108,12 +117,15 @@ void cuda_ipc_receiver::apply(llm::flat_params& p, const std::string& location) 
   const size_t n = std::stoull(location.substr(prefix.size(), colon - prefix.size()));
   // <hex of the handle>[:<offset in its allocation>]
   const auto colon2 = location.find(':', colon + 1);
-  const std::string hex = location.substr(colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1);
+  const std::string hex = location.substr(
+      colon + 1, colon2 == std::string::npos ? std::string::npos : colon2 - colon - 1);
   const size_t offset = colon2 == std::string::npos ? 0 : std::stoull(location.substr(colon2 + 1));
   const auto& buf = p.buffer();
-  if (!buf.is_cuda()) throw cuda_ipc_error("cuda ipc: the engine's weights are not on a CUDA device");
+  if (!buf.is_cuda())
+    throw cuda_ipc_error("cuda ipc: the engine's weights are not on a CUDA device");
   if (static_cast<size_t>(buf.numel() * buf.element_size()) != n) {
-    throw cuda_ipc_error("cuda ipc: " + std::to_string(n) + " bytes published for an engine buffer of " +
+    throw cuda_ipc_error("cuda ipc: " + std::to_string(n) +
+                         " bytes published for an engine buffer of " +
                          std::to_string(buf.numel() * buf.element_size()));
   }
   MILESRT_CUDA_IPC_CHECK(cudaSetDevice(buf.device().index()));
@@ -127,7 +139,8 @@ void cuda_ipc_receiver::apply(llm::flat_params& p, const std::string& location) 
     MILESRT_CUDA_IPC_CHECK(cudaIpcOpenMemHandle(&src, h, cudaIpcMemLazyEnablePeerAccess));
     opened_[hex] = src;
   }
-  MILESRT_CUDA_IPC_CHECK(cudaMemcpy(buf.data_ptr(), static_cast<const char*>(src) + offset, n, cudaMemcpyDeviceToDevice));
+  MILESRT_CUDA_IPC_CHECK(cudaMemcpy(buf.data_ptr(), static_cast<const char*>(src) + offset, n,
+                                    cudaMemcpyDeviceToDevice));
   // Done before the update counts as applied: a shared buffer is valid only until the trainer's
   // next step, and a ring buffer only until the ring comes round.
   MILESRT_CUDA_IPC_CHECK(cudaDeviceSynchronize());
@@ -141,12 +154,14 @@ bool cuda_ipc_transport::publish(const published_version& v, weights_update& u) 
     return false;
   }
   const auto& b = v.weights->buffer();
-  if (!ring_) ring_ = std::make_unique<cuda_ipc_publisher>(b.numel() * b.element_size(), b.device().index());
+  if (!ring_)
+    ring_ = std::make_unique<cuda_ipc_publisher>(b.numel() * b.element_size(), b.device().index());
   u.location = ring_->publish(*v.weights);
   return false;
 }
 
-apply_result cuda_ipc_transport::apply(llm::decoder& model, const weights_update& u, const apply_context&) {
+apply_result cuda_ipc_transport::apply(llm::decoder& model, const weights_update& u,
+                                       const apply_context&) {
   if (!receiver_) receiver_ = std::make_unique<cuda_ipc_receiver>();
   receiver_->apply(model.mutable_params(), u.location);
   return {};

@@ -74,7 +74,8 @@ class cuda_ipc_transport final : public transport {
  public:
   const char* name() const override { return "ipc"; }
   bool publish(const published_version& v, weights_update& u) override;
-  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  apply_result apply(llm::decoder& model, const weights_update& u,
+                     const apply_context& ctx) override;
   bool serves(const weights_update& u) const override;
 
  private:

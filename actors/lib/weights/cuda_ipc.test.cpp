@@ -22,8 +22,8 @@ namespace {
 #ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
 
 llm::flat_params gpu_params(int seed) {
-  llm::flat_params p({{"embed", {300, 64}}, {"layers.0.w", {64, 3, 7}}, {"norm", {63}}}, at::kBFloat16,
-                     at::Device(at::kCUDA, 0));
+  llm::flat_params p({{"embed", {300, 64}}, {"layers.0.w", {64, 3, 7}}, {"norm", {63}}},
+                     at::kBFloat16, at::Device(at::kCUDA, 0));
   if (seed > 0) {
     at::manual_seed(seed);
     p.buffer().detach().copy_(at::randn({p.buffer().numel()}));
@@ -69,7 +69,8 @@ TEST(CudaIpc, GpuTwoProcessesRoundTrip) {
   auto v1 = gpu_params(1), v2 = gpu_params(2);
   cuda_ipc_publisher pub(v1.buffer().nbytes(), 0, 2);
   const auto l1 = pub.publish(v1);
-  EXPECT_EQ(run_child(l1, joined(param_hashes(v1))), 0) << "version 1 (the child's output is above)";
+  EXPECT_EQ(run_child(l1, joined(param_hashes(v1))), 0)
+      << "version 1 (the child's output is above)";
   const auto l2 = pub.publish(v2);
   EXPECT_NE(l1, l2);  // the next buffer of the ring
   EXPECT_EQ(run_child(l2, joined(param_hashes(v2))), 0) << "version 2";
@@ -84,7 +85,8 @@ TEST(CudaIpc, GpuSharesTheTrainersOwnBuffer) {
   auto v = gpu_params(4);
   const auto where = cuda_ipc_publisher::share(v);
   EXPECT_EQ(where.rfind("cuda-ipc:" + std::to_string(v.buffer().nbytes()) + ":", 0), 0u) << where;
-  EXPECT_EQ(run_child(where, joined(param_hashes(v))), 0) << "the shared buffer (the child's output is above)";
+  EXPECT_EQ(run_child(where, joined(param_hashes(v))), 0)
+      << "the shared buffer (the child's output is above)";
   // The trainer's next step changes its buffer in place: the next update sees the new values.
   v.buffer().detach().mul_(2);
   EXPECT_EQ(cuda_ipc_publisher::share(v), where);

@@ -1,19 +1,17 @@
 #include "actors/lib/weights/disk_delta.hpp"
 
 #include <ATen/ATen.h>
-
 #include <unistd.h>
+#include <zstd.h>
 
 #include <algorithm>
+#include <caf/all.hpp>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-
-#include <caf/all.hpp>
-#include <nlohmann/json.hpp>
-#include <zstd.h>
 
 #include "actors/lib/weights/tensor_hash.hpp"
 
@@ -253,7 +251,8 @@ at::Tensor load_version(const llm::flat_params& p, const fs::path& vdir, uint64_
     for (size_t i = 0; i < names.size(); ++i) {
       const json& t = ts[i];
       const std::string file = t.at("file").get<std::string>();
-      const std::string what = where + "tensor '" + names[i] + "' (" + (vdir / file).string() + "): ";
+      const std::string what =
+          where + "tensor '" + names[i] + "' (" + (vdir / file).string() + "): ";
       if (t.at("name").get<std::string>() != names[i])
         throw delta_error(what + "manifest names tensor " + std::to_string(i) + " '" +
                           t.at("name").get<std::string>() + "'");
@@ -273,8 +272,7 @@ at::Tensor load_version(const llm::flat_params& p, const fs::path& vdir, uint64_
           t.at("compressed_xxh3").get<std::string>())
         throw delta_error(what + "checksum mismatch of the compressed bytes");
       size_t r = ZSTD_decompressDCtx(dctx.get(), out + off, n, packed->data(), packed->size());
-      if (ZSTD_isError(r))
-        throw delta_error(what + "bad zstd data: " + ZSTD_getErrorName(r));
+      if (ZSTD_isError(r)) throw delta_error(what + "bad zstd data: " + ZSTD_getErrorName(r));
       if (static_cast<int64_t>(r) != n)
         throw delta_error(what + "size mismatch: decompressed to " + std::to_string(r) +
                           " bytes, expected " + std::to_string(n));
@@ -323,7 +321,8 @@ bool disk_delta_transport::publish(const published_version& v, weights_update& u
   const auto& b = v.weights->buffer();
   // An immutable copy on the CPU is held as it is; the trainer's own buffer changes, and a GPU's
   // memory is dearer: those are copied to the CPU.
-  held_[v.version] = v.frozen && b.is_cpu() ? v.weights : v.weights->copy(b.scalar_type(), at::Device(at::kCPU));
+  held_[v.version] =
+      v.frozen && b.is_cpu() ? v.weights : v.weights->copy(b.scalar_type(), at::Device(at::kCPU));
   while (held_.size() > std::max<uint32_t>(1, options_.keep_versions)) held_.erase(held_.begin());
   return false;
 }
@@ -333,13 +332,14 @@ std::string disk_delta_transport::full_copy(uint64_t version) {
   auto it = held_.find(version);
   if (it == held_.end()) {
     throw full_copy_refused("no longer holds version " + std::to_string(version) + " (it holds " +
-                            std::to_string(held_.begin()->first) + ".." + std::to_string(held_.rbegin()->first) +
-                            ")");
+                            std::to_string(held_.begin()->first) + ".." +
+                            std::to_string(held_.rbegin()->first) + ")");
   }
   return writer_->write_full(*it->second, version).string();
 }
 
-apply_result disk_delta_transport::apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) {
+apply_result disk_delta_transport::apply(llm::decoder& model, const weights_update& u,
+                                         const apply_context& ctx) {
   if (!reader_) reader_ = std::make_unique<delta_reader>();
   apply_result r;
   try {
@@ -350,9 +350,11 @@ apply_result disk_delta_transport::apply(llm::decoder& model, const weights_upda
     caf::scoped_actor self{u.publisher->home_system()};
     std::string error;
     self->request(u.publisher, std::chrono::seconds(120), fullcopy_atom::value, u.version)
-        .receive([](const std::string&) {}, [&](caf::error& err) { error = self->system().render(err); });
+        .receive([](const std::string&) {},
+                 [&](caf::error& err) { error = self->system().render(err); });
     if (!error.empty()) {
-      throw std::runtime_error(std::string(e.what()) + "; the full copy could not be had: " + error);
+      throw std::runtime_error(std::string(e.what()) +
+                               "; the full copy could not be had: " + error);
     }
     reader_->apply_full(model.mutable_params(), u.location, u.version);
     r.full_copy = true;

@@ -9,13 +9,13 @@
 /// compresses smaller; a full copy (manifest "base": null) stores every tensor raw. A full copy
 /// of a version first published as a delta goes to `dir/v<version>-full/`.
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <stdexcept>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/transport.hpp"
@@ -87,13 +87,14 @@ class disk_delta_transport final : public transport {
   const char* name() const override { return "disk_delta"; }
   bool publish(const published_version& v, weights_update& u) override;
   std::string full_copy(uint64_t version) override;
-  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  apply_result apply(llm::decoder& model, const weights_update& u,
+                     const apply_context& ctx) override;
 
  private:
   transport_options options_;
-  std::unique_ptr<delta_writer> writer_;                           ///< the publisher's side
+  std::unique_ptr<delta_writer> writer_;                              ///< the publisher's side
   std::map<uint64_t, std::shared_ptr<const llm::flat_params>> held_;  ///< the publisher's side
-  std::unique_ptr<delta_reader> reader_;                           ///< an engine's side
+  std::unique_ptr<delta_reader> reader_;                              ///< an engine's side
 };
 
 }  // namespace milesrt::weights

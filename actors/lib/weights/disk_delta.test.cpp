@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/weights/tensor_hash.hpp"
@@ -15,8 +14,11 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::pair<std::string, std::vector<int64_t>>> specs = {
-    {"embed", {33, 16}}, {"layers.0.attn.q", {16, 16}}, {"layers.0.norm", {17}},
-    {"layers.1.mlp.up", {3, 5, 7}}, {"lm_head", {33, 16}}};
+    {"embed", {33, 16}},
+    {"layers.0.attn.q", {16, 16}},
+    {"layers.0.norm", {17}},
+    {"layers.1.mlp.up", {3, 5, 7}},
+    {"lm_head", {33, 16}}};
 
 llm::flat_params make_params(at::ScalarType dtype, bool random) {
   llm::flat_params p(specs, dtype, at::kCPU);
@@ -32,9 +34,9 @@ void step(llm::flat_params& p) {
 }
 
 struct temp_dir {
-  fs::path path = fs::temp_directory_path() /
-                  ("milesrt_disk_delta_" + std::to_string(::getpid()) + "_" +
-                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path path =
+      fs::temp_directory_path() / ("milesrt_disk_delta_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   temp_dir() { fs::remove_all(path); }
   ~temp_dir() { fs::remove_all(path); }
 };

@@ -1,7 +1,6 @@
 #include "actors/lib/weights/ipc.hpp"
 
 #include <ATen/ATen.h>
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -31,7 +30,9 @@ struct shm_header {
 static_assert(sizeof(shm_header) <= shm_header_bytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the header is shared between processes");
 
-std::string slash_name(std::string name) { return name.empty() || name[0] != '/' ? "/" + name : name; }
+std::string slash_name(std::string name) {
+  return name.empty() || name[0] != '/' ? "/" + name : name;
+}
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -139,8 +140,7 @@ uint64_t shm_receiver::apply(llm::flat_params& p, uint64_t want_version,
       const uint64_t n = h->bytes.load(std::memory_order_relaxed);
       const uint64_t hash = h->hash.load(std::memory_order_relaxed);
       const bool stable = s1 >= 2 && s1 % 2 == 0;
-      if (stable && v >= want_version && n == want_bytes &&
-          shm_header_bytes + n <= m.size) {
+      if (stable && v >= want_version && n == want_bytes && shm_header_bytes + n <= m.size) {
         if (!staged_.defined() || static_cast<size_t>(staged_.numel()) != n)
           staged_ = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
         std::memcpy(staged_.data_ptr(), payload(m.addr), n);
@@ -162,8 +162,8 @@ uint64_t shm_receiver::apply(llm::flat_params& p, uint64_t want_version,
       throw shm_error("shm segment '" + name_ + "': version " + std::to_string(want_version) +
                       " did not arrive within " + std::to_string(deadline.count()) + " ms (" +
                       (!m.addr ? "no such segment"
-                               : seen ? "newest is version " + std::to_string(newest)
-                                      : "nothing published") +
+                       : seen  ? "newest is version " + std::to_string(newest)
+                               : "nothing published") +
                       ")");
     std::this_thread::sleep_for(std::chrono::microseconds(500));
   }
@@ -180,7 +180,8 @@ bool ipc_transport::publish(const published_version& v, weights_update& u) {
   return false;
 }
 
-apply_result ipc_transport::apply(llm::decoder& model, const weights_update& u, const apply_context&) {
+apply_result ipc_transport::apply(llm::decoder& model, const weights_update& u,
+                                  const apply_context&) {
   if (!reader_ || reader_location_ != u.location) {
     reader_ = std::make_unique<shm_receiver>(u.location);
     reader_location_ = u.location;
@@ -188,7 +189,8 @@ apply_result ipc_transport::apply(llm::decoder& model, const weights_update& u, 
   apply_result r;
   // The segment holds the newest version; in the async schedule that may already be a later
   // one than this update's, whose hashes then do not apply (it is verified by its checksum).
-  r.verifiable = reader_->apply(model.mutable_params(), u.version, std::chrono::seconds(60)) == u.version;
+  r.verifiable =
+      reader_->apply(model.mutable_params(), u.version, std::chrono::seconds(60)) == u.version;
   return r;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-/// The ipc transport on the CPU (ipc_transport; CUDA IPC for weights on a GPU is cuda_ipc.hpp): a trainer process writes each version of the flat parameter
-/// buffer into a POSIX shared-memory segment, and engine processes on the same host copy it out.
+/// The ipc transport on the CPU (ipc_transport; CUDA IPC for weights on a GPU is cuda_ipc.hpp): a
+/// trainer process writes each version of the flat parameter buffer into a POSIX shared-memory
+/// segment, and engine processes on the same host copy it out.
 ///
 /// Segment layout: a header of shm_header_bytes (magic, a seqlock counter that is odd while a
 /// version is being written, the version, its byte count and the xxh3-64 of the payload), then the
@@ -8,14 +9,14 @@
 /// the counter was even and unchanged across it, and the checksum matches: it never applies a
 /// torn copy. One publisher per segment.
 
+#include <ATen/core/Tensor.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/transport.hpp"
@@ -76,7 +77,8 @@ class ipc_transport final : public transport {
   explicit ipc_transport(transport_options options = {}) : options_(std::move(options)) {}
   const char* name() const override { return "ipc"; }
   bool publish(const published_version& v, weights_update& u) override;
-  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  apply_result apply(llm::decoder& model, const weights_update& u,
+                     const apply_context& ctx) override;
   bool serves(const weights_update& u) const override;
 
  private:

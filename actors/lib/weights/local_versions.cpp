@@ -9,7 +9,8 @@
 
 namespace milesrt::weights {
 
-void local_versions::add_trainer(const std::string& trainer, std::shared_ptr<llm::flat_params> live) {
+void local_versions::add_trainer(const std::string& trainer,
+                                 std::shared_ptr<llm::flat_params> live) {
   std::lock_guard<std::mutex> lock(mutex_);
   trainers_[trainer].live = std::move(live);
 }
@@ -26,7 +27,8 @@ weights_ref local_versions::announce(const std::string& trainer, uint64_t versio
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = trainers_.find(trainer);
     if (it == trainers_.end() || !it->second.live) {
-      throw std::runtime_error("trainer '" + trainer + "' announced version " + std::to_string(version) +
+      throw std::runtime_error("trainer '" + trainer + "' announced version " +
+                               std::to_string(version) +
                                " but never registered its weights in this process");
     }
     live = it->second.live;
@@ -40,8 +42,8 @@ weights_ref local_versions::announce(const std::string& trainer, uint64_t versio
     try {
       copy = live->copy(live->buffer().scalar_type(), live->buffer().device());
     } catch (const std::exception& e) {
-      throw std::runtime_error("trainer '" + trainer + "': copy of version " + std::to_string(version) + ": " +
-                               e.what());
+      throw std::runtime_error("trainer '" + trainer + "': copy of version " +
+                               std::to_string(version) + ": " + e.what());
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -64,7 +66,8 @@ std::shared_ptr<llm::flat_params> local_versions::live(const std::string& traine
   return it == trainers_.end() ? nullptr : it->second.live;
 }
 
-std::shared_ptr<llm::flat_params> local_versions::frozen(const std::string& trainer, uint64_t version) const {
+std::shared_ptr<llm::flat_params> local_versions::frozen(const std::string& trainer,
+                                                         uint64_t version) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = trainers_.find(trainer);
   if (it == trainers_.end()) return nullptr;

@@ -14,8 +14,8 @@ namespace {
 
 std::shared_ptr<llm::flat_params> params() {
   auto p = std::make_shared<llm::flat_params>(
-      std::vector<std::pair<std::string, std::vector<int64_t>>>{{"a", {3, 5}}, {"b", {7}}}, at::kFloat,
-      at::Device(at::kCPU));
+      std::vector<std::pair<std::string, std::vector<int64_t>>>{{"a", {3, 5}}, {"b", {7}}},
+      at::kFloat, at::Device(at::kCPU));
   at::NoGradGuard no_grad;
   p->buffer().detach().copy_(at::randn(p->buffer().sizes()));
   return p;

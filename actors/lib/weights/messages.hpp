@@ -3,14 +3,13 @@
 ///   trainer.weights (port type "llm.trained_weights", a weights_ref) -> publisher.weights
 ///   publisher.updates (port type "llm.weights", a weights_update)    -> rollout.weights
 
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "runtime/core/messages.hpp"
 
@@ -26,8 +25,8 @@ inline constexpr const char* weights = "llm.weights";                  ///< a we
 /// the trainer's process's local_versions, under the trainer's name and this version.
 struct weights_ref {
   uint64_t version = 0;
-  std::string channel;  ///< the trainer's name
-  int64_t pid = 0;  ///< the trainer's process
+  std::string channel;           ///< the trainer's name
+  int64_t pid = 0;               ///< the trainer's process
   std::vector<uint64_t> hashes;  ///< xxh3 of each tensor, in parameter order (verifyWeights)
 };
 
@@ -41,12 +40,12 @@ struct weights_update {
   uint64_t version = 0;
   std::string transport;  ///< colocated | ipc | broadcast | p2p | disk_delta
   std::string channel;    ///< the trainer's name (colocated: where local_versions has its weights)
-  bool share = false;     ///< colocated, handover = share: use the trainer's buffer itself (no copy);
-                          ///< else the kept copy of this version
-  std::string location;   ///< ipc: shared-memory name; disk_delta: the directory
-  int64_t pid = 0;        ///< the publishing process
+  bool share = false;  ///< colocated, handover = share: use the trainer's buffer itself (no copy);
+                       ///< else the kept copy of this version
+  std::string location;          ///< ipc: shared-memory name; disk_delta: the directory
+  int64_t pid = 0;               ///< the publishing process
   std::vector<uint64_t> hashes;  ///< per tensor; empty = do not verify
-  caf::actor publisher;   ///< asked for a full copy when a delta cannot be applied
+  caf::actor publisher;          ///< asked for a full copy when a delta cannot be applied
 };
 
 template <class Inspector>

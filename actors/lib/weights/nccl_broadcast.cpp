@@ -12,23 +12,22 @@
 
 #include "actors/lib/weights/transfer_plan.hpp"
 
-#define MILESRT_CUDA_CHECK(call)                                                               \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess)                                                                     \
-      throw ::milesrt::weights::nccl_error(std::string(#call) + " failed at " + __FILE__ + \
-                                             ":" + std::to_string(__LINE__) + ": " +           \
-                                             cudaGetErrorString(e_));                          \
+#define MILESRT_CUDA_CHECK(call)                                                                 \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess)                                                                       \
+      throw ::milesrt::weights::nccl_error(std::string(#call) + " failed at " + __FILE__ + ":" + \
+                                           std::to_string(__LINE__) + ": " +                     \
+                                           cudaGetErrorString(e_));                              \
   } while (0)
 
-#define MILESRT_NCCL_CHECK(call)                                                               \
-  do {                                                                                         \
-    ncclResult_t r_ = (call);                                                                  \
-    if (r_ != ncclSuccess)                                                                     \
-      throw ::milesrt::weights::nccl_error(std::string(#call) + " failed at " + __FILE__ + \
-                                             ":" + std::to_string(__LINE__) + ": " +           \
-                                             ncclGetErrorString(r_) + " (" +                   \
-                                             ncclGetLastError(nullptr) + ")");                 \
+#define MILESRT_NCCL_CHECK(call)                                                                  \
+  do {                                                                                            \
+    ncclResult_t r_ = (call);                                                                     \
+    if (r_ != ncclSuccess)                                                                        \
+      throw ::milesrt::weights::nccl_error(                                                       \
+          std::string(#call) + " failed at " + __FILE__ + ":" + std::to_string(__LINE__) + ": " + \
+          ncclGetErrorString(r_) + " (" + ncclGetLastError(nullptr) + ")");                       \
   } while (0)
 
 namespace milesrt::weights {
@@ -116,24 +115,29 @@ void nccl_broadcaster::run_plan(llm::flat_params& p, const std::vector<transfer>
     auto it = where.find(t.tensor);
     if (it == where.end()) {
       ncclGroupEnd();
-      throw nccl_error("nccl p2p plan: rank " + std::to_string(rank_) + " has no tensor '" + t.tensor + "'");
+      throw nccl_error("nccl p2p plan: rank " + std::to_string(rank_) + " has no tensor '" +
+                       t.tensor + "'");
     }
     const auto [first, n] = it->second;
     if (t.src_rank == rank_) {
       if (t.src_offset + t.length > n) {
         ncclGroupEnd();
-        throw nccl_error("nccl p2p plan: '" + t.tensor + "' has " + std::to_string(n) + " elements");
+        throw nccl_error("nccl p2p plan: '" + t.tensor + "' has " + std::to_string(n) +
+                         " elements");
       }
-      MILESRT_NCCL_CHECK(ncclSend(base + (first + t.src_offset) * es, static_cast<size_t>(t.length * es),
-                                  ncclUint8, t.dst_rank, static_cast<ncclComm_t>(comm_), stream));
+      MILESRT_NCCL_CHECK(ncclSend(base + (first + t.src_offset) * es,
+                                  static_cast<size_t>(t.length * es), ncclUint8, t.dst_rank,
+                                  static_cast<ncclComm_t>(comm_), stream));
     }
     if (t.dst_rank == rank_) {
       if (t.dst_offset + t.length > n) {
         ncclGroupEnd();
-        throw nccl_error("nccl p2p plan: '" + t.tensor + "' has " + std::to_string(n) + " elements");
+        throw nccl_error("nccl p2p plan: '" + t.tensor + "' has " + std::to_string(n) +
+                         " elements");
       }
-      MILESRT_NCCL_CHECK(ncclRecv(base + (first + t.dst_offset) * es, static_cast<size_t>(t.length * es),
-                                  ncclUint8, t.src_rank, static_cast<ncclComm_t>(comm_), stream));
+      MILESRT_NCCL_CHECK(ncclRecv(base + (first + t.dst_offset) * es,
+                                  static_cast<size_t>(t.length * es), ncclUint8, t.src_rank,
+                                  static_cast<ncclComm_t>(comm_), stream));
     }
   }
   MILESRT_NCCL_CHECK(ncclGroupEnd());
@@ -153,8 +157,10 @@ std::string nccl_id_to_hex(const nccl_id& id) {
 
 nccl_id nccl_id_from_hex(const std::string& hex) {
   nccl_id id{};
-  if (hex.size() != 2 * id.size()) throw nccl_error("an NCCL id of " + std::to_string(hex.size()) + " hex digits");
-  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  if (hex.size() != 2 * id.size())
+    throw nccl_error("an NCCL id of " + std::to_string(hex.size()) + " hex digits");
+  for (size_t i = 0; i < id.size(); ++i)
+    id[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
   return id;
 }
 
@@ -163,13 +169,14 @@ nccl_id nccl_id_from_hex(const std::string& hex) {
 bool nccl_transport::publish(const published_version& v, weights_update& u) {
   const auto& b = v.weights->buffer();
   if (!b.is_cuda()) {
-    throw std::runtime_error(std::string("transport '") + name() + "' moves weights between GPUs; the trainer's are on " +
+    throw std::runtime_error(std::string("transport '") + name() +
+                             "' moves weights between GPUs; the trainer's are on " +
                              b.device().str());
   }
   if (location_.empty()) {
     id_ = nccl_broadcaster::make_id();
-    location_ = "nccl:" + std::to_string(options_.engines + 1) + ":" + std::to_string(options_.bucket_bytes) + ":" +
-                nccl_id_to_hex(id_);
+    location_ = "nccl:" + std::to_string(options_.engines + 1) + ":" +
+                std::to_string(options_.bucket_bytes) + ":" + nccl_id_to_hex(id_);
   }
   u.location = location_;
   pending_ = v.weights;
@@ -186,7 +193,8 @@ void nccl_transport::after_reply() {
   exchange(*comm_, *src, static_cast<int>(options_.engines), options_.bucket_bytes);
 }
 
-apply_result nccl_transport::apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) {
+apply_result nccl_transport::apply(llm::decoder& model, const weights_update& u,
+                                   const apply_context& ctx) {
   // location: "nccl:<world>:<bucket bytes>:<hex id>"
   std::vector<std::string> f;
   size_t from = 0;
@@ -194,15 +202,19 @@ apply_result nccl_transport::apply(llm::decoder& model, const weights_update& u,
     f.push_back(u.location.substr(from, at - from));
   }
   f.push_back(u.location.substr(from));
-  if (f.size() != 4 || f[0] != "nccl") throw std::runtime_error("'" + u.location + "' is not an NCCL location");
+  if (f.size() != 4 || f[0] != "nccl")
+    throw std::runtime_error("'" + u.location + "' is not an NCCL location");
   const int world = std::stoi(f[1]);
   const int64_t bucket = std::stoll(f[2]);
   auto& p = model.mutable_params();
   if (ctx.rank < 1 || ctx.rank >= world) {
-    throw std::runtime_error("this engine is rank " + std::to_string(ctx.rank) + " but the publisher set up " +
-                             std::to_string(world - 1) + " engine ranks (publisher.engines)");
+    throw std::runtime_error("this engine is rank " + std::to_string(ctx.rank) +
+                             " but the publisher set up " + std::to_string(world - 1) +
+                             " engine ranks (publisher.engines)");
   }
-  if (!comm_) comm_ = std::make_unique<nccl_broadcaster>(nccl_id_from_hex(f[3]), world, ctx.rank, p.buffer().device().index());
+  if (!comm_)
+    comm_ = std::make_unique<nccl_broadcaster>(nccl_id_from_hex(f[3]), world, ctx.rank,
+                                               p.buffer().device().index());
   exchange(*comm_, p, world - 1, bucket);
   return {};
 }

@@ -69,15 +69,17 @@ class nccl_transport : public transport {
   explicit nccl_transport(transport_options options) : options_(std::move(options)) {}
   bool publish(const published_version& v, weights_update& u) override;
   void after_reply() override;
-  apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) override;
+  apply_result apply(llm::decoder& model, const weights_update& u,
+                     const apply_context& ctx) override;
 
  protected:
   /// This rank's part of moving `p` among `engines` engine ranks and rank 0.
-  virtual void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines, int64_t bucket_bytes) = 0;
+  virtual void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines,
+                        int64_t bucket_bytes) = 0;
 
  private:
   transport_options options_;
-  std::string location_;                      ///< the publisher's, made on the first publish
+  std::string location_;  ///< the publisher's, made on the first publish
   nccl_id id_{};
   std::shared_ptr<llm::flat_params> pending_;  ///< the version after_reply sends
   std::unique_ptr<nccl_broadcaster> comm_;
@@ -90,7 +92,8 @@ class broadcast_transport final : public nccl_transport {
   const char* name() const override { return "broadcast"; }
 
  protected:
-  void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines, int64_t bucket_bytes) override;
+  void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines,
+                int64_t bucket_bytes) override;
 };
 
 /// p2p: sends and receives along a transfer plan computed once (plan_whole_model today).
@@ -100,7 +103,8 @@ class p2p_transport final : public nccl_transport {
   const char* name() const override { return "p2p"; }
 
  protected:
-  void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines, int64_t bucket_bytes) override;
+  void exchange(nccl_broadcaster& comm, llm::flat_params& p, int engines,
+                int64_t bucket_bytes) override;
 
  private:
   std::vector<transfer> plan_;

@@ -22,8 +22,8 @@ TEST(NcclBroadcast, GpuBroadcastsInBuckets) {
       {"embed", {1000, 64}}, {"layers.0.w", {64, 3, 7}}, {"norm", {63}}, {"lm_head", {1000, 64}}};
   std::vector<std::unique_ptr<llm::flat_params>> params;
   for (int r = 0; r < nranks; ++r) {
-    params.push_back(std::make_unique<llm::flat_params>(specs, at::kBFloat16,
-                                                       at::Device(at::kCUDA, r)));
+    params.push_back(
+        std::make_unique<llm::flat_params>(specs, at::kBFloat16, at::Device(at::kCUDA, r)));
     if (r == 0) params[0]->buffer().detach().copy_(at::randn({params[0]->buffer().numel()}));
   }
   const auto want = param_hashes(*params[0]);

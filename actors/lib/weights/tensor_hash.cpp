@@ -1,17 +1,14 @@
 #include "actors/lib/weights/tensor_hash.hpp"
 
 #include <ATen/ATen.h>
+#include <xxhash.h>
 
 #include <cstdio>
 #include <memory>
 
-#include <xxhash.h>
-
 namespace milesrt::weights {
 
-at::Tensor cpu_contiguous(const at::Tensor& t) {
-  return t.detach().to(at::kCPU).contiguous();
-}
+at::Tensor cpu_contiguous(const at::Tensor& t) { return t.detach().to(at::kCPU).contiguous(); }
 
 uint64_t bytes_hash(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
@@ -57,8 +54,8 @@ void verify_weights(const llm::flat_params& p, const std::vector<uint64_t>& expe
   const auto& names = p.names();
   if (expected.size() != names.size())
     throw weights_mismatch("verify_weights: " + std::to_string(expected.size()) +
-                               " hashes published for a model of " +
-                               std::to_string(names.size()) + " tensors",
+                               " hashes published for a model of " + std::to_string(names.size()) +
+                               " tensors",
                            {});
   auto got = param_hashes(p);
   std::vector<std::string> bad;

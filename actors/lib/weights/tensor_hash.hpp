@@ -2,12 +2,12 @@
 /// Content hashes of weights: a trainer publishes one xxh3-64 per tensor with each version
 /// (weights_ref::hashes), and an engine checks what it received against them (verifyWeights).
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
 

@@ -46,7 +46,8 @@ std::vector<transfer> plan_p2p(const std::vector<shard>& owned_by_trainers,
     std::set<int64_t> cuts{a, b};
     for (const shard* o : it->second) {
       if (o->offset > a && o->offset < b) cuts.insert(o->offset);
-      if (o->offset + o->length > a && o->offset + o->length < b) cuts.insert(o->offset + o->length);
+      if (o->offset + o->length > a && o->offset + o->length < b)
+        cuts.insert(o->offset + o->length);
     }
     // Preferred trainer: position dst_rank mod count among the trainer ranks; others by how far
     // after it they come (cyclically).
@@ -99,7 +100,8 @@ std::vector<bucket> make_buckets(const std::vector<std::pair<std::string, int64_
   return out;
 }
 
-std::vector<transfer> plan_whole_model(const std::vector<std::pair<std::string, int64_t>>& tensors, int engines) {
+std::vector<transfer> plan_whole_model(const std::vector<std::pair<std::string, int64_t>>& tensors,
+                                       int engines) {
   std::vector<shard> owned, needed;
   for (const auto& [name, n] : tensors) {
     owned.push_back({name, 0, 0, n});

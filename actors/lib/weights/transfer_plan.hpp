@@ -52,6 +52,7 @@ std::vector<bucket> make_buckets(const std::vector<std::pair<std::string, int64_
 /// The p2p plan of a trainer that is one rank (rank 0, owning every tensor whole) and `engines`
 /// engine ranks (1..engines) that each need every tensor whole: one transfer per tensor and
 /// engine. `tensors` are (name, elements) in the flat buffer's order.
-std::vector<transfer> plan_whole_model(const std::vector<std::pair<std::string, int64_t>>& tensors, int engines);
+std::vector<transfer> plan_whole_model(const std::vector<std::pair<std::string, int64_t>>& tensors,
+                                       int engines);
 
 }  // namespace milesrt::weights

@@ -90,8 +90,8 @@ TEST(TransferPlan, MissingRangeNamesTensorAndRange) {
 }
 
 TEST(TransferPlan, BucketsKeepOrderAndNeverSplitATensor) {
-  std::vector<std::pair<std::string, int64_t>> ts = {
-      {"a", 40}, {"b", 60}, {"c", 1}, {"big", 250}, {"d", 30}, {"e", 70}, {"f", 100}};
+  std::vector<std::pair<std::string, int64_t>> ts = {{"a", 40}, {"b", 60}, {"c", 1},  {"big", 250},
+                                                     {"d", 30}, {"e", 70}, {"f", 100}};
   auto b = make_buckets(ts, 100);
   ASSERT_EQ(b.size(), 5u);
   auto names = [](const bucket& x) {

@@ -10,15 +10,22 @@
 namespace milesrt::weights {
 using Transport = schema::PublisherParams::Transport;
 
-std::string transport::full_copy(uint64_t) { throw full_copy_refused("has published nothing on disk"); }
+std::string transport::full_copy(uint64_t) {
+  throw full_copy_refused("has published nothing on disk");
+}
 
 std::string transport_name(Transport kind) {
   switch (kind) {
-    case Transport::COLOCATED: return "colocated";
-    case Transport::IPC: return "ipc";
-    case Transport::BROADCAST: return "broadcast";
-    case Transport::P2P: return "p2p";
-    case Transport::DISK_DELTA: return "disk_delta";
+    case Transport::COLOCATED:
+      return "colocated";
+    case Transport::IPC:
+      return "ipc";
+    case Transport::BROADCAST:
+      return "broadcast";
+    case Transport::P2P:
+      return "p2p";
+    case Transport::DISK_DELTA:
+      return "disk_delta";
   }
   return "?";
 }
@@ -33,9 +40,11 @@ namespace {
 }  // namespace
 #endif
 
-std::unique_ptr<transport> make_transport(Transport kind, const at::Device& device, const transport_options& options) {
+std::unique_ptr<transport> make_transport(Transport kind, const at::Device& device,
+                                          const transport_options& options) {
   switch (kind) {
-    case Transport::COLOCATED: return std::make_unique<colocated_transport>();
+    case Transport::COLOCATED:
+      return std::make_unique<colocated_transport>();
     case Transport::IPC:
       if (device.is_cuda()) {
 #ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
@@ -45,16 +54,21 @@ std::unique_ptr<transport> make_transport(Transport kind, const at::Device& devi
 #endif
       }
       return std::make_unique<ipc_transport>(options);
-    case Transport::DISK_DELTA: return std::make_unique<disk_delta_transport>(options);
+    case Transport::DISK_DELTA:
+      return std::make_unique<disk_delta_transport>(options);
 #ifdef MILESRT_PUBLISHER_HAVE_NCCL
-    case Transport::BROADCAST: return std::make_unique<broadcast_transport>(options);
-    case Transport::P2P: return std::make_unique<p2p_transport>(options);
+    case Transport::BROADCAST:
+      return std::make_unique<broadcast_transport>(options);
+    case Transport::P2P:
+      return std::make_unique<p2p_transport>(options);
 #else
     case Transport::BROADCAST:
-    case Transport::P2P: needs_nccl(transport_name(kind));
+    case Transport::P2P:
+      needs_nccl(transport_name(kind));
 #endif
   }
-  throw std::runtime_error("transport " + std::to_string(static_cast<int>(kind)) + " is not known to this build");
+  throw std::runtime_error("transport " + std::to_string(static_cast<int>(kind)) +
+                           " is not known to this build");
 }
 
 std::unique_ptr<transport> make_transport(const weights_update& u) {

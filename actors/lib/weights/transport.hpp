@@ -9,13 +9,13 @@
 /// (apply); it keeps that side's state between versions (a shared-memory segment, the last delta
 /// written, an NCCL communicator).
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
-
-#include <ATen/core/Tensor.h>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/messages.hpp"
@@ -27,11 +27,11 @@ class local_versions;
 
 /// The publisher's settings a transport needs (from PublisherParams).
 struct transport_options {
-  std::string publisher;         ///< the publisher's name (names the shared-memory segment)
-  std::filesystem::path dir;     ///< disk_delta: where versions are written
-  uint32_t full_every = 0;       ///< disk_delta: a full copy every N versions (0: on request only)
-  uint32_t keep_versions = 2;    ///< disk_delta: versions kept for full copies
-  uint32_t engines = 1;          ///< broadcast / p2p: engine ranks 1..engines (the trainer is 0)
+  std::string publisher;       ///< the publisher's name (names the shared-memory segment)
+  std::filesystem::path dir;   ///< disk_delta: where versions are written
+  uint32_t full_every = 0;     ///< disk_delta: a full copy every N versions (0: on request only)
+  uint32_t keep_versions = 2;  ///< disk_delta: versions kept for full copies
+  uint32_t engines = 1;        ///< broadcast / p2p: engine ranks 1..engines (the trainer is 0)
   int64_t bucket_bytes = 256 << 20;  ///< broadcast: bytes per NCCL call
 };
 
@@ -85,7 +85,8 @@ class transport {
   // --- An engine's side ---
   /// Brings `model` to u.version. Throws naming what is wrong; transports that read before they
   /// write (disk_delta, ipc) then leave the model as it was.
-  virtual apply_result apply(llm::decoder& model, const weights_update& u, const apply_context& ctx) = 0;
+  virtual apply_result apply(llm::decoder& model, const weights_update& u,
+                             const apply_context& ctx) = 0;
   /// This object can apply `u` (same transport, same kind of location): the receiver keeps using
   /// it, with its state, instead of making a new one.
   virtual bool serves(const weights_update& u) const { return u.transport == name(); }
@@ -94,7 +95,8 @@ class transport {
 /// The publisher's transport for `kind`, made on the first version, whose weights are on
 /// `device` (ipc: shared memory from the CPU, CUDA IPC from a GPU). Throws std::runtime_error
 /// when this build cannot publish that way.
-std::unique_ptr<transport> make_transport(schema::PublisherParams::Transport kind, const at::Device& device,
+std::unique_ptr<transport> make_transport(schema::PublisherParams::Transport kind,
+                                          const at::Device& device,
                                           const transport_options& options);
 
 /// An engine's transport for an update. Throws std::runtime_error naming the transport when this

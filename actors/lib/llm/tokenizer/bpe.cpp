@@ -1,9 +1,9 @@
 #include "actors/lib/llm/tokenizer/bpe.hpp"
 
-#include <nlohmann/json.hpp>
 #include <tbb/enumerable_thread_specific.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <stdexcept>
 
@@ -22,7 +22,8 @@ std::string opt_string(const nlohmann::json& j, const char* key) {
 // Per thread, so that lookups need no lock; native TLS keys make local() a pthread_getspecific.
 struct bpe_model::word_caches {
   using cache = std::unordered_map<std::string, std::vector<token_id>>;
-  tbb::enumerable_thread_specific<cache, tbb::cache_aligned_allocator<cache>, tbb::ets_key_per_instance>
+  tbb::enumerable_thread_specific<cache, tbb::cache_aligned_allocator<cache>,
+                                  tbb::ets_key_per_instance>
       per_thread;
 };
 
@@ -56,7 +57,8 @@ bpe_model::bpe_model(const nlohmann::json& model) : caches_(std::make_unique<wor
   ignore_merges_ = model.value("ignore_merges", false);
   if (std::string unk = opt_string(model, "unk_token"); !unk.empty()) {
     unk_ = find(unk);
-    if (unk_ < 0) throw std::invalid_argument("model BPE: unk_token '" + unk + "' is not in the vocabulary");
+    if (unk_ < 0)
+      throw std::invalid_argument("model BPE: unk_token '" + unk + "' is not in the vocabulary");
   }
   const auto& merges = model.at("merges");
   if (!merges.is_array()) throw std::invalid_argument("model BPE: 'merges' is not a list");
@@ -85,8 +87,8 @@ bpe_model::bpe_model(const nlohmann::json& model) : caches_(std::make_unique<wor
     std::string joined = a + b.substr(std::min(b.size(), continuing_subword_prefix_.size()));
     token_id ij = find(joined);
     if (ia < 0 || ib < 0 || ij < 0) {
-      throw std::invalid_argument("model BPE: merge " + std::to_string(rank + 1) + " ('" + a + "', '" +
-                                  b + "') names a token that is not in the vocabulary");
+      throw std::invalid_argument("model BPE: merge " + std::to_string(rank + 1) + " ('" + a +
+                                  "', '" + b + "') names a token that is not in the vocabulary");
     }
     merges_[pair_key(ia, ib)] = {rank, ij};  // a repeated pair keeps its last rank, as HF does
     ++rank;
@@ -117,7 +119,8 @@ void bpe_model::encode_word(std::string_view w, std::vector<token_id>& out) cons
   const size_t from = out.size();
   encode_uncached(w, out);
   if (cache.size() >= word_cache_capacity) cache.clear();
-  cache.emplace(std::move(key), std::vector<token_id>(out.begin() + static_cast<std::ptrdiff_t>(from), out.end()));
+  cache.emplace(std::move(key),
+                std::vector<token_id>(out.begin() + static_cast<std::ptrdiff_t>(from), out.end()));
 }
 
 void bpe_model::encode_uncached(std::string_view w, std::vector<token_id>& out) const {

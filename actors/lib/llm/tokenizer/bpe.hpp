@@ -5,19 +5,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace milesrt::llm {
 
 using token_id = int32_t;
 
 class bpe_model {
-public:
+ public:
   /// Reads `"model": {"type": "BPE", ...}`. Merges may be "a b" strings or ["a", "b"] pairs.
   /// Throws std::invalid_argument naming the field when the model is malformed or unsupported.
   explicit bpe_model(const nlohmann::json& model);
@@ -37,7 +36,7 @@ public:
   /// One past the largest id in the vocabulary.
   size_t size() const { return tokens_.size(); }
 
-private:
+ private:
   struct merge {
     uint32_t rank;
     token_id result;

@@ -7,11 +7,10 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/tokenizer/bpe.hpp"
 
@@ -54,8 +53,9 @@ class chat_template {
   /// Compiles `source`. `origin` names where it came from in errors (a file, or "DIR/
   /// tokenizer_config.json's chat_template"). `specials` are the tokenizer's special tokens
   /// (bos_token, eos_token, unk_token, pad_token: the names transformers passes), strings.
-  static chat_template_result parse(const std::string& source, std::string origin,
-                                    nlohmann::ordered_json specials = nlohmann::ordered_json::object());
+  static chat_template_result parse(
+      const std::string& source, std::string origin,
+      nlohmann::ordered_json specials = nlohmann::ordered_json::object());
   /// Reads and compiles a .jinja file, with `tok`'s special tokens.
   static chat_template_result from_file(const std::filesystem::path& path, const tokenizer& tok);
   /// The model's own template: tokenizer_config.json's chat_template (a string, or the "default"
@@ -66,14 +66,15 @@ class chat_template {
   static chat_template_result load(const std::string& path, const tokenizer& tok);
 
   /// Renders `messages` (a JSON array of {role, content, tool_calls?, reasoning_content?, ...}).
-  chat_render_result render(const nlohmann::ordered_json& messages, const chat_options& options) const;
+  chat_render_result render(const nlohmann::ordered_json& messages,
+                            const chat_options& options) const;
 
   const std::string& origin() const { return origin_; }
   const std::string& source() const { return source_; }
 
   /// Internal: use parse.
-  chat_template(std::shared_ptr<const jinja::program> program, std::string source, std::string origin,
-                nlohmann::ordered_json specials);
+  chat_template(std::shared_ptr<const jinja::program> program, std::string source,
+                std::string origin, nlohmann::ordered_json specials);
 
  private:
   std::shared_ptr<const jinja::program> program_;
@@ -95,17 +96,20 @@ struct chat_append_result {
 
 /// Starts a conversation: renders `messages` and tokenizes the whole text (no special tokens
 /// added: the template writes them, as apply_chat_template's tokenize=True does).
-chat_append_result chat_start(const tokenizer& tok, const chat_template& tmpl, const nlohmann::ordered_json& messages,
-                              const chat_options& options);
+chat_append_result chat_start(const tokenizer& tok, const chat_template& tmpl,
+                              const nlohmann::ordered_json& messages, const chat_options& options);
 
 /// Appends ids the model sampled; their decoded text extends the state's text.
-chat_state chat_append_sampled(const tokenizer& tok, chat_state state, const std::vector<token_id>& sampled);
+chat_state chat_append_sampled(const tokenizer& tok, chat_state state,
+                               const std::vector<token_id>& sampled);
 
 /// Appends the next turn: `messages` is the whole conversation so far (past and new messages). The
 /// template's rendering of it must start with `past.text`; the new ids are `past.ids` followed by
 /// the ids of the rest of the text, so history is never re-tokenized. When the template rewrites
-/// the past (Qwen3 drops the reasoning of earlier assistant turns), this says so and changes nothing.
-chat_append_result chat_append(const tokenizer& tok, const chat_template& tmpl, const chat_state& past,
-                               const nlohmann::ordered_json& messages, const chat_options& options);
+/// the past (Qwen3 drops the reasoning of earlier assistant turns), this says so and changes
+/// nothing.
+chat_append_result chat_append(const tokenizer& tok, const chat_template& tmpl,
+                               const chat_state& past, const nlohmann::ordered_json& messages,
+                               const chat_options& options);
 
 }  // namespace milesrt::llm

@@ -1,7 +1,6 @@
 #include "actors/lib/llm/tokenizer/pipeline.hpp"
 
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 #include "actors/lib/llm/tokenizer/utf8.hpp"
@@ -45,7 +44,8 @@ struct pattern {
     if (re) {
       re->find_all(s, [&](size_t a, size_t b) { out.emplace_back(a, b); });
     } else if (!literal.empty()) {
-      for (size_t at = s.find(literal); at != std::string::npos; at = s.find(literal, at + literal.size())) {
+      for (size_t at = s.find(literal); at != std::string::npos;
+           at = s.find(literal, at + literal.size())) {
         out.emplace_back(at, at + literal.size());
       }
     }
@@ -84,7 +84,8 @@ void normalizer::add(const nlohmann::json& j) {
     s->form = type;
   } else if (type == "Lowercase") {
 #ifndef MILESRT_HAVE_ICU
-    throw std::invalid_argument("normalizer 'Lowercase' needs ICU, and this milesrt was built without it");
+    throw std::invalid_argument(
+        "normalizer 'Lowercase' needs ICU, and this milesrt was built without it");
 #endif
     s->k = step::kind::lowercase;
   } else if (type == "Prepend") {
@@ -180,14 +181,16 @@ void pre_tokenizer::add(const nlohmann::json& j) {
                                   "Contiguous"};
     bool ok = false;
     for (const char* b : known) ok = ok || s->behavior == b;
-    if (!ok) throw std::invalid_argument("pre_tokenizer Split: unknown behavior '" + s->behavior + "'");
+    if (!ok)
+      throw std::invalid_argument("pre_tokenizer Split: unknown behavior '" + s->behavior + "'");
   } else if (type == "ByteLevel") {
     s->k = step::kind::byte_level;
     s->add_prefix_space = j.value("add_prefix_space", true);
     s->use_regex = j.value("use_regex", true);
     if (s->use_regex) {
       s->pat = std::make_unique<pattern>(nlohmann::json{
-          {"Regex", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"}});
+          {"Regex",
+           R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"}});
     }
   } else if (type == "Digits") {
     // HF splits on char::is_numeric, i.e. \p{N}: runs merged, or each digit alone.
@@ -329,7 +332,8 @@ void post_processor::add(const nlohmann::json& j) {
           (seen_sequence ? post : pre).push_back(id.get<token_id>());
         }
       } else {
-        throw std::invalid_argument("post_processor TemplateProcessing: unknown item " + item.dump());
+        throw std::invalid_argument("post_processor TemplateProcessing: unknown item " +
+                                    item.dump());
       }
     }
     prefix_.insert(prefix_.end(), pre.begin(), pre.end());
@@ -399,8 +403,10 @@ std::string token_decoder::apply(std::vector<std::string> tokens) const {
         bool ok = true;
         for (size_t i = 0; i < t.size() && ok;) {
           int b = utf8::char_byte(t, i);
-          if (b < 0) ok = false;
-          else mapped += static_cast<char>(b);
+          if (b < 0)
+            ok = false;
+          else
+            mapped += static_cast<char>(b);
         }
         bytes += ok ? mapped : t;
       }
@@ -420,7 +426,8 @@ std::string token_decoder::apply(std::vector<std::string> tokens) const {
       };
       for (const auto& t : tokens) {
         if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
-            std::isxdigit(static_cast<unsigned char>(t[3])) && std::isxdigit(static_cast<unsigned char>(t[4]))) {
+            std::isxdigit(static_cast<unsigned char>(t[3])) &&
+            std::isxdigit(static_cast<unsigned char>(t[4]))) {
           pending += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
         } else {
           flush();
@@ -448,7 +455,9 @@ std::string token_decoder::apply(std::vector<std::string> tokens) const {
       for (const auto& t : tokens) {
         size_t a = 0, b = t.size(), n = st->content.size();
         for (size_t k = 0; k < st->start && n && t.compare(a, n, st->content) == 0; ++k) a += n;
-        for (size_t k = 0; k < st->stop && n && b >= a + n && t.compare(b - n, n, st->content) == 0; ++k) b -= n;
+        for (size_t k = 0; k < st->stop && n && b >= a + n && t.compare(b - n, n, st->content) == 0;
+             ++k)
+          b -= n;
         next.push_back(t.substr(a, b - a));
       }
     }

@@ -4,10 +4,9 @@
 /// ids, not offsets). A component milesrt does not implement is an error that names it.
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "actors/lib/llm/tokenizer/bpe.hpp"
 #include "actors/lib/llm/tokenizer/regex.hpp"
@@ -16,7 +15,7 @@ namespace milesrt::llm {
 
 /// A normalizer: NFC/NFD/NFKC/NFKD (through ICU), Lowercase, Prepend, Replace, Sequence.
 class normalizer {
-public:
+ public:
   /// `j` is tokenizer.json's "normalizer" value (null means none).
   explicit normalizer(const nlohmann::json& j);
   ~normalizer();
@@ -25,7 +24,7 @@ public:
 
   struct step;
 
-private:
+ private:
   void add(const nlohmann::json& j);
   std::vector<std::unique_ptr<step>> steps_;
 };
@@ -33,7 +32,7 @@ private:
 /// A pre-tokenizer: Split (Regex or String pattern, every behavior, invert), ByteLevel (with or
 /// without GPT-2's regex, add_prefix_space), Digits, Sequence.
 class pre_tokenizer {
-public:
+ public:
   explicit pre_tokenizer(const nlohmann::json& j);
   ~pre_tokenizer();
   /// Splits `text` into the words the model encodes, appending them to `out`.
@@ -41,7 +40,7 @@ public:
 
   struct step;
 
-private:
+ private:
   void add(const nlohmann::json& j);
   std::vector<std::unique_ptr<step>> steps_;
 };
@@ -49,7 +48,7 @@ private:
 /// A post-processor: TemplateProcessing, RobertaProcessing/BertProcessing, ByteLevel (offsets
 /// only, so nothing for ids), Sequence. `vocab_find` resolves Roberta/Bert token names.
 class post_processor {
-public:
+ public:
   explicit post_processor(const nlohmann::json& j);
   /// Wraps `ids` of a single sequence in the special tokens the template adds.
   std::vector<token_id> apply(const std::vector<token_id>& ids) const;
@@ -57,7 +56,7 @@ public:
   const std::vector<token_id>& prefix() const { return prefix_; }
   const std::vector<token_id>& suffix() const { return suffix_; }
 
-private:
+ private:
   void add(const nlohmann::json& j);
   std::vector<token_id> prefix_, suffix_;
 };
@@ -66,14 +65,14 @@ private:
 /// ByteFallback, Fuse, Replace (String), Strip, Sequence; or none, which joins
 /// tokens with spaces as HF does.
 class token_decoder {
-public:
+ public:
   explicit token_decoder(const nlohmann::json& j);
   ~token_decoder();
   std::string apply(std::vector<std::string> tokens) const;
 
   struct step;
 
-private:
+ private:
   void add(const nlohmann::json& j);
   std::vector<std::unique_ptr<step>> steps_;
   bool none_ = true;

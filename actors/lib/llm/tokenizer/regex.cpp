@@ -57,8 +57,8 @@ void regex::find_all(std::string_view text,
     if (rc < 0) {
       PCRE2_UCHAR buf[256];
       pcre2_get_error_message(rc, buf, sizeof buf);
-      throw std::runtime_error("regex /" + pattern_ + "/: match failed: " +
-                               reinterpret_cast<char*>(buf));
+      throw std::runtime_error("regex /" + pattern_ +
+                               "/: match failed: " + reinterpret_cast<char*>(buf));
     }
     PCRE2_SIZE* ov = pcre2_get_ovector_pointer(s.data);
     size_t start = ov[0], end = ov[1];

@@ -11,7 +11,7 @@
 namespace milesrt::llm {
 
 class regex {
-public:
+ public:
   /// Compiles `pattern` (Oniguruma/HF syntax: \p{L}, (?i:...), (?!...) mean the same in PCRE2).
   /// Throws std::invalid_argument with PCRE2's message and offset when it does not compile.
   explicit regex(const std::string& pattern);
@@ -29,7 +29,7 @@ public:
   /// The pattern as given.
   const std::string& pattern() const { return pattern_; }
 
-private:
+ private:
   std::string pattern_;
   void* code_ = nullptr;  // pcre2_code_8*
 };

@@ -1,8 +1,7 @@
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -75,7 +74,8 @@ std::pair<size_t, int> tokenizer::trie::longest(std::string_view s, size_t at) c
     }
     if (child < 0) break;
     n = child;
-    if (nodes[static_cast<size_t>(n)].token >= 0) best = {i + 1 - at, nodes[static_cast<size_t>(n)].token};
+    if (nodes[static_cast<size_t>(n)].token >= 0)
+      best = {i + 1 - at, nodes[static_cast<size_t>(n)].token};
   }
   return best;
 }
@@ -104,7 +104,8 @@ tokenizer_load_result tokenizer::load(const std::filesystem::path& dir) {
   }
 }
 
-tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj, const nlohmann::json* cfg)
+tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
+                     const nlohmann::json* cfg)
     : dir_(dir) {
   auto component = [&](const char* key) -> const nlohmann::json& {
     static const nlohmann::json null;
@@ -119,13 +120,16 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
     }
   };
   if (!tj.is_object() || !tj.contains("model")) throw std::invalid_argument("no 'model'");
-  normalizer_ = guarded("normalizer", [&] { return std::make_unique<normalizer>(component("normalizer")); });
-  pre_tokenizer_ =
-      guarded("pre_tokenizer", [&] { return std::make_unique<pre_tokenizer>(component("pre_tokenizer")); });
+  normalizer_ =
+      guarded("normalizer", [&] { return std::make_unique<normalizer>(component("normalizer")); });
+  pre_tokenizer_ = guarded(
+      "pre_tokenizer", [&] { return std::make_unique<pre_tokenizer>(component("pre_tokenizer")); });
   model_ = guarded("model", [&] { return std::make_unique<bpe_model>(component("model")); });
-  post_processor_ =
-      guarded("post_processor", [&] { return std::make_unique<post_processor>(component("post_processor")); });
-  decoder_ = guarded("decoder", [&] { return std::make_unique<token_decoder>(component("decoder")); });
+  post_processor_ = guarded("post_processor", [&] {
+    return std::make_unique<post_processor>(component("post_processor"));
+  });
+  decoder_ =
+      guarded("decoder", [&] { return std::make_unique<token_decoder>(component("decoder")); });
   guarded("added_tokens", [&] {
     for (const auto& a : component("added_tokens")) {
       added_token t;
@@ -172,22 +176,26 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
     // config.json maps the model type to TokenizersBackend, also rebuilds the pipeline with a
     // Metaspace pre-tokenizer, which milesrt does not imitate.) test/tokenizer_oracle.test.cpp's
     // BosEosOracle holds this to AutoTokenizer.
-    if (auto f = cfg->find("add_bos_token"); f != cfg->end() && f->is_boolean()) add_bos_token_ = f->get<bool>();
-    if (auto f = cfg->find("add_eos_token"); f != cfg->end() && f->is_boolean()) add_eos_token_ = f->get<bool>();
-    if (auto f = cfg->find("tokenizer_class"); f != cfg->end() && f->is_string()) tokenizer_class_ = f->get<std::string>();
+    if (auto f = cfg->find("add_bos_token"); f != cfg->end() && f->is_boolean())
+      add_bos_token_ = f->get<bool>();
+    if (auto f = cfg->find("add_eos_token"); f != cfg->end() && f->is_boolean())
+      add_eos_token_ = f->get<bool>();
+    if (auto f = cfg->find("tokenizer_class"); f != cfg->end() && f->is_string())
+      tokenizer_class_ = f->get<std::string>();
     bos_token_ = token_text(*cfg, "bos_token");
     eos_token_ = token_text(*cfg, "eos_token");
-    for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
-                             "mask_token"}) {
-      if (auto text = token_text(*cfg, name); !text.empty()) special_tokens_.emplace_back(name, text);
+    for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                             "cls_token", "mask_token"}) {
+      if (auto text = token_text(*cfg, name); !text.empty())
+        special_tokens_.emplace_back(name, text);
     }
     auto ct = cfg->find("chat_template");
     if (ct != cfg->end() && ct->is_string()) {
       chat_template_ = ct->get<std::string>();
     } else if (ct != cfg->end() && ct->is_array()) {
       for (const auto& t : *ct) {
-        if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
-            t.at("template").is_string()) {
+        if (t.is_object() && t.value("name", std::string()) == "default" &&
+            t.contains("template") && t.at("template").is_string()) {
           chat_template_ = t.at("template").get<std::string>();
         }
       }
@@ -218,9 +226,8 @@ void tokenizer::split_added(const std::string& s, const trie& t, std::vector<pie
     }
     if (tok.lstrip) {
       size_t newstart = start;
-      spaces_at_end().find_all(std::string_view(s).substr(0, start), [&](size_t a, size_t) {
-        newstart = std::min(newstart, a);
-      });
+      spaces_at_end().find_all(std::string_view(s).substr(0, start),
+                               [&](size_t a, size_t) { newstart = std::min(newstart, a); });
       start = std::max(newstart, start_offset);
     }
     if (tok.rstrip) {
@@ -245,7 +252,8 @@ std::vector<token_id> tokenizer::encode(std::string_view input, bool add_special
     if (p.added >= 0) {
       pieces.push_back(std::move(p));
     } else {
-      split_added(normalizer_->empty() ? p.text : normalizer_->apply(p.text), normalized_trie_, pieces);
+      split_added(normalizer_->empty() ? p.text : normalizer_->apply(p.text), normalized_trie_,
+                  pieces);
     }
   }
   std::vector<token_id> ids;
@@ -276,8 +284,9 @@ std::vector<token_id> tokenizer::encode_prompt(std::string_view text, bos_policy
   // post-processor from add_bos_token (default true) and add_eos_token (default false); its other
   // fast classes leave tokenizer.json's alone (checked against transformers 4.57 by
   // test/tokenizer_oracle.test.cpp's BosPolicyOracle).
-  static const char* const llama_family[] = {"LlamaTokenizer",     "LlamaTokenizerFast", "CodeLlamaTokenizer",
-                                             "CodeLlamaTokenizerFast", "GemmaTokenizer", "GemmaTokenizerFast"};
+  static const char* const llama_family[] = {"LlamaTokenizer",     "LlamaTokenizerFast",
+                                             "CodeLlamaTokenizer", "CodeLlamaTokenizerFast",
+                                             "GemmaTokenizer",     "GemmaTokenizerFast"};
   bool llama = false;
   for (const char* c : llama_family) llama = llama || tokenizer_class_ == c;
   std::optional<bool> add_bos = add_bos_token_, add_eos = add_eos_token_;
@@ -289,13 +298,15 @@ std::vector<token_id> tokenizer::encode_prompt(std::string_view text, bos_policy
   auto special = [&](const std::string& token, const char* what) {
     token_id id = token.empty() ? -1 : token_to_id(token);
     if (id < 0) {
-      throw std::invalid_argument(std::string("tokenizer_config.json asks for ") + what + " but its " + what +
-                                  " '" + token + "' is not a token of tokenizer.json");
+      throw std::invalid_argument(std::string("tokenizer_config.json asks for ") + what +
+                                  " but its " + what + " '" + token +
+                                  "' is not a token of tokenizer.json");
     }
     return std::vector<token_id>{id};
   };
-  std::vector<token_id> out = add_bos ? (*add_bos ? special(bos_token_, "bos_token") : std::vector<token_id>{})
-                                      : post_processor_->prefix();
+  std::vector<token_id> out =
+      add_bos ? (*add_bos ? special(bos_token_, "bos_token") : std::vector<token_id>{})
+              : post_processor_->prefix();
   out.insert(out.end(), plain.begin(), plain.end());
   auto tail = add_eos ? (*add_eos ? special(eos_token_, "eos_token") : std::vector<token_id>{})
                       : post_processor_->suffix();
@@ -308,8 +319,9 @@ std::string tokenizer::decode(const std::vector<token_id>& ids, bool skip_specia
   tokens.reserve(ids.size());
   for (token_id id : ids) {
     auto added = added_by_id_.find(id);
-    const std::string* t = added != added_by_id_.end() ? &added_[static_cast<size_t>(added->second)].decoded
-                                                      : model_->token(id);
+    const std::string* t = added != added_by_id_.end()
+                               ? &added_[static_cast<size_t>(added->second)].decoded
+                               : model_->token(id);
     if (t == nullptr) continue;
     if (skip_special_tokens && special_contents_.count(*t)) continue;
     tokens.push_back(*t);

@@ -55,7 +55,7 @@ struct tokenizer_load_result {
 };
 
 class tokenizer {
-public:
+ public:
   /// Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json.
   static tokenizer_load_result load(const std::filesystem::path& dir);
 
@@ -87,13 +87,15 @@ public:
   const std::string& chat_template() const { return chat_template_; }
   /// The special tokens tokenizer_config.json names (bos_token, eos_token, unk_token, pad_token,
   /// sep_token, cls_token, mask_token), as (name, text): the variables a chat template sees.
-  const std::vector<std::pair<std::string, std::string>>& special_tokens() const { return special_tokens_; }
+  const std::vector<std::pair<std::string, std::string>>& special_tokens() const {
+    return special_tokens_;
+  }
   const std::filesystem::path& dir() const { return dir_; }
 
   /// Internal: use `load`.
   tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj, const nlohmann::json* cfg);
 
-private:
+ private:
   struct trie {
     struct node {
       std::vector<std::pair<unsigned char, int>> next;

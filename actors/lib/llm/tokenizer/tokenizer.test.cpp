@@ -3,10 +3,10 @@
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
@@ -20,7 +20,8 @@ using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
 fs::path write_dir(const std::string& name, const json& tj) {
-  fs::path d = fs::temp_directory_path() / ("milesrt-tok-" + std::to_string(::getpid()) + "-" + name);
+  fs::path d =
+      fs::temp_directory_path() / ("milesrt-tok-" + std::to_string(::getpid()) + "-" + name);
   fs::create_directories(d);
   std::ofstream(d / "tokenizer.json") << tj.dump();
   return d;
@@ -28,26 +29,41 @@ fs::path write_dir(const std::string& name, const json& tj) {
 
 // A tiny non-byte-level BPE: letters a-d, merges ab, abc, byte fallback tokens for 0xC3 0xA9.
 json tiny(bool legacy_merges) {
-  json vocab = {{"<unk>", 0}, {"a", 1}, {"b", 2}, {"c", 3}, {"d", 4}, {"ab", 5}, {"abc", 6},
-                {"<0xC3>", 7}, {"<0xA9>", 8}, {"cd", 9}, {" ", 10}};
-  json merges = legacy_merges ? json{"a b", "ab c", "c d"} : json::array({json::array({"a", "b"}), json::array({"ab", "c"}), json::array({"c", "d"})});
+  json vocab = {{"<unk>", 0}, {"a", 1},      {"b", 2},      {"c", 3},  {"d", 4}, {"ab", 5},
+                {"abc", 6},   {"<0xC3>", 7}, {"<0xA9>", 8}, {"cd", 9}, {" ", 10}};
+  json merges = legacy_merges ? json{"a b", "ab c", "c d"}
+                              : json::array({json::array({"a", "b"}), json::array({"ab", "c"}),
+                                             json::array({"c", "d"})});
   return {{"version", "1.0"},
           {"added_tokens", json::array()},
           {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Isolated"},
-                             {"invert", false}}},
+          {"pre_tokenizer",
+           {{"type", "Split"},
+            {"pattern", {{"String", " "}}},
+            {"behavior", "Isolated"},
+            {"invert", false}}},
           {"post_processor", nullptr},
-          {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", "<unk>"},
-                     {"byte_fallback", true}, {"fuse_unk", true}}}};
+          {"decoder",
+           {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+          {"model",
+           {{"type", "BPE"},
+            {"vocab", vocab},
+            {"merges", merges},
+            {"unk_token", "<unk>"},
+            {"byte_fallback", true},
+            {"fuse_unk", true}}}};
 }
 
 TEST(Utf8, RepairReplacesMaximalSubparts) {
   EXPECT_EQ(utf8::repair("ok"), "ok");
-  EXPECT_EQ(utf8::repair("a\xff" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(utf8::repair("\xe4\xb8"), "\xEF\xBF\xBD");                             // truncated: one
-  EXPECT_EQ(utf8::repair("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: three
-  EXPECT_EQ(utf8::repair("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong
+  EXPECT_EQ(utf8::repair("a\xff"
+                         "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(utf8::repair("\xe4\xb8"), "\xEF\xBF\xBD");  // truncated: one
+  EXPECT_EQ(utf8::repair("\xed\xa0\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");                // surrogate: three
+  EXPECT_EQ(utf8::repair("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
   EXPECT_FALSE(utf8::valid("\xf4\x90\x80\x80"));
   EXPECT_TRUE(utf8::valid("\xf4\x8f\xbf\xbf"));
 }
@@ -76,16 +92,22 @@ TEST(Bpe, ByteFallbackAndFusedUnknowns) {
   ASSERT_TRUE(r.tok) << r.error;
   // é = C3 A9 falls back to bytes; z and y have no byte tokens: one fused <unk>.
   EXPECT_EQ(r.tok->encode("a\xc3\xa9zyb"), (std::vector<token_id>{1, 7, 8, 0, 2}));
-  EXPECT_EQ(r.tok->decode({1, 7, 8, 2}), "a\xc3\xa9" "b");
-  EXPECT_EQ(r.tok->decode({7, 1}), "\xEF\xBF\xBD" "a");  // a lone byte token decodes to U+FFFD
+  EXPECT_EQ(r.tok->decode({1, 7, 8, 2}),
+            "a\xc3\xa9"
+            "b");
+  EXPECT_EQ(r.tok->decode({7, 1}),
+            "\xEF\xBF\xBD"
+            "a");  // a lone byte token decodes to U+FFFD
 }
 
 TEST(Bpe, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
   json tj = tiny(true);
   tj["model"]["merges"] = json{"a b"};  // "abc" cannot be reached by merges...
-  EXPECT_EQ(tokenizer::load(write_dir("noignore", tj)).tok->encode("abc"), (std::vector<token_id>{5, 3}));
+  EXPECT_EQ(tokenizer::load(write_dir("noignore", tj)).tok->encode("abc"),
+            (std::vector<token_id>{5, 3}));
   tj["model"]["ignore_merges"] = true;  // ...but is a vocabulary word
-  EXPECT_EQ(tokenizer::load(write_dir("ignore", tj)).tok->encode("abc"), (std::vector<token_id>{6}));
+  EXPECT_EQ(tokenizer::load(write_dir("ignore", tj)).tok->encode("abc"),
+            (std::vector<token_id>{6}));
 }
 
 TEST(Pipeline, SplitBehaviors) {
@@ -93,7 +115,9 @@ TEST(Pipeline, SplitBehaviors) {
   tj["model"]["byte_fallback"] = false;
   tj["model"]["vocab"]["-"] = 11;
   auto enc = [&](const std::string& behavior, bool invert, const std::string& text) {
-    tj["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior},
+    tj["pre_tokenizer"] = {{"type", "Split"},
+                           {"pattern", {{"String", "-"}}},
+                           {"behavior", behavior},
                            {"invert", invert}};
     auto r = tokenizer::load(write_dir("split-" + behavior, tj));
     EXPECT_TRUE(r.tok) << r.error;
@@ -113,17 +137,21 @@ TEST(Tokenizer, UnsupportedComponentsAreNamed) {
   tj["pre_tokenizer"] = {{"type", "Metaspace"}};
   auto r = tokenizer::load(write_dir("meta", tj));
   EXPECT_FALSE(r.tok);
-  EXPECT_NE(r.error.find("tokenizer.json: pre_tokenizer: pre_tokenizer 'Metaspace' is not supported"),
-            std::string::npos)
+  EXPECT_NE(
+      r.error.find("tokenizer.json: pre_tokenizer: pre_tokenizer 'Metaspace' is not supported"),
+      std::string::npos)
       << r.error;
   tj = tiny(true);
   tj["model"]["merges"] = json{"a zz"};
   r = tokenizer::load(write_dir("badmerge", tj));
-  EXPECT_NE(r.error.find("model: model BPE: merge 1 ('a', 'zz') names a token that is not in the vocabulary"),
-            std::string::npos)
+  EXPECT_NE(
+      r.error.find(
+          "model: model BPE: merge 1 ('a', 'zz') names a token that is not in the vocabulary"),
+      std::string::npos)
       << r.error;
   tj = tiny(true);
-  tj["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  tj["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
   r = tokenizer::load(write_dir("badregex", tj));
   EXPECT_NE(r.error.find("regex /(unclosed/ does not compile"), std::string::npos) << r.error;
   r = tokenizer::load(fs::temp_directory_path() / "milesrt-no-such-model");
@@ -177,8 +205,9 @@ TEST(Tokenizer, ConfigBosEosFlagsLeaveThePostProcessorAlone) {
 // as the named list (its "default" entry), else chat_template.jinja beside it; the template sees
 // the config's special tokens, and keyword arguments override them.
 TEST(ChatTemplate, FromTheConfigOrTheFileBesideIt) {
-  const std::string tmpl = "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
-                           "{% if add_generation_prompt %}>{% endif %}{{ eos_token }}{{ flag | default('-') }}";
+  const std::string tmpl =
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
+      "{% if add_generation_prompt %}>{% endif %}{{ eos_token }}{{ flag | default('-') }}";
   ordered_json msgs = ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
   chat_options o;
   o.add_generation_prompt = true;
@@ -190,14 +219,17 @@ TEST(ChatTemplate, FromTheConfigOrTheFileBesideIt) {
     EXPECT_TRUE(r.tok) << r.error;
     return r.tok;
   };
-  json specials = {{"bos_token", "<s>"}, {"eos_token", {{"__type", "AddedToken"}, {"content", "</s>"}}}};
+  json specials = {{"bos_token", "<s>"},
+                   {"eos_token", {{"__type", "AddedToken"}, {"content", "</s>"}}}};
   json as_string = specials;
   as_string["chat_template"] = tmpl;
   json as_list = specials;
-  as_list["chat_template"] = {{{"name", "tool_use"}, {"template", "TOOLS"}}, {{"name", "default"}, {"template", tmpl}}};
-  for (const auto& [name, cfg, beside] : {std::tuple<std::string, json, const char*>{"ct-string", as_string, "NOT ME"},
-                                          {"ct-list", as_list, nullptr},
-                                          {"ct-beside", specials, tmpl.c_str()}}) {
+  as_list["chat_template"] = {{{"name", "tool_use"}, {"template", "TOOLS"}},
+                              {{"name", "default"}, {"template", tmpl}}};
+  for (const auto& [name, cfg, beside] :
+       {std::tuple<std::string, json, const char*>{"ct-string", as_string, "NOT ME"},
+        {"ct-list", as_list, nullptr},
+        {"ct-beside", specials, tmpl.c_str()}}) {
     auto tok = make(name, cfg, beside);
     ASSERT_TRUE(tok);
     auto t = chat_template::from_model(*tok);
@@ -209,11 +241,13 @@ TEST(ChatTemplate, FromTheConfigOrTheFileBesideIt) {
     kw.extra = {{"flag", "F"}, {"eos_token", "E"}};
     EXPECT_EQ(t.tmpl->render(msgs, kw).text, "<s>[user:hi]>EF") << name;
   }
-  EXPECT_NE(chat_template::from_model(*make("ct-string", as_string, nullptr)).tmpl->origin().find(
-                "tokenizer_config.json's chat_template"),
+  EXPECT_NE(chat_template::from_model(*make("ct-string", as_string, nullptr))
+                .tmpl->origin()
+                .find("tokenizer_config.json's chat_template"),
             std::string::npos);
-  EXPECT_NE(chat_template::from_model(*make("ct-beside", specials, tmpl.c_str())).tmpl->origin().find(
-                "chat_template.jinja"),
+  EXPECT_NE(chat_template::from_model(*make("ct-beside", specials, tmpl.c_str()))
+                .tmpl->origin()
+                .find("chat_template.jinja"),
             std::string::npos);
   // No template at all: neither a template nor an error; the caller says what to pass.
   auto none = chat_template::from_model(*make("ct-none", specials, nullptr));
@@ -229,11 +263,14 @@ TEST(ChatTemplate, ErrorsNameFileAndLine) {
   ASSERT_TRUE(tok);
   auto missing = chat_template::from_file(d / "nope.jinja", *tok);
   EXPECT_FALSE(missing.tmpl);
-  EXPECT_EQ(missing.error, (d / "nope.jinja").string() + ": cannot open the chat template (no such file)");
-  std::ofstream(d / "syntax.jinja") << "line one\n{% for m in messages %}\n{{ m.content }\n{% endfor %}\n";
+  EXPECT_EQ(missing.error,
+            (d / "nope.jinja").string() + ": cannot open the chat template (no such file)");
+  std::ofstream(d / "syntax.jinja")
+      << "line one\n{% for m in messages %}\n{{ m.content }\n{% endfor %}\n";
   auto syntax = chat_template::from_file(d / "syntax.jinja", *tok);
   EXPECT_FALSE(syntax.tmpl);
-  EXPECT_EQ(syntax.error.rfind((d / "syntax.jinja").string() + ": template line 3: ", 0), 0u) << syntax.error;
+  EXPECT_EQ(syntax.error.rfind((d / "syntax.jinja").string() + ": template line 3: ", 0), 0u)
+      << syntax.error;
   std::ofstream(d / "filter.jinja") << "a\n\n{{ messages | no_such_filter }}";
   auto filter = chat_template::from_file(d / "filter.jinja", *tok);
   ASSERT_TRUE(filter.tmpl) << filter.error;
@@ -242,7 +279,8 @@ TEST(ChatTemplate, ErrorsNameFileAndLine) {
   EXPECT_NE(r.error.find("no_such_filter"), std::string::npos) << r.error;
   auto raising = chat_template::parse("{{ raise_exception('roles must alternate') }}", "x.jinja");
   ASSERT_TRUE(raising.tmpl);
-  EXPECT_NE(raising.tmpl->render(ordered_json::array(), {}).error.find("roles must alternate"), std::string::npos);
+  EXPECT_NE(raising.tmpl->render(ordered_json::array(), {}).error.find("roles must alternate"),
+            std::string::npos);
   EXPECT_EQ(raising.tmpl->render(ordered_json::object(), {}).error, "'messages' must be a list");
 }
 

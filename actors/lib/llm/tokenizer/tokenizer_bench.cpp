@@ -1,6 +1,5 @@
 #include "actors/lib/llm/tokenizer/tokenizer_bench.hpp"
 
-#include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -8,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -68,15 +68,20 @@ nlohmann::ordered_json bench_conversation(const std::vector<std::string>& docs) 
     return d.substr(0, n);
   };
   nlohmann::ordered_json ms = nlohmann::ordered_json::array();
-  ms.push_back({{"role", "system"}, {"content", "You are a helpful assistant. Use the tools when they help."}});
+  ms.push_back({{"role", "system"},
+                {"content", "You are a helpful assistant. Use the tools when they help."}});
   for (size_t turn = 0; turn < 10; ++turn) {
     ms.push_back({{"role", "user"}, {"content", text(2 * turn)}});
     if (turn % 3 == 2) {
-      nlohmann::ordered_json call = {{"id", "call" + std::to_string(turn)}, {"type", "function"},
-                                     {"function", {{"name", "get_weather"},
-                                                   {"arguments", {{"city", "Paris"}, {"unit", "c"}}}}}};
+      nlohmann::ordered_json call = {
+          {"id", "call" + std::to_string(turn)},
+          {"type", "function"},
+          {"function",
+           {{"name", "get_weather"}, {"arguments", {{"city", "Paris"}, {"unit", "c"}}}}}};
       ms.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}});
-      ms.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"name", "get_weather"},
+      ms.push_back({{"role", "tool"},
+                    {"tool_call_id", call["id"]},
+                    {"name", "get_weather"},
                     {"content", "{\"temp\": 21, \"sky\": \"clear\"}"}});
     }
     ms.push_back({{"role", "assistant"}, {"content", text(2 * turn + 1)}});
@@ -93,9 +98,11 @@ nlohmann::ordered_json bench_tools() {
 
 // The model's chat template on a 20-turn conversation with tools: render time against the time to
 // tokenize the rendered text. Null when the model has no template.
-nlohmann::ordered_json chat_bench(const tokenizer& tok, const std::vector<std::string>& docs, double min_seconds) {
+nlohmann::ordered_json chat_bench(const tokenizer& tok, const std::vector<std::string>& docs,
+                                  double min_seconds) {
   auto t = chat_template::from_model(tok);
-  if (!t.tmpl) return t.error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json{{"error", t.error}};
+  if (!t.tmpl)
+    return t.error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json{{"error", t.error}};
   chat_options o;
   o.add_generation_prompt = true;
   o.tools = bench_tools();
@@ -107,9 +114,14 @@ nlohmann::ordered_json chat_bench(const tokenizer& tok, const std::vector<std::s
   std::vector<token_id> ids;
   timing render = repeat(min_seconds, [&] { text = t.tmpl->render(messages, o).text; });
   timing encode = repeat(min_seconds, [&] { ids = tok.encode(text); });
-  const double render_us = 1e6 * render.seconds / render.passes, encode_us = 1e6 * encode.seconds / encode.passes;
-  return {{"messages", messages.size()}, {"template", t.tmpl->origin()}, {"bytes", text.size()},
-          {"tokens", ids.size()}, {"render_us", render_us}, {"encode_us", encode_us},
+  const double render_us = 1e6 * render.seconds / render.passes,
+               encode_us = 1e6 * encode.seconds / encode.passes;
+  return {{"messages", messages.size()},
+          {"template", t.tmpl->origin()},
+          {"bytes", text.size()},
+          {"tokens", ids.size()},
+          {"render_us", render_us},
+          {"encode_us", encode_us},
           {"render_over_encode", render_us / encode_us}};
 }
 
@@ -157,7 +169,9 @@ tokenize_bench_result run_tokenize_bench(const tokenize_bench_options& o) {
   }
   size_t bytes = 0;
   for (const auto& d : docs) bytes += d.size();
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::vector<std::vector<token_id>> single(docs.size()), batch(docs.size());
   // Warm-up pass: PCRE2's JIT stack and match data, the allocator, the CPU caches.
@@ -173,9 +187,11 @@ tokenize_bench_result run_tokenize_bench(const tokenize_bench_options& o) {
   tbb::task_arena arena(threads);
   auto batch_pass = [&] {
     arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, docs.size(), 1), [&](const tbb::blocked_range<size_t>& r) {
-        for (size_t i = r.begin(); i != r.end(); ++i) batch[i] = tok.encode(docs[i]);
-      });
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, docs.size(), 1),
+                        [&](const tbb::blocked_range<size_t>& r) {
+                          for (size_t i = r.begin(); i != r.end(); ++i)
+                            batch[i] = tok.encode(docs[i]);
+                        });
     });
   };
   batch_pass();  // warm-up: every worker's match state
@@ -195,11 +211,15 @@ tokenize_bench_result run_tokenize_bench(const tokenize_bench_options& o) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   out["ids_fnv1a"] = hex;
-  out["single_thread"] = {{"passes", one.passes}, {"seconds", one.seconds},
+  out["single_thread"] = {{"passes", one.passes},
+                          {"seconds", one.seconds},
                           {"mb_per_s", mb * one.passes / one.seconds}};
-  out["batch"] = {{"threads", threads}, {"passes", many.passes}, {"seconds", many.seconds},
+  out["batch"] = {{"threads", threads},
+                  {"passes", many.passes},
+                  {"seconds", many.seconds},
                   {"mb_per_s", mb * many.passes / many.seconds}};
-  if (auto chat = chat_bench(tok, docs, o.min_seconds); !chat.is_null()) out["chat_20_turns_with_tools"] = chat;
+  if (auto chat = chat_bench(tok, docs, o.min_seconds); !chat.is_null())
+    out["chat_20_turns_with_tools"] = chat;
   return {out.dump(), {}};
 }
 

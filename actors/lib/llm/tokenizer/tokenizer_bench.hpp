@@ -10,10 +10,11 @@
 namespace milesrt::llm {
 
 struct tokenize_bench_options {
-  std::filesystem::path model;   ///< folder with tokenizer.json
-  std::filesystem::path corpus;  ///< JSON lines with "text" (.jsonl), or plain text split at blank lines
-  int threads = 0;               ///< batch threads; 0 means every hardware thread
-  double min_seconds = 2.0;      ///< each measurement repeats whole passes until this much time went by
+  std::filesystem::path model;  ///< folder with tokenizer.json
+  std::filesystem::path
+      corpus;       ///< JSON lines with "text" (.jsonl), or plain text split at blank lines
+  int threads = 0;  ///< batch threads; 0 means every hardware thread
+  double min_seconds = 2.0;  ///< each measurement repeats whole passes until this much time went by
 };
 
 /// The benchmark's report (one JSON object, as text), or an error naming the file at fault.

@@ -11,22 +11,22 @@
 namespace milesrt::llm::jinja {
 
 enum class expr_kind {
-  literal,   ///< lit
-  name,      ///< name
-  list,      ///< args (also tuples)
-  dict,      ///< args: key, value, key, value...
-  attr,      ///< object.name
-  index,     ///< object[args[0]]
-  slice,     ///< object[args[0]:args[1]:args[2]] (null entries: omitted)
-  call,      ///< object(args, kwargs)
-  filter,    ///< object|name(args, kwargs)
-  test,      ///< object is [not] name(args)
-  unary,     ///< name is "-", "+" or "not"; object
-  binary,    ///< name is the operator; args[0], args[1]
-  compare,   ///< args[0] ops[0] args[1] ops[1] args[2] ...
-  logical,   ///< name is "and" or "or"; args[0], args[1]
-  cond,      ///< args[0] if args[1] else args[2] (args[2] may be null)
-  block,     ///< the body of a {% filter %} block
+  literal,  ///< lit
+  name,     ///< name
+  list,     ///< args (also tuples)
+  dict,     ///< args: key, value, key, value...
+  attr,     ///< object.name
+  index,    ///< object[args[0]]
+  slice,    ///< object[args[0]:args[1]:args[2]] (null entries: omitted)
+  call,     ///< object(args, kwargs)
+  filter,   ///< object|name(args, kwargs)
+  test,     ///< object is [not] name(args)
+  unary,    ///< name is "-", "+" or "not"; object
+  binary,   ///< name is the operator; args[0], args[1]
+  compare,  ///< args[0] ops[0] args[1] ops[1] args[2] ...
+  logical,  ///< name is "and" or "or"; args[0], args[1]
+  cond,     ///< args[0] if args[1] else args[2] (args[2] may be null)
+  block,    ///< the body of a {% filter %} block
 };
 
 struct expr;
@@ -48,14 +48,14 @@ struct expr {
 };
 
 enum class stmt_kind {
-  text,          ///< text
-  output,        ///< {{ value }}
-  if_,           ///< branches (a null condition is `else`)
-  for_,          ///< for targets in value [if cond]: body [else: else_body]
-  set,           ///< targets = value, or name.attr = value
-  set_block,     ///< {% set name %}body{% endset %} (value: optional filter chain over a block expr)
-  macro,         ///< {% macro name(params) %}body
-  call_block,    ///< {% call(params) value %}body: value is a call of a macro
+  text,        ///< text
+  output,      ///< {{ value }}
+  if_,         ///< branches (a null condition is `else`)
+  for_,        ///< for targets in value [if cond]: body [else: else_body]
+  set,         ///< targets = value, or name.attr = value
+  set_block,   ///< {% set name %}body{% endset %} (value: optional filter chain over a block expr)
+  macro,       ///< {% macro name(params) %}body
+  call_block,  ///< {% call(params) value %}body: value is a call of a macro
   filter_block,  ///< value: a filter chain over a block expr
   generation,    ///< {% generation %}body
   with_,         ///< {% with params %}body

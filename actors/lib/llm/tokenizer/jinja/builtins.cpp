@@ -23,17 +23,19 @@ const std::string& str_arg(const value& v, const char* what) {
   return v.get_ref<const std::string&>();
 }
 
-
 // Code points whose case Python changes but this engine does not (it maps ASCII letters only):
 // Latin-1 and Latin Extended, Greek, Cyrillic, Armenian, Latin Extended Additional, Greek
 // Extended, fullwidth letters, Deseret and other cased scripts.
 bool non_ascii_cased(char32_t c) {
-  return (c >= 0xB5 && c <= 0x58F) || (c >= 0x10A0 && c <= 0x10FF) || (c >= 0x13A0 && c <= 0x13FF) ||
-         (c >= 0x1C80 && c <= 0x1CBF) || (c >= 0x1D00 && c <= 0x1FFF) || (c >= 0x2C00 && c <= 0x2D2F) ||
-         (c >= 0xA640 && c <= 0xA7FF) || (c >= 0xAB30 && c <= 0xABBF) || (c >= 0xFB00 && c <= 0xFB17) ||
-         (c >= 0xFF21 && c <= 0xFF5A) || (c >= 0x10400 && c <= 0x104FF) || (c >= 0x10C80 && c <= 0x10CFF) ||
-         (c >= 0x118A0 && c <= 0x118FF) || (c >= 0x16E40 && c <= 0x16E9F) || (c >= 0x1E900 && c <= 0x1E95F) ||
-         c == 0x2126 || c == 0x212A || c == 0x212B || (c >= 0x2160 && c <= 0x217F) || (c >= 0x24B6 && c <= 0x24E9);
+  return (c >= 0xB5 && c <= 0x58F) || (c >= 0x10A0 && c <= 0x10FF) ||
+         (c >= 0x13A0 && c <= 0x13FF) || (c >= 0x1C80 && c <= 0x1CBF) ||
+         (c >= 0x1D00 && c <= 0x1FFF) || (c >= 0x2C00 && c <= 0x2D2F) ||
+         (c >= 0xA640 && c <= 0xA7FF) || (c >= 0xAB30 && c <= 0xABBF) ||
+         (c >= 0xFB00 && c <= 0xFB17) || (c >= 0xFF21 && c <= 0xFF5A) ||
+         (c >= 0x10400 && c <= 0x104FF) || (c >= 0x10C80 && c <= 0x10CFF) ||
+         (c >= 0x118A0 && c <= 0x118FF) || (c >= 0x16E40 && c <= 0x16E9F) ||
+         (c >= 0x1E900 && c <= 0x1E95F) || c == 0x2126 || c == 0x212A || c == 0x212B ||
+         (c >= 0x2160 && c <= 0x217F) || (c >= 0x24B6 && c <= 0x24E9);
 }
 
 std::u32string cased_text(const std::string& s, const char* op) {
@@ -99,15 +101,21 @@ std::string strip(const std::string& s, const value* chars, bool left, bool righ
   // `chars` never matches one. Otherwise code points, as Python sees them.
   const std::string* set_bytes = ws ? nullptr : &str_arg(*chars, "strip");
   if (ws || ascii(*set_bytes)) {
-    auto drop = [&](unsigned char c) { return ws ? is_space(c) : set_bytes->find(static_cast<char>(c)) != std::string::npos; };
+    auto drop = [&](unsigned char c) {
+      return ws ? is_space(c) : set_bytes->find(static_cast<char>(c)) != std::string::npos;
+    };
     size_t a = 0, b = s.size();
     bool decided = true;
     if (left) {
-      while (a < b && static_cast<unsigned char>(s[a]) < 0x80 && drop(static_cast<unsigned char>(s[a]))) ++a;
+      while (a < b && static_cast<unsigned char>(s[a]) < 0x80 &&
+             drop(static_cast<unsigned char>(s[a])))
+        ++a;
       decided = decided && (a == b || static_cast<unsigned char>(s[a]) < 0x80 || !ws);
     }
     if (right) {
-      while (b > a && static_cast<unsigned char>(s[b - 1]) < 0x80 && drop(static_cast<unsigned char>(s[b - 1]))) --b;
+      while (b > a && static_cast<unsigned char>(s[b - 1]) < 0x80 &&
+             drop(static_cast<unsigned char>(s[b - 1])))
+        --b;
       decided = decided && (b == a || static_cast<unsigned char>(s[b - 1]) < 0x80 || !ws);
     }
     if (decided) return s.substr(a, b - a);
@@ -126,7 +134,8 @@ std::string strip(const std::string& s, const value* chars, bool left, bool righ
   return encode(u.substr(a, b - a));
 }
 
-std::string replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+std::string replace(const std::string& s, const std::string& from, const std::string& to,
+                    int64_t count) {
   std::string out;
   if (from.empty()) {
     std::u32string u = decode(s);
@@ -221,8 +230,8 @@ std::vector<std::string> splitlines(const std::string& s) {
   size_t start = 0;
   for (size_t i = 0; i < u.size(); ++i) {
     char32_t c = u[i];
-    if (c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
-        c == 0x2028 || c == 0x2029) {
+    if (c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E ||
+        c == 0x85 || c == 0x2028 || c == 0x2029) {
       out.push_back(encode(u.substr(start, i - start)));
       if (c == '\r' && i + 1 < u.size() && u[i + 1] == '\n') ++i;
       start = i + 1;
@@ -240,7 +249,8 @@ value attribute(const value& v, const std::string& path) {
     size_t dot = path.find('.', pos);
     std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
     if (is_undefined(cur)) throw error("attribute '" + part + "' of an undefined value");
-    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+    bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; });
     if (cur.is_object() && cur.contains(part)) {
       cur = value(cur[part]);
     } else if (cur.is_array() && digits && std::stoul(part) < cur.size()) {
@@ -277,12 +287,23 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -321,7 +342,8 @@ value filter_tojson(const value& v, const call_args& a) {
     st.item_sep = ",";
   }
   if (seps && !seps->is_null()) {
-    if (!seps->is_array() || seps->size() != 2 || !(*seps)[0].is_string() || !(*seps)[1].is_string()) {
+    if (!seps->is_array() || seps->size() != 2 || !(*seps)[0].is_string() ||
+        !(*seps)[1].is_string()) {
       throw error("tojson: separators must be a pair of strings");
     }
     st.item_sep = (*seps)[0].get<std::string>();
@@ -335,7 +357,8 @@ value filter_indent(const value& v, const call_args& a) {
   const value* w = a.get(0, "width");
   const value* first = a.get(1, "first");
   const value* blank = a.get(2, "blank");
-  std::string ind = w && w->is_string() ? w->get<std::string>() : std::string(w ? as_int(*w) : 4, ' ');
+  std::string ind =
+      w && w->is_string() ? w->get<std::string>() : std::string(w ? as_int(*w) : 4, ' ');
   std::vector<std::string> lines = splitlines(to_str(v) + "\n");
   std::string rv;
   if (blank && truthy(*blank)) {
@@ -367,7 +390,8 @@ std::optional<value> text_filter(const std::string& name, const value& v, const 
   if (n == "replace") {
     const value* c = a.get(2, "count");
     if (!a.get(0, "old") || !a.get(1, "new")) throw error("replace needs two arguments");
-    return replace(to_str(v), to_str(*a.get(0, "old")), to_str(*a.get(1, "new")), c && !c->is_null() ? as_int(*c) : -1);
+    return replace(to_str(v), to_str(*a.get(0, "old")), to_str(*a.get(1, "new")),
+                   c && !c->is_null() ? as_int(*c) : -1);
   }
   if (n == "indent") return filter_indent(v, a);
   if (n == "wordcount") return split(to_str(v), nullptr, nullptr, false).size();
@@ -407,7 +431,9 @@ std::optional<value> number_filter(const std::string& name, const value& v, cons
     const value* m = a.get(1, "method");
     std::string method = m ? to_str(*m) : "common";
     double f = std::pow(10.0, p ? static_cast<double>(as_int(*p)) : 0.0), x = as_double(v) * f;
-    double r = method == "common" ? std::round(x) : method == "floor" ? std::floor(x) : std::ceil(x);
+    double r = method == "common"  ? std::round(x)
+               : method == "floor" ? std::floor(x)
+                                   : std::ceil(x);
     return r / f;
   }
   return std::nullopt;
@@ -455,9 +481,11 @@ std::optional<value> sequence_filter(const std::string& name, const value& v, co
   }
   if (n == "items") {
     if (is_undefined(v)) return make_generator(value::array());
-    if (!v.is_object() || is_generator(v)) throw error("items needs a mapping, got " + type_name(v));
+    if (!v.is_object() || is_generator(v))
+      throw error("items needs a mapping, got " + type_name(v));
     value r = value::array();
-    for (auto it = v.begin(); it != v.end(); ++it) r.push_back(value::array({it.key(), it.value()}));
+    for (auto it = v.begin(); it != v.end(); ++it)
+      r.push_back(value::array({it.key(), it.value()}));
     return make_generator(std::move(r));
   }
   if (n == "select" || n == "reject" || n == "selectattr" || n == "rejectattr") {
@@ -526,7 +554,8 @@ std::optional<value> ordering_filter(const std::string& name, const value& v, co
     for (const auto& x : iterate(v)) {
       value y = attr ? attribute(x, to_str(*attr)) : x;
       if (!is_number(total) || !is_number(y)) throw error("sum needs numbers");
-      total = is_int(total) && is_int(y) ? value(as_int(total) + as_int(y)) : value(as_double(total) + as_double(y));
+      total = is_int(total) && is_int(y) ? value(as_int(total) + as_int(y))
+                                         : value(as_double(total) + as_double(y));
     }
     return total;
   }
@@ -582,7 +611,8 @@ bool apply_test(const std::string& name, const value& v, const call_args& a) {
   if (n == "escaped") return false;
   if (n == "sameas") {
     const value& o = arg();
-    if (v.is_null() || v.is_boolean() || o.is_null() || o.is_boolean()) return v.type() == o.type() && v == o;
+    if (v.is_null() || v.is_boolean() || o.is_null() || o.is_boolean())
+      return v.type() == o.type() && v == o;
     throw error("'sameas' is only supported for none, true and false");
   }
   if (n == "eq" || n == "equalto" || n == "==") return equals(v, arg());
@@ -593,7 +623,9 @@ bool apply_test(const std::string& name, const value& v, const call_args& a) {
   if (n == "ge" || n == ">=") return compare(v, arg()) >= 0;
   if (n == "in") {
     const value& c = arg();
-    if (c.is_string()) return v.is_string() && c.get_ref<const std::string&>().find(v.get<std::string>()) != std::string::npos;
+    if (c.is_string())
+      return v.is_string() &&
+             c.get_ref<const std::string&>().find(v.get<std::string>()) != std::string::npos;
     for (const auto& x : iterate(c)) {
       if (equals(x, v)) return true;
     }
@@ -623,7 +655,8 @@ value call_method(const value& obj, const std::string& name, const call_args& a)
   if (obj.is_object() && !is_generator(obj)) {
     if (n == "items") {
       value r = value::array();
-      for (auto it = obj.begin(); it != obj.end(); ++it) r.push_back(value::array({it.key(), it.value()}));
+      for (auto it = obj.begin(); it != obj.end(); ++it)
+        r.push_back(value::array({it.key(), it.value()}));
       return r;
     }
     if (n == "keys") {
@@ -662,8 +695,9 @@ value call_method(const value& obj, const std::string& name, const call_args& a)
       for (const value* op : options) {
         const value& o = *op;
         const std::string& x = str_arg(o, name.c_str());
-        bool hit = n[0] == 's' ? s.compare(0, x.size(), x) == 0
-                               : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+        bool hit = n[0] == 's'
+                       ? s.compare(0, x.size(), x) == 0
+                       : s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
         if (hit) return true;
       }
       if (a.pos.size() > 1) throw error(name + "() with start/end positions is not supported");
@@ -682,7 +716,8 @@ value call_method(const value& obj, const std::string& name, const call_args& a)
     if (n == "replace") {
       if (a.pos.size() < 2) throw error("replace() needs two arguments");
       const value* c = a.get(2, "count");
-      return replace(s, str_arg(a.pos[0], "replace"), str_arg(a.pos[1], "replace"), c ? as_int(*c) : -1);
+      return replace(s, str_arg(a.pos[0], "replace"), str_arg(a.pos[1], "replace"),
+                     c ? as_int(*c) : -1);
     }
     if (n == "find" || n == "rfind" || n == "count" || n == "index") {
       if (a.pos.size() != 1) throw error(name + "() with positions is not supported");
@@ -714,8 +749,9 @@ value call_method(const value& obj, const std::string& name, const call_args& a)
       std::u32string u = decode(s);
       if (u.empty()) return false;
       for (char32_t c : u) {
-        if (c >= 0x80 && n != "isspace") throw error(name + "() of non-ASCII text is not supported");
-        bool ok = n == "isdigit" ? (c >= '0' && c <= '9')
+        if (c >= 0x80 && n != "isspace")
+          throw error(name + "() of non-ASCII text is not supported");
+        bool ok = n == "isdigit"   ? (c >= '0' && c <= '9')
                   : n == "isalpha" ? alpha(c)
                   : n == "isspace" ? is_space(c)
                                    : (alpha(c) || (c >= '0' && c <= '9'));

@@ -8,7 +8,9 @@
 namespace milesrt::llm::jinja {
 namespace {
 
-bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 std::string normalise_newlines(std::string_view s) {
   std::string out;
@@ -44,28 +46,57 @@ std::string unescape(std::string_view s, int line) {
       if (i + n + 1 > s.size()) throw error("truncated escape in a string literal", line);
       std::string h(s.substr(i + 1, n));
       for (char x : h) {
-        if (!std::isxdigit(static_cast<unsigned char>(x))) throw error("bad escape in a string literal", line);
+        if (!std::isxdigit(static_cast<unsigned char>(x)))
+          throw error("bad escape in a string literal", line);
       }
       i += n;
       return static_cast<char32_t>(std::strtoul(h.c_str(), nullptr, 16));
     };
     switch (c) {
-      case '\n': break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case 'v': out += '\v'; break;
-      case 'x': out += encode(std::u32string(1, hex(2))); break;
-      case 'u': out += encode(std::u32string(1, hex(4))); break;
-      case 'U': out += encode(std::u32string(1, hex(8))); break;
+      case '\n':
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case 'x':
+        out += encode(std::u32string(1, hex(2)));
+        break;
+      case 'u':
+        out += encode(std::u32string(1, hex(4)));
+        break;
+      case 'U':
+        out += encode(std::u32string(1, hex(8)));
+        break;
       default:
-        if (c >= '0' && c <= '7') throw error("octal escapes in string literals are not supported", line);
+        if (c >= '0' && c <= '7')
+          throw error("octal escapes in string literals are not supported", line);
         out += '\\';
         out += c;
     }
@@ -136,7 +167,8 @@ class lexer {
  private:
   size_t find_tag(size_t from) const {
     for (size_t i = src_.find('{', from); i != std::string::npos; i = src_.find('{', i + 1)) {
-      if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#')) return i;
+      if (i + 1 < src_.size() && (src_[i + 1] == '{' || src_[i + 1] == '%' || src_[i + 1] == '#'))
+        return i;
     }
     return std::string::npos;
   }
@@ -203,7 +235,8 @@ class lexer {
         line_ += src_[pos_] == '\n';
         ++pos_;
       }
-      if (pos_ >= src_.size()) throw error(std::string("unterminated tag: missing '") + close + "'", start_line);
+      if (pos_ >= src_.size())
+        throw error(std::string("unterminated tag: missing '") + close + "'", start_line);
       char c = src_[pos_];
       if (depth == 0) {
         if (src_.compare(pos_, 2, close) == 0) return pos_;
@@ -211,7 +244,9 @@ class lexer {
       }
       if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         size_t s = pos_;
-        while (pos_ < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) ++pos_;
+        while (pos_ < src_.size() &&
+               (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_'))
+          ++pos_;
         out_.push_back({token_kind::name, src_.substr(s, pos_ - s), line_});
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
         lex_number();
@@ -237,11 +272,14 @@ class lexer {
   void lex_number() {
     size_t s = pos_;
     auto digits = [&] {
-      while (pos_ < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) ++pos_;
+      while (pos_ < src_.size() &&
+             (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_'))
+        ++pos_;
     };
     digits();
     bool is_float = false;
-    if (pos_ + 1 < src_.size() && src_[pos_] == '.' && std::isdigit(static_cast<unsigned char>(src_[pos_ + 1]))) {
+    if (pos_ + 1 < src_.size() && src_[pos_] == '.' &&
+        std::isdigit(static_cast<unsigned char>(src_[pos_ + 1]))) {
       is_float = true;
       ++pos_;
       digits();
@@ -272,7 +310,8 @@ class lexer {
       ++pos_;
     }
     if (pos_ >= src_.size()) throw error("unterminated string literal", start_line);
-    out_.push_back({token_kind::string, unescape(std::string_view(src_).substr(s, pos_ - s), start_line), start_line});
+    out_.push_back({token_kind::string,
+                    unescape(std::string_view(src_).substr(s, pos_ - s), start_line), start_line});
     ++pos_;
   }
 

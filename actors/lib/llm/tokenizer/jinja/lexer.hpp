@@ -15,10 +15,10 @@ enum class token_kind {
   block_begin,  ///< {%
   block_end,    ///< %}
   name,
-  string,       ///< Text is the literal's value, escapes resolved.
+  string,  ///< Text is the literal's value, escapes resolved.
   integer,
   floating,
-  op,           ///< An operator or punctuation: + - * / // % ** ~ ( ) [ ] { } , . : | = == != < <= > >=
+  op,  ///< An operator or punctuation: + - * / // % ** ~ ( ) [ ] { } , . : | = == != < <= > >=
   eof,
 };
 

@@ -44,11 +44,16 @@ class parser {
   [[noreturn]] void fail(const std::string& what) const { throw error(what, cur().line); }
   std::string describe(const token& t) const {
     switch (t.kind) {
-      case token_kind::block_end: return "end of tag '%}'";
-      case token_kind::var_end: return "end of output '}}'";
-      case token_kind::eof: return "end of template";
-      case token_kind::string: return "string literal";
-      default: return "'" + t.text + "'";
+      case token_kind::block_end:
+        return "end of tag '%}'";
+      case token_kind::var_end:
+        return "end of output '}}'";
+      case token_kind::eof:
+        return "end of template";
+      case token_kind::string:
+        return "string literal";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void expect_op(const char* op) {
@@ -59,7 +64,8 @@ class parser {
     return next().text;
   }
   void expect_block_end() {
-    if (cur().kind != token_kind::block_end) fail("expected end of tag '%}', got " + describe(cur()));
+    if (cur().kind != token_kind::block_end)
+      fail("expected end of tag '%}', got " + describe(cur()));
     ++i_;
   }
 
@@ -72,7 +78,8 @@ class parser {
       if (t.kind == token_kind::eof) {
         if (ends.size() == 0) return out;
         std::string want;
-        for (const char* e : ends) want += (want.empty() ? "" : " or ") + std::string("'") + e + "'";
+        for (const char* e : ends)
+          want += (want.empty() ? "" : " or ") + std::string("'") + e + "'";
         fail("unexpected end of template: expected " + want);
       }
       if (t.kind == token_kind::text) {
@@ -88,7 +95,8 @@ class parser {
         s->line = t.line;
         ++i_;
         s->value = parse_expression();
-        if (cur().kind != token_kind::var_end) fail("expected end of output '}}', got " + describe(cur()));
+        if (cur().kind != token_kind::var_end)
+          fail("expected end of output '}}', got " + describe(cur()));
         ++i_;
         out.push_back(std::move(s));
       } else if (t.kind == token_kind::block_begin) {
@@ -592,8 +600,9 @@ class parser {
       parse_args(*t);
     } else {
       const token& c = cur();
-      bool arg = c.kind == token_kind::name || c.kind == token_kind::string || c.kind == token_kind::integer ||
-                 c.kind == token_kind::floating || is_op("(") || is_op("[") || is_op("{");
+      bool arg = c.kind == token_kind::name || c.kind == token_kind::string ||
+                 c.kind == token_kind::integer || c.kind == token_kind::floating || is_op("(") ||
+                 is_op("[") || is_op("{");
       if (arg && !(is_name("else") || is_name("or") || is_name("and"))) {
         t->args.push_back(parse_postfix(parse_primary()));
       }

@@ -39,7 +39,8 @@ struct caller_ctx {
 enum class flow { normal, break_, continue_ };
 
 // Python's slice.indices(len) and the indices it selects.
-std::vector<size_t> slice_indices(int64_t n, const value* start, const value* stop, const value* step) {
+std::vector<size_t> slice_indices(int64_t n, const value* start, const value* stop,
+                                  const value* step) {
   int64_t st = step ? as_int(*step) : 1;
   if (st == 0) throw error("slice step cannot be zero");
   auto clamp = [&](const value* v, int64_t def, bool is_start) {
@@ -81,7 +82,8 @@ class interpreter {
  public:
   // `variables` (and `borrowed`, which win) are read in place (no copy per render); the globals
   // frame shadows them once the template sets or mutates one of those names.
-  interpreter(frame& globals, const value& variables, const borrowed_vars& borrowed, const environment& env)
+  interpreter(frame& globals, const value& variables, const borrowed_vars& borrowed,
+              const environment& env)
       : variables_(variables), borrowed_(borrowed), env_(env) {
     chain_.push_back(&globals);
   }
@@ -110,29 +112,42 @@ class interpreter {
 
   flow exec(const stmt& s) {
     switch (s.kind) {
-      case stmt_kind::text: out += s.text; return flow::normal;
-      case stmt_kind::output: write(out, eval(*s.value).get()); return flow::normal;
+      case stmt_kind::text:
+        out += s.text;
+        return flow::normal;
+      case stmt_kind::output:
+        write(out, eval(*s.value).get());
+        return flow::normal;
       case stmt_kind::if_:
         for (const auto& [c, b] : s.branches) {
           if (!c || truthy(eval(*c).get())) return exec(b);
         }
         return flow::normal;
-      case stmt_kind::for_: exec_for(s); return flow::normal;
-      case stmt_kind::set: exec_set(s); return flow::normal;
+      case stmt_kind::for_:
+        exec_for(s);
+        return flow::normal;
+      case stmt_kind::set:
+        exec_set(s);
+        return flow::normal;
       case stmt_kind::set_block: {
         value v = capture(s.main);
         if (s.value) v = with_block(*s.value, v);
         chain_.back()->vars[s.targets[0]].assign(ref(std::move(v)));
         return flow::normal;
       }
-      case stmt_kind::macro: chain_.back()->macros[s.text] = &s; return flow::normal;
+      case stmt_kind::macro:
+        chain_.back()->macros[s.text] = &s;
+        return flow::normal;
       case stmt_kind::call_block: {
         caller_ctx ctx{&s, chain_, caller_};
         write(out, eval_call(*s.value, &ctx).get());
         return flow::normal;
       }
-      case stmt_kind::filter_block: write(out, with_block(*s.value, capture(s.main))); return flow::normal;
-      case stmt_kind::generation: return exec(s.main);
+      case stmt_kind::filter_block:
+        write(out, with_block(*s.value, capture(s.main)));
+        return flow::normal;
+      case stmt_kind::generation:
+        return exec(s.main);
       case stmt_kind::with_: {
         frame f;
         for (const auto& [n, e] : s.params) f.vars[n].assign(eval(*e));
@@ -141,8 +156,10 @@ class interpreter {
         chain_.pop_back();
         return r;
       }
-      case stmt_kind::break_: return flow::break_;
-      case stmt_kind::continue_: return flow::continue_;
+      case stmt_kind::break_:
+        return flow::break_;
+      case stmt_kind::continue_:
+        return flow::continue_;
     }
     return flow::normal;
   }
@@ -287,7 +304,8 @@ class interpreter {
     if (!s.attr.empty()) {
       value v = eval(*s.value).take();
       value* ns = lookup_mut(s.targets[0]);
-      if (!ns || !ns->is_object()) throw error("cannot assign attribute '" + s.attr + "' on '" + s.targets[0] + "'");
+      if (!ns || !ns->is_object())
+        throw error("cannot assign attribute '" + s.attr + "' on '" + s.targets[0] + "'");
       (*ns)[s.attr] = std::move(v);
       return;
     }
@@ -319,7 +337,8 @@ class interpreter {
       // A list is no namespace; leave it (and the pointers read from it) alone.
       if (v != (*it)->vars.end()) return v->second.is_list ? nullptr : &v->second.mut();
       if (*it == chain_.front()) {
-        if (const value* g = render_var(n)) return &((*it)->vars[n].own = *g);  // copied on first write
+        if (const value* g = render_var(n))
+          return &((*it)->vars[n].own = *g);  // copied on first write
       }
     }
     return nullptr;
@@ -364,9 +383,12 @@ class interpreter {
 
   ref eval(const expr& e) {
     switch (e.kind) {
-      case expr_kind::literal: return ref(&e.lit, true);
-      case expr_kind::name: return eval_name(e.name);
-      case expr_kind::block: return ref(block_value_);
+      case expr_kind::literal:
+        return ref(&e.lit, true);
+      case expr_kind::name:
+        return eval_name(e.name);
+      case expr_kind::block:
+        return ref(block_value_);
       case expr_kind::list: {
         value r = value::array();
         for (const auto& x : e.args) r.push_back(eval(*x).take());
@@ -381,13 +403,18 @@ class interpreter {
         }
         return ref(std::move(r));
       }
-      case expr_kind::attr: return eval_attr(e);
-      case expr_kind::index: return eval_index(e);
-      case expr_kind::slice: return eval_slice(e);
-      case expr_kind::call: return eval_call(e, nullptr);
+      case expr_kind::attr:
+        return eval_attr(e);
+      case expr_kind::index:
+        return eval_index(e);
+      case expr_kind::slice:
+        return eval_slice(e);
+      case expr_kind::call:
+        return eval_call(e, nullptr);
       case expr_kind::filter: {
         ref v = eval(*e.object);
-        if (v.items() && (e.name == "length"sv || e.name == "count"sv) && e.args.empty() && e.kwargs.empty()) {
+        if (v.items() && (e.name == "length"sv || e.name == "count"sv) && e.args.empty() &&
+            e.kwargs.empty()) {
           return ref(value(v.items()->size()));
         }
         if (args_run_code(e)) v.pin();
@@ -402,12 +429,15 @@ class interpreter {
         ref r = eval(*e.object);
         const value& v = r.get();
         if (e.name == "not"sv) return ref(value(!truthy(v)));
-        if (!is_number(v)) throw error("bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
+        if (!is_number(v))
+          throw error("bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
         if (e.name == "+"sv) return ref(is_int(v) ? value(as_int(v)) : v);
         return ref(is_int(v) ? value(-as_int(v)) : value(-as_double(v)));
       }
-      case expr_kind::binary: return eval_binary(e);
-      case expr_kind::compare: return eval_compare(e);
+      case expr_kind::binary:
+        return eval_binary(e);
+      case expr_kind::compare:
+        return eval_compare(e);
       case expr_kind::logical: {
         ref a = eval(*e.args[0]);
         bool t = truthy(a.get());
@@ -430,7 +460,8 @@ class interpreter {
     }
     ref base = eval(*e.object);
     const value& b = base.get();
-    if (is_undefined(b)) throw error("'" + describe(*e.object) + "' is undefined (reading ." + e.name + ")");
+    if (is_undefined(b))
+      throw error("'" + describe(*e.object) + "' is undefined (reading ." + e.name + ")");
     if (!b.is_object()) return ref(undefined());
     auto it = b.find(e.name);
     if (it == b.end()) return ref(undefined());
@@ -448,7 +479,8 @@ class interpreter {
       const value& arr = b.get();
       const size_t n = xs ? xs->size() : arr.size();
       std::vector<const value*> picked;
-      for (size_t i : slice_bounds(e, static_cast<int64_t>(n))) picked.push_back(xs ? (*xs)[i] : &arr[i]);
+      for (size_t i : slice_bounds(e, static_cast<int64_t>(n)))
+        picked.push_back(xs ? (*xs)[i] : &arr[i]);
       return ref::list(std::move(picked));
     }
     return ref(eval_slice_of(e, b.get()));
@@ -482,14 +514,14 @@ class interpreter {
       const value& l = left.get();
       const value& r = right.get();
       const std::string& op = e.ops[i];
-      bool ok = op == "=="sv ? equals(l, r)
-                : op == "!="sv ? !equals(l, r)
-                : op == "in"sv ? contains(r, l)
+      bool ok = op == "=="sv       ? equals(l, r)
+                : op == "!="sv     ? !equals(l, r)
+                : op == "in"sv     ? contains(r, l)
                 : op == "not in"sv ? !contains(r, l)
-                : op == "<"sv ? compare(l, r) < 0
-                : op == "<="sv ? compare(l, r) <= 0
-                : op == ">"sv ? compare(l, r) > 0
-                            : compare(l, r) >= 0;
+                : op == "<"sv      ? compare(l, r) < 0
+                : op == "<="sv     ? compare(l, r) <= 0
+                : op == ">"sv      ? compare(l, r) > 0
+                                   : compare(l, r) >= 0;
       if (!ok) return ref(value(false));
       left = std::move(right);
     }
@@ -568,7 +600,8 @@ class interpreter {
   ref eval_call(const expr& e, const caller_ctx* with_caller) {
     const expr& callee = *e.object;
     if (callee.kind == expr_kind::name) {
-      if (const stmt* m = lookup_macro(callee.name)) return ref(value(call_macro(*m, eval_args(e), with_caller)));
+      if (const stmt* m = lookup_macro(callee.name))
+        return ref(value(call_macro(*m, eval_args(e), with_caller)));
       if (with_caller) throw error("{% call %} of '" + callee.name + "', which is not a macro");
       return ref(call_global(callee.name, eval_args(e)));
     }
@@ -576,7 +609,8 @@ class interpreter {
     if (callee.kind == expr_kind::attr) {
       ref obj = eval(*callee.object);
       if (is_undefined(obj.get())) {
-        throw error("'" + describe(*callee.object) + "' is undefined (calling ." + callee.name + "())");
+        throw error("'" + describe(*callee.object) + "' is undefined (calling ." + callee.name +
+                    "())");
       }
       if (args_run_code(e)) obj.pin();
       return ref(call_method(obj.get(), callee.name, eval_args(e)));
@@ -588,7 +622,8 @@ class interpreter {
       throw error(a.pos.empty() ? std::string("raise_exception") : to_str(a.pos[0]));
     }
     if (n == "strftime_now"sv) {
-      if (a.pos.empty() || !a.pos[0].is_string()) throw error("strftime_now(format) needs a format string");
+      if (a.pos.empty() || !a.pos[0].is_string())
+        throw error("strftime_now(format) needs a format string");
       std::tm tm{};
       if (env_.now) {
         tm = *env_.now;
@@ -597,7 +632,8 @@ class interpreter {
         localtime_r(&t, &tm);
       }
       char buf[256];
-      size_t len = std::strftime(buf, sizeof buf, a.pos[0].get_ref<const std::string&>().c_str(), &tm);
+      size_t len =
+          std::strftime(buf, sizeof buf, a.pos[0].get_ref<const std::string&>().c_str(), &tm);
       return std::string(buf, len);
     }
     if (n == "range"sv) {
@@ -633,8 +669,8 @@ class interpreter {
 
   std::string call_macro(const stmt& m, const call_args& a, const caller_ctx* with_caller) {
     if (a.pos.size() > m.params.size()) {
-      throw error("macro '" + m.text + "' takes " + std::to_string(m.params.size()) + " arguments, got " +
-                  std::to_string(a.pos.size()));
+      throw error("macro '" + m.text + "' takes " + std::to_string(m.params.size()) +
+                  " arguments, got " + std::to_string(a.pos.size()));
     }
     frame f;
     std::vector<frame*> saved = chain_;

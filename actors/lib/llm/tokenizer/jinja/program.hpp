@@ -33,7 +33,8 @@ class program {
   std::string render(const value& variables, const environment& env = {}) const;
   /// As render(variables), with `borrowed` (name, value) pairs read in place and before
   /// `variables`: a caller's conversation is not copied per render. The values outlive the call.
-  std::string render(const value& variables, const std::vector<std::pair<std::string_view, const value*>>& borrowed,
+  std::string render(const value& variables,
+                     const std::vector<std::pair<std::string_view, const value*>>& borrowed,
                      const environment& env = {}) const;
 
  private:

@@ -41,22 +41,26 @@ TEST(Jinja, WhitespaceControlAsTransformers) {
 // the object (with previtem / nextitem) is built only where the template uses `loop` as a whole.
 TEST(Jinja, LoopFieldsAndNeighbours) {
   value xs = {{"xs", {"a", "b", "c"}}};
-  EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{{ loop.last }}{% endfor %}", xs), "1aFalse2bFalse3cTrue");
-  EXPECT_EQ(render("{% for x in xs %}{{ x }}{% endfor %}{% for x in xs %}[{{ loop . previtem }}|{{ loop.nextitem }}]"
+  EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{{ loop.last }}{% endfor %}", xs),
+            "1aFalse2bFalse3cTrue");
+  EXPECT_EQ(render("{% for x in xs %}{{ x }}{% endfor %}{% for x in xs %}[{{ loop . previtem }}|{{ "
+                   "loop.nextitem }}]"
                    "{% endfor %}",
                    xs),
             "abc[|b][a|c][b|]");
   EXPECT_EQ(render("{% for x in xs %}{% set l = loop %}{{ l.previtem }}{% endfor %}", xs), "ab");
   EXPECT_EQ(render("{% for x in xs %}{{ loop['next' ~ 'item'] }}{% endfor %}", xs), "bc");
-  EXPECT_EQ(render("{% for x in xs %}{% for y in [x, x] %}{{ y }}{% endfor %}{% endfor %}", xs), "aabbcc");
+  EXPECT_EQ(render("{% for x in xs %}{% for y in [x, x] %}{{ y }}{% endfor %}{% endfor %}", xs),
+            "aabbcc");
 }
 
 // The render's variables are read in place; setting one shadows it for the rest of the render and
 // leaves the caller's value alone.
 TEST(Jinja, VariablesAreReadInPlaceAndShadowedBySet) {
   value vars = {{"xs", {1, 2}}, {"d", {{"a", 1}}}};
-  EXPECT_EQ(render("{{ xs }}{% set xs = xs + [3] %}{{ xs }}{% for x in xs %}{{ x }}{% endfor %}", vars),
-            "[1, 2][1, 2, 3]123");
+  EXPECT_EQ(
+      render("{{ xs }}{% set xs = xs + [3] %}{{ xs }}{% for x in xs %}{{ x }}{% endfor %}", vars),
+      "[1, 2][1, 2, 3]123");
   EXPECT_EQ(render("{{ d.a }}{% set d.a = 2 %}{{ d.a }}", vars), "12");
   EXPECT_EQ(vars, (value{{"xs", {1, 2}}, {"d", {{"a", 1}}}}));
   EXPECT_EQ(error_of("{{ xs() }}", vars), "template line 1: 'xs' is not callable");
@@ -71,24 +75,32 @@ TEST(Jinja, ValuesSharedInsteadOfCopiedKeepPythonSemantics) {
   EXPECT_EQ(render("{% set a = xs %}{% set xs = [9] %}{{ a }}{{ xs }}", xs), "[1, 2][9]");
   EXPECT_EQ(render("{% set a = [1] %}{% set b = a %}{% set a = [2] %}{{ b }}{{ a }}"), "[1][2]");
   EXPECT_EQ(render("{% for x in xs %}{% set x = 0 %}{{ x }}{% endfor %}{{ xs }}", xs), "00[1, 2]");
-  EXPECT_EQ(render("{% set ns = namespace(items=[1,2,3]) %}{% for x in ns.items %}{% set ns.items = [] %}{{ x }}"
+  EXPECT_EQ(render("{% set ns = namespace(items=[1,2,3]) %}{% for x in ns.items %}{% set ns.items "
+                   "= [] %}{{ x }}"
                    "{% endfor %}{{ ns.items }}"),
             "123[]");
-  const std::string macro = "{% set ns = namespace(s='a') %}{% macro m() %}{% set ns.s = 'b' * 20 %}{% endmacro %}";
+  const std::string macro =
+      "{% set ns = namespace(s='a') %}{% macro m() %}{% set ns.s = 'b' * 20 %}{% endmacro %}";
   EXPECT_EQ(render(macro + "{{ ns.s ~ m() ~ ns.s }}"), "a" + std::string(20, 'b'));
   EXPECT_EQ(render(macro + "{{ ns.s + m() + ns.s }}"), "a" + std::string(20, 'b'));
   EXPECT_EQ(render(macro + "{{ ns.s == m() }}{{ ns.s[0] }}"), "Falseb");
   value ys = {{"xs", {1, 2, 3}}};
-  EXPECT_EQ(render("{% for x in xs[::-1] %}{{ x }}{{ loop.previtem }}{{ loop.nextitem }}|{% endfor %}", ys),
-            "32|231|12|");
-  EXPECT_EQ(render("{% for x in xs if x != 2 %}{{ x }}{{ loop.previtem }}{{ loop.nextitem }}{{ loop.length }}|"
+  EXPECT_EQ(
+      render("{% for x in xs[::-1] %}{{ x }}{{ loop.previtem }}{{ loop.nextitem }}|{% endfor %}",
+             ys),
+      "32|231|12|");
+  EXPECT_EQ(render("{% for x in xs if x != 2 %}{{ x }}{{ loop.previtem }}{{ loop.nextitem }}{{ "
+                   "loop.length }}|"
                    "{% endfor %}",
                    ys),
             "132|312|");
-  EXPECT_EQ(render("{% for x in 'abc'[1:] %}{{ x }}{% endfor %}{% for x in (xs|select('odd')) %}{{ x }}{% endfor %}", ys),
+  EXPECT_EQ(render("{% for x in 'abc'[1:] %}{{ x }}{% endfor %}{% for x in (xs|select('odd')) %}{{ "
+                   "x }}{% endfor %}",
+                   ys),
             "bc13");
   value nested = {{"xs", {{{"k", {5, 6}}}, {{"k", {7}}}}}};
-  EXPECT_EQ(render("{% for x in xs %}{% for y in x.k %}{{ y }}{{ loop.index }}{% endfor %}{{ loop.index }}{% endfor %}",
+  EXPECT_EQ(render("{% for x in xs %}{% for y in x.k %}{{ y }}{{ loop.index }}{% endfor %}{{ "
+                   "loop.index }}{% endfor %}",
                    nested),
             "51621712");
 }
@@ -97,75 +109,103 @@ TEST(Jinja, ValuesSharedInsteadOfCopiedKeepPythonSemantics) {
 // in any way gives what the copied list gives.
 TEST(Jinja, SlicesOfSharedListsReadAsLists) {
   value xs = {{"xs", {1, 2, 3}}};
-  EXPECT_EQ(render("{% set ys = xs[1:] %}{{ ys }}{{ ys|length }}{{ ys[0] }}{{ ys[-1] }}{{ ys[7] is defined }}"
-                   "{% for y in ys %}{{ y }}{{ loop.previtem }}{% endfor %}{% set zs = ys[::-1] %}{{ zs }}{{ zs|count }}"
+  EXPECT_EQ(render("{% set ys = xs[1:] %}{{ ys }}{{ ys|length }}{{ ys[0] }}{{ ys[-1] }}{{ ys[7] is "
+                   "defined }}"
+                   "{% for y in ys %}{{ y }}{{ loop.previtem }}{% endfor %}{% set zs = ys[::-1] "
+                   "%}{{ zs }}{{ zs|count }}"
                    "{% set ys = ys[1:] %}{{ ys }}{{ ys + [9] }}{{ ys == [3] }}{{ xs }}",
                    xs),
             "[2, 3]223False232[3, 2]2[3][3, 9]True[1, 2, 3]");
   value ks = {{"xs", {{{"k", 1}}, {{"k", 2}}, {{"k", 3}}}}};
-  EXPECT_EQ(render("{% set ys = xs[1:] %}{% for y in ys[::-1] %}{{ y.k }}{% endfor %}{% set ys = ys %}"
-                   "{{ ys|map(attribute='k')|join }}",
-                   ks),
-            "3223");
-  EXPECT_EQ(render("{% set ys = xs[1:] %}{% if ys %}t{% endif %}{% set e = xs[5:] %}{% if not e %}f{% endif %}{{ e|length }}",
+  EXPECT_EQ(
+      render("{% set ys = xs[1:] %}{% for y in ys[::-1] %}{{ y.k }}{% endfor %}{% set ys = ys %}"
+             "{{ ys|map(attribute='k')|join }}",
+             ks),
+      "3223");
+  EXPECT_EQ(render("{% set ys = xs[1:] %}{% if ys %}t{% endif %}{% set e = xs[5:] %}{% if not e "
+                   "%}f{% endif %}{{ e|length }}",
                    xs),
             "tf0");
-  EXPECT_EQ(error_of("{% set ys = xs[1:] %}{% set ys.a = 1 %}", xs), "template line 1: cannot assign attribute 'a' on 'ys'");
+  EXPECT_EQ(error_of("{% set ys = xs[1:] %}{% set ys.a = 1 %}", xs),
+            "template line 1: cannot assign attribute 'a' on 'ys'");
 }
 
-// strip/trim decide on bytes while the ends are ASCII, and by code point (Unicode spaces) otherwise.
+// strip/trim decide on bytes while the ends are ASCII, and by code point (Unicode spaces)
+// otherwise.
 TEST(Jinja, StripAsPython) {
-  EXPECT_EQ(render("[{{ '  a  '|trim }}][{{ '\\u3000a\\u3000'|trim }}][{{ 'xxaxx'.strip('x') }}][{{ 'éaé'.strip('é') }}]"
-                   "[{{ ' é '.strip() }}][{{ '\\x1ca\\x1f'.strip() }}][{{ 'é a'.lstrip('é') }}][{{ ' a\\u2003'.rstrip() }}]"),
+  EXPECT_EQ(render("[{{ '  a  '|trim }}][{{ '\\u3000a\\u3000'|trim }}][{{ 'xxaxx'.strip('x') "
+                   "}}][{{ 'éaé'.strip('é') }}]"
+                   "[{{ ' é '.strip() }}][{{ '\\x1ca\\x1f'.strip() }}][{{ 'é a'.lstrip('é') }}][{{ "
+                   "' a\\u2003'.rstrip() }}]"),
             "[a][a][a][a][é][a][ a][ a]");
 }
 
 TEST(Jinja, LoopsAndScopes) {
   value v = {{"xs", {1, 2, 3, 4}}};
-  EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ x }}{% if loop.last %}!{% endif %}{% endfor %}", v),
-            "11223344!");
-  EXPECT_EQ(render("{% for x in xs %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}", v), "12");
-  EXPECT_EQ(render("{% for x in xs if x is even %}{{ x }}{{ loop.length }}{% endfor %}", v), "2242");
+  EXPECT_EQ(
+      render("{% for x in xs %}{{ loop.index }}{{ x }}{% if loop.last %}!{% endif %}{% endfor %}",
+             v),
+      "11223344!");
+  EXPECT_EQ(render("{% for x in xs %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}", v),
+            "12");
+  EXPECT_EQ(render("{% for x in xs if x is even %}{{ x }}{{ loop.length }}{% endfor %}", v),
+            "2242");
   EXPECT_EQ(render("{% for x in [] %}a{% else %}empty{% endfor %}"), "empty");
-  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% endfor %}{{ ns.n }}", v),
+  EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% "
+                   "endfor %}{{ ns.n }}",
+                   v),
             "10");
   EXPECT_EQ(render("{% set y = 1 %}{% for x in xs %}{% set y = x %}{% endfor %}{{ y }}", v), "1");
-  EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"), "a=1;b=2;");
+  EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"),
+            "a=1;b=2;");
 }
 
 TEST(Jinja, Expressions) {
-  EXPECT_EQ(render("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ -7 % 3 }}"),
-            "7 3 -4 3.5 1024 2");
-  EXPECT_EQ(render("{{ 'ab' ~ 1 ~ none }}|{{ 'x' if false }}|{{ 'y' if true else 'n' }}"), "ab1None||y");
-  EXPECT_EQ(render("{{ 'hello'[::-1] }} {{ 'hello'[1:3] }} {{ [1,2,3][-1] }} {{ 'é中'[1] }}"), "olleh el 3 中");
+  EXPECT_EQ(
+      render("{{ 1 + 2 * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ -7 % 3 }}"),
+      "7 3 -4 3.5 1024 2");
+  EXPECT_EQ(render("{{ 'ab' ~ 1 ~ none }}|{{ 'x' if false }}|{{ 'y' if true else 'n' }}"),
+            "ab1None||y");
+  EXPECT_EQ(render("{{ 'hello'[::-1] }} {{ 'hello'[1:3] }} {{ [1,2,3][-1] }} {{ 'é中'[1] }}"),
+            "olleh el 3 中");
   EXPECT_EQ(render("{{ 'a' in 'cat' }} {{ 2 not in [1, 2] }} {{ 1 < 2 < 3 }}"), "True False True");
   EXPECT_EQ(render("{{ [1, 'a', {'k': none}] }} {{ 0.1 + 0.2 }} {{ 1e20 }}"),
             "[1, 'a', {'k': None}] 0.30000000000000004 1e+20");
-  EXPECT_EQ(render("{{ x is defined }} {{ x is not defined }} {{ none is none }} {{ 'a' is string }}"),
-            "False True True True");
+  EXPECT_EQ(
+      render("{{ x is defined }} {{ x is not defined }} {{ none is none }} {{ 'a' is string }}"),
+      "False True True True");
 }
 
 TEST(Jinja, FiltersAndMethods) {
-  value v = value::parse(R"({"ms": [{"role": "user", "c": "a"}, {"role": "tool", "c": "b"}, {"role": "user"}]})");
-  EXPECT_EQ(render("{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='c')|list|length }}", v), "2");
+  value v = value::parse(
+      R"({"ms": [{"role": "user", "c": "a"}, {"role": "tool", "c": "b"}, {"role": "user"}]})");
+  EXPECT_EQ(
+      render("{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='c')|list|length }}", v),
+      "2");
   EXPECT_EQ(render("{{ ms|rejectattr('c', 'defined')|list|length }}", v), "1");
   EXPECT_EQ(render("{{ ms|map(attribute='role')|unique|join(',') }}", v), "user,tool");
   EXPECT_EQ(render("{{ {'b': 'é', 'a': [1, 2.5]}|tojson }}"), "{\"b\": \"é\", \"a\": [1, 2.5]}");
   EXPECT_EQ(render("{{ {'a': [1]}|tojson(indent=2) }}"), "{\n  \"a\": [\n    1\n  ]\n}");
-  EXPECT_EQ(render("{{ '  x y  '|trim }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'abc'.upper() }}"),
+  EXPECT_EQ(render("{{ '  x y  '|trim }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ "
+                   "'abc'.upper() }}"),
             "x y|['a', 'b', '', 'c']|['a', 'b']|ABC");
-  EXPECT_EQ(render("{{ 'hello world'|title }} {{ 'hELLO'|capitalize }} {{ 'aXa'.replace('a', 'b') }}"),
-            "Hello World Hello bXb");
-  EXPECT_EQ(render("{{ x|default('d') }} {{ ''|default('e', true) }} {{ '3'|int + 1 }} {{ [3,1,2]|sort|list }}"),
+  EXPECT_EQ(
+      render("{{ 'hello world'|title }} {{ 'hELLO'|capitalize }} {{ 'aXa'.replace('a', 'b') }}"),
+      "Hello World Hello bXb");
+  EXPECT_EQ(render("{{ x|default('d') }} {{ ''|default('e', true) }} {{ '3'|int + 1 }} {{ "
+                   "[3,1,2]|sort|list }}"),
             "d e 4 [1, 2, 3]");
   EXPECT_EQ(render("{{ strftime_now('%d %b %Y') }}"), "26 Jul 2024");
   EXPECT_EQ(render("{{ 'a\\nb'|indent(2) }}"), "a\n  b");
 }
 
 TEST(Jinja, MacrosCallsAndBlocks) {
-  EXPECT_EQ(render("{% macro greet(name, p='Hi') %}{{ p }} {{ name }}{% endmacro %}{{ greet('A') }}/{{ greet('B', p='Yo') }}"),
+  EXPECT_EQ(render("{% macro greet(name, p='Hi') %}{{ p }} {{ name }}{% endmacro %}{{ greet('A') "
+                   "}}/{{ greet('B', p='Yo') }}"),
             "Hi A/Yo B");
-  EXPECT_EQ(render("{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}in{% endcall %}"), "[in]");
+  EXPECT_EQ(
+      render("{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}in{% endcall %}"),
+      "[in]");
   EXPECT_EQ(render("{% set t %}  body  {% endset %}<{{ t }}>"), "<  body  >");
   EXPECT_EQ(render("{% filter upper %}abc{% endfilter %}"), "ABC");
   EXPECT_EQ(render("{% generation %}gen{% endgeneration %}"), "gen");
@@ -176,10 +216,12 @@ TEST(Jinja, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(error_of("a\n{{ raise_exception('bad role') }}"), "template line 2: bad role");
   EXPECT_NE(error_of("x\n\n{% include 'a' %}").find("line 3"), std::string::npos);
   EXPECT_NE(error_of("x\n\n{% include 'a' %}").find("include"), std::string::npos);
-  EXPECT_NE(error_of("{{ x|wordwrap }}").find("filter 'wordwrap' is not supported"), std::string::npos);
+  EXPECT_NE(error_of("{{ x|wordwrap }}").find("filter 'wordwrap' is not supported"),
+            std::string::npos);
   EXPECT_NE(error_of("{% if x %}"), "(no error)");
   EXPECT_NE(error_of("{{ x.y }}").find("'x' is undefined"), std::string::npos);
-  EXPECT_NE(error_of("{{ ms|selectattr('a') }}", {{"ms", value::array()}}).find("generator"), std::string::npos);
+  EXPECT_NE(error_of("{{ ms|selectattr('a') }}", {{"ms", value::array()}}).find("generator"),
+            std::string::npos);
 }
 
 }  // namespace

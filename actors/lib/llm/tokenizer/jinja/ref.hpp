@@ -46,7 +46,9 @@ class ref {
   bool stable() const { return p_ != nullptr && stable_; }
   /// The items of a list of pointers, or nullptr for any other value.
   const std::vector<const value*>* items() const {
-    return list_kind_ == list_kind::owned ? &list_own_ : list_kind_ == list_kind::borrowed ? list_ : nullptr;
+    return list_kind_ == list_kind::owned      ? &list_own_
+           : list_kind_ == list_kind::borrowed ? list_
+                                               : nullptr;
   }
   value take() && {
     if (p_) return *p_;

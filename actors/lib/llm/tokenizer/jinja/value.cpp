@@ -1,12 +1,12 @@
 #include "actors/lib/llm/tokenizer/jinja/value.hpp"
 
-#include "actors/lib/llm/tokenizer/utf8.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+
+#include "actors/lib/llm/tokenizer/utf8.hpp"
 
 namespace milesrt::llm::jinja {
 
@@ -24,7 +24,9 @@ value make_generator(value items) {
   return g;
 }
 
-bool is_generator(const value& v) { return v.is_object() && v.size() == 1 && v.begin().key() == kGenerator; }
+bool is_generator(const value& v) {
+  return v.is_object() && v.size() == 1 && v.begin().key() == kGenerator;
+}
 
 std::vector<value> iterate(const value& v) {
   std::vector<value> out;
@@ -36,7 +38,8 @@ std::vector<value> iterate(const value& v) {
   } else if (v.is_object()) {
     for (auto it = v.begin(); it != v.end(); ++it) out.emplace_back(it.key());
   } else if (v.is_string()) {
-    for (char32_t c : decode(v.get_ref<const std::string&>())) out.emplace_back(encode(std::u32string(1, c)));
+    for (char32_t c : decode(v.get_ref<const std::string&>()))
+      out.emplace_back(encode(std::u32string(1, c)));
   } else if (!is_undefined(v)) {
     throw error("'" + type_name(v) + "' object is not iterable");
   }
@@ -46,15 +49,23 @@ std::vector<value> iterate(const value& v) {
 bool truthy(const value& v) {
   switch (v.type()) {
     case value::value_t::discarded:
-    case value::value_t::null: return false;
-    case value::value_t::boolean: return v.get<bool>();
-    case value::value_t::number_integer: return v.get<int64_t>() != 0;
-    case value::value_t::number_unsigned: return v.get<uint64_t>() != 0;
-    case value::value_t::number_float: return v.get<double>() != 0.0;
-    case value::value_t::string: return !v.get_ref<const std::string&>().empty();
+    case value::value_t::null:
+      return false;
+    case value::value_t::boolean:
+      return v.get<bool>();
+    case value::value_t::number_integer:
+      return v.get<int64_t>() != 0;
+    case value::value_t::number_unsigned:
+      return v.get<uint64_t>() != 0;
+    case value::value_t::number_float:
+      return v.get<double>() != 0.0;
+    case value::value_t::string:
+      return !v.get_ref<const std::string&>().empty();
     case value::value_t::array:
-    case value::value_t::object: return !v.empty();
-    default: return true;
+    case value::value_t::object:
+      return !v.empty();
+    default:
+      return true;
   }
 }
 
@@ -74,16 +85,25 @@ double as_double(const value& v) {
 
 std::string type_name(const value& v) {
   switch (v.type()) {
-    case value::value_t::discarded: return "Undefined";
-    case value::value_t::null: return "NoneType";
-    case value::value_t::boolean: return "bool";
+    case value::value_t::discarded:
+      return "Undefined";
+    case value::value_t::null:
+      return "NoneType";
+    case value::value_t::boolean:
+      return "bool";
     case value::value_t::number_integer:
-    case value::value_t::number_unsigned: return "int";
-    case value::value_t::number_float: return "float";
-    case value::value_t::string: return "str";
-    case value::value_t::array: return "list";
-    case value::value_t::object: return is_generator(v) ? "generator" : "dict";
-    default: return "object";
+    case value::value_t::number_unsigned:
+      return "int";
+    case value::value_t::number_float:
+      return "float";
+    case value::value_t::string:
+      return "str";
+    case value::value_t::array:
+      return "list";
+    case value::value_t::object:
+      return is_generator(v) ? "generator" : "dict";
+    default:
+      return "object";
   }
 }
 
@@ -114,7 +134,9 @@ std::string float_repr(double d) {
     if (exp >= 0) {
       std::string ip = digits.substr(0, std::min(digits.size(), static_cast<size_t>(exp + 1)));
       ip.append(static_cast<size_t>(exp + 1) - ip.size(), '0');
-      std::string fp = digits.size() > static_cast<size_t>(exp + 1) ? digits.substr(static_cast<size_t>(exp + 1)) : "0";
+      std::string fp = digits.size() > static_cast<size_t>(exp + 1)
+                           ? digits.substr(static_cast<size_t>(exp + 1))
+                           : "0";
       out = ip + "." + fp;
     } else {
       out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
@@ -136,7 +158,8 @@ std::u32string decode(std::string_view s) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
     char32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-    for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    for (size_t k = 1; k < n && i + k < s.size(); ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
     out += cp;
     i += n;
   }
@@ -151,8 +174,9 @@ std::string encode(std::u32string_view s) {
 }
 
 bool is_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 namespace {
@@ -160,13 +184,15 @@ namespace {
 // Characters Python's repr() escapes in a str: the C0/C1 controls, DEL and the separators and
 // format characters that str.isprintable() rejects.
 bool repr_escapes(char32_t c) {
-  return c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD || c == 0x1680 || (c >= 0x2000 && c <= 0x200F) ||
-         (c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x206F) || c == 0x3000 || c == 0xFEFF ||
+  return c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
+         (c >= 0x205F && c <= 0x206F) || c == 0x3000 || c == 0xFEFF ||
          (c >= 0xD800 && c <= 0xDFFF) || (c >= 0xE000 && c <= 0xF8FF);
 }
 
 void repr_string(std::string& out, const std::string& s) {
-  bool has_single = s.find('\'') != std::string::npos, has_double = s.find('"') != std::string::npos;
+  bool has_single = s.find('\'') != std::string::npos,
+       has_double = s.find('"') != std::string::npos;
   char q = has_single && !has_double ? '"' : '\'';
   out += q;
   for (char32_t c : decode(s)) {
@@ -191,9 +217,12 @@ void repr_string(std::string& out, const std::string& s) {
 }
 
 void repr_into(std::string& out, const value& v) {
-  if (is_generator(v)) throw error("writing out a generator (the result of map/select/selectattr) is not supported");
+  if (is_generator(v))
+    throw error("writing out a generator (the result of map/select/selectattr) is not supported");
   switch (v.type()) {
-    case value::value_t::string: repr_string(out, v.get_ref<const std::string&>()); return;
+    case value::value_t::string:
+      repr_string(out, v.get_ref<const std::string&>());
+      return;
     case value::value_t::array: {
       out += '[';
       bool first = true;
@@ -218,7 +247,8 @@ void repr_into(std::string& out, const value& v) {
       out += '}';
       return;
     }
-    default: out += to_str(v);
+    default:
+      out += to_str(v);
   }
 }
 
@@ -228,13 +258,27 @@ void escape_json(std::string& out, const std::string& s, bool ascii) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     char buf[16];
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20 || (ascii && c == 0x7F)) {
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
@@ -245,7 +289,8 @@ void escape_json(std::string& out, const std::string& s, bool ascii) {
           i += n - 1;
           if (cp >= 0x10000) {
             cp -= 0x10000;
-            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (static_cast<unsigned>(cp) >> 10),
+            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x",
+                          0xD800 + (static_cast<unsigned>(cp) >> 10),
                           0xDC00 + (static_cast<unsigned>(cp) & 0x3FF));
           } else {
             std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
@@ -275,7 +320,8 @@ void dumps_into(std::string& out, const value& v, const json_style& st, int leve
       std::vector<value::const_iterator> items;
       for (auto it = v.begin(); it != v.end(); ++it) items.push_back(it);
       if (st.sort_keys) {
-        std::stable_sort(items.begin(), items.end(), [](auto a, auto b) { return a.key() < b.key(); });
+        std::stable_sort(items.begin(), items.end(),
+                         [](auto a, auto b) { return a.key() < b.key(); });
       }
       out += '{';
       bool first = true;
@@ -308,17 +354,28 @@ void dumps_into(std::string& out, const value& v, const json_style& st, int leve
       out += ']';
       return;
     }
-    case value::value_t::string: escape_json(out, v.get_ref<const std::string&>(), st.ensure_ascii); return;
-    case value::value_t::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case value::value_t::null: out += "null"; return;
+    case value::value_t::string:
+      escape_json(out, v.get_ref<const std::string&>(), st.ensure_ascii);
+      return;
+    case value::value_t::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      return;
+    case value::value_t::null:
+      out += "null";
+      return;
     case value::value_t::number_float: {
       double d = v.get<double>();
-      out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity") : float_repr(d);
+      out += std::isnan(d)   ? "NaN"
+             : std::isinf(d) ? (d < 0 ? "-Infinity" : "Infinity")
+                             : float_repr(d);
       return;
     }
     case value::value_t::number_integer:
-    case value::value_t::number_unsigned: out += v.dump(); return;
-    default: throw error("Object of type Undefined is not JSON serializable");
+    case value::value_t::number_unsigned:
+      out += v.dump();
+      return;
+    default:
+      throw error("Object of type Undefined is not JSON serializable");
   }
 }
 
@@ -326,14 +383,21 @@ void dumps_into(std::string& out, const value& v, const json_style& st, int leve
 
 std::string to_str(const value& v) {
   switch (v.type()) {
-    case value::value_t::discarded: return "";
-    case value::value_t::null: return "None";
-    case value::value_t::boolean: return v.get<bool>() ? "True" : "False";
+    case value::value_t::discarded:
+      return "";
+    case value::value_t::null:
+      return "None";
+    case value::value_t::boolean:
+      return v.get<bool>() ? "True" : "False";
     case value::value_t::number_integer:
-    case value::value_t::number_unsigned: return v.dump();
-    case value::value_t::number_float: return float_repr(v.get<double>());
-    case value::value_t::string: return v.get<std::string>();
-    default: return repr(v);
+    case value::value_t::number_unsigned:
+      return v.dump();
+    case value::value_t::number_float:
+      return float_repr(v.get<double>());
+    case value::value_t::string:
+      return v.get<std::string>();
+    default:
+      return repr(v);
   }
 }
 
@@ -356,7 +420,8 @@ bool equals(const value& a, const value& b) {
   }
   if (a.type() != b.type()) return false;
   switch (a.type()) {
-    case value::value_t::discarded: return true;
+    case value::value_t::discarded:
+      return true;
     case value::value_t::array: {
       if (a.size() != b.size()) return false;
       for (size_t i = 0; i < a.size(); ++i) {
@@ -372,7 +437,8 @@ bool equals(const value& a, const value& b) {
       }
       return true;
     }
-    default: return a == b;
+    default:
+      return a == b;
   }
 }
 
@@ -392,16 +458,19 @@ int compare(const value& a, const value& b) {
     }
     return a.size() < b.size() ? -1 : a.size() > b.size() ? 1 : 0;
   }
-  throw error("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) + "'");
+  throw error("'<' not supported between instances of '" + type_name(a) + "' and '" + type_name(b) +
+              "'");
 }
 
 value arithmetic(const std::string& op, const value& a, const value& b) {
   auto bad = [&]() -> value {
-    throw error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
+    throw error("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" +
+                type_name(b) + "'");
   };
   if (is_undefined(a) || is_undefined(b)) throw error("an undefined value used with '" + op + "'");
   if (op == "+"sv) {
-    if (a.is_string() && b.is_string()) return a.get<std::string>() + b.get_ref<const std::string&>();
+    if (a.is_string() && b.is_string())
+      return a.get<std::string>() + b.get_ref<const std::string&>();
     if (a.is_array() && b.is_array()) {
       value r = a;
       for (const auto& x : b) r.push_back(x);
@@ -453,8 +522,10 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
 bool contains(const value& container, const value& item) {
   if (is_generator(container)) return contains(container.begin().value(), item);
   if (container.is_string()) {
-    if (!item.is_string()) throw error("'in <string>' requires string as left operand, not " + type_name(item));
-    return container.get_ref<const std::string&>().find(item.get_ref<const std::string&>()) != std::string::npos;
+    if (!item.is_string())
+      throw error("'in <string>' requires string as left operand, not " + type_name(item));
+    return container.get_ref<const std::string&>().find(item.get_ref<const std::string&>()) !=
+           std::string::npos;
   }
   if (container.is_array()) {
     for (const auto& x : container) {
@@ -462,7 +533,8 @@ bool contains(const value& container, const value& item) {
     }
     return false;
   }
-  if (container.is_object()) return item.is_string() && container.contains(item.get_ref<const std::string&>());
+  if (container.is_object())
+    return item.is_string() && container.contains(item.get_ref<const std::string&>());
   if (is_undefined(container)) return false;
   throw error("argument of type '" + type_name(container) + "' is not iterable");
 }

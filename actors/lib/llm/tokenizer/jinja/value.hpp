@@ -1,15 +1,14 @@
 #pragma once
-/// Values of the Jinja engine: nlohmann::ordered_json (key order kept, as Python dicts keep it) with
-/// Jinja's `undefined` as the `discarded` kind, and the Python semantics templates rely on (str(),
-/// repr(), truthiness, ==, <, json.dumps) written out once here.
+/// Values of the Jinja engine: nlohmann::ordered_json (key order kept, as Python dicts keep it)
+/// with Jinja's `undefined` as the `discarded` kind, and the Python semantics templates rely on
+/// (str(), repr(), truthiness, ==, <, json.dumps) written out once here.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace milesrt::llm::jinja {
 
@@ -18,7 +17,8 @@ using value = nlohmann::ordered_json;
 /// A failure while rendering; `what()` says what and, once located, on which template line.
 struct error : std::runtime_error {
   explicit error(const std::string& what, int line = 0)
-      : std::runtime_error(line > 0 ? "template line " + std::to_string(line) + ": " + what : what), line_(line) {}
+      : std::runtime_error(line > 0 ? "template line " + std::to_string(line) + ": " + what : what),
+        line_(line) {}
   int line() const { return line_; }
 
  private:
