@@ -94,56 +94,62 @@ nlohmann::json read_live(const fs::path& dir) {
 
 }  // namespace
 
+namespace {
+
+struct watch_options {
+  std::string dir;
+  int port = 0;
+};
+
+exit_status watch_command(const watch_options& opt, context& ctx) {
+  const fs::path dir = opt.dir;
+  if (!fs::is_directory(dir)) {
+    print_error(ctx.err, "watch", opt.dir + ": no such run directory");
+    return exit_status::bad_input;
+  }
+  if (!fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "live.json")) {
+    print_error(ctx.err, "watch",
+                opt.dir + ": neither metrics.jsonl nor live.json (not a run directory)");
+    return exit_status::bad_input;
+  }
+  // SIGINT and SIGTERM are waited for below: block them before the server's thread starts.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::unique_ptr<runtime::http_server> server;
+  auto steps = std::make_shared<steps_file>(dir / "metrics.jsonl");
+  try {
+    server = std::make_unique<runtime::http_server>(static_cast<uint16_t>(opt.port));
+    runtime::page_source source;
+    source.live = [dir] { return read_live(dir); };
+    source.steps = [steps](uint64_t since) { return steps->since(since); };
+    runtime::add_page_routes(*server, source);
+    server->start();
+  } catch (const std::exception& e) {
+    print_error(ctx.err, "watch", e.what());
+    return exit_status::bad_input;
+  }
+  ctx.out << "milesrt watch: live page of " << dir.string()
+          << " at http://127.0.0.1:" << server->port() << "/ (Ctrl-C stops)" << std::endl;
+  int sig = 0;
+  sigwait(&stop, &sig);
+  return exit_status::ok;
+}
+
+}  // namespace
+
 command make_watch_command() {
-  return {
-      "watch", "Serve the live page of a run directory (a run going on, or one that ended)",
-      [](CLI::App& app, context& ctx) -> runner {
-        struct options {
-          std::string dir;
-          int port = 0;
-        };
-        auto opt = std::make_shared<options>();
-        app.add_option("run_dir", opt->dir, "Run directory (with metrics.jsonl and live.json)")
-            ->required();
-        app.add_option("--port", opt->port, "Loopback port of the page (0: a free one)")
-            ->check(CLI::Range(0, 65535));
-        return [opt, &ctx] {
-          const fs::path dir = opt->dir;
-          if (!fs::is_directory(dir)) {
-            print_error(ctx.err, "watch", opt->dir + ": no such run directory");
-            return exit_status::bad_input;
-          }
-          if (!fs::exists(dir / "metrics.jsonl") && !fs::exists(dir / "live.json")) {
-            print_error(ctx.err, "watch",
-                        opt->dir + ": neither metrics.jsonl nor live.json (not a run directory)");
-            return exit_status::bad_input;
-          }
-          // SIGINT and SIGTERM are waited for below: block them before the server's thread starts.
-          sigset_t stop;
-          sigemptyset(&stop);
-          sigaddset(&stop, SIGINT);
-          sigaddset(&stop, SIGTERM);
-          pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-          std::unique_ptr<runtime::http_server> server;
-          auto steps = std::make_shared<steps_file>(dir / "metrics.jsonl");
-          try {
-            server = std::make_unique<runtime::http_server>(static_cast<uint16_t>(opt->port));
-            runtime::page_source source;
-            source.live = [dir] { return read_live(dir); };
-            source.steps = [steps](uint64_t since) { return steps->since(since); };
-            runtime::add_page_routes(*server, source);
-            server->start();
-          } catch (const std::exception& e) {
-            print_error(ctx.err, "watch", e.what());
-            return exit_status::bad_input;
-          }
-          ctx.out << "milesrt watch: live page of " << dir.string()
-                  << " at http://127.0.0.1:" << server->port() << "/ (Ctrl-C stops)" << std::endl;
-          int sig = 0;
-          sigwait(&stop, &sig);
-          return exit_status::ok;
-        };
-      }};
+  return {"watch", "Serve the live page of a run directory (a run going on, or one that ended)",
+          [](CLI::App& app, context& ctx) -> runner {
+            auto opt = std::make_shared<watch_options>();
+            app.add_option("run_dir", opt->dir, "Run directory (with metrics.jsonl and live.json)")
+                ->required();
+            app.add_option("--port", opt->port, "Loopback port of the page (0: a free one)")
+                ->check(CLI::Range(0, 65535));
+            return [opt, &ctx] { return watch_command(*opt, ctx); };
+          }};
 }
 
 }  // namespace milesrt::cli
