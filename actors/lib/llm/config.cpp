@@ -1,6 +1,10 @@
 #include "actors/lib/llm/config.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -35,6 +39,17 @@ int64_t model_config::num_moe_layers() const {
   return n;
 }
 
+double kv_cache_bytes(const model_config& c, double blocks, double block_size,
+                      double element_size) {
+  return 2.0 * double(c.num_layers) * double(c.num_kv_heads) * double(c.head_dim) * block_size *
+         blocks * element_size;
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
 model_config load_config(const fs::path& path) {
   if (!fs::exists(path)) {
     throw config_error(path.string() +
@@ -64,9 +79,21 @@ model_config parse_config(const std::string& json_text, const std::string& origi
       if (fallback) return *fallback;
       throw fail(key, "missing");
     }
-    if (!j[key].is_number_integer()) throw fail(key, "must be an integer");
+    if (!j[key].is_number_integer() ||
+        (j[key].is_number_unsigned() && j[key].get<uint64_t>() > uint64_t(INT64_MAX))) {
+      throw fail(key, "must be an integer, got " + j[key].dump());
+    }
     int64_t v = j[key].get<int64_t>();
     if (v < 0) throw fail(key, "must not be negative");
+    return v;
+  };
+  // A size from 1 to `hi` (docs/limits.md, "Model folders").
+  auto get_size = [&](const std::string& key, int64_t hi,
+                      std::optional<int64_t> fallback = std::nullopt) -> int64_t {
+    const int64_t v = get_int(key, fallback);
+    if (v < 1 || v > hi) {
+      throw fail(key, "must be from 1 to " + std::to_string(hi) + ", got " + std::to_string(v));
+    }
     return v;
   };
   auto get_num = [&](const std::string& key, double fallback) -> double {
@@ -80,7 +107,13 @@ model_config parse_config(const std::string& json_text, const std::string& origi
     return j[key].get<bool>();
   };
 
+  if (!j.is_object()) {
+    throw config_error(origin + ": expected a JSON object (a Hugging Face config.json), got " +
+                       std::string(j.type_name()));
+  }
   model_config c;
+  if (j.contains("model_type") && !j["model_type"].is_string())
+    throw fail("model_type", "must be a string");
   std::string model_type = j.value("model_type", "");
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     c.architecture = j["architectures"][0].get<std::string>();
@@ -99,18 +132,24 @@ model_config parse_config(const std::string& json_text, const std::string& origi
 
   std::string act = j.value("hidden_act", "silu");
   if (act != "silu") throw fail("hidden_act", "'" + act + "' is not supported (silu)");
-  c.vocab_size = get_int("vocab_size");
-  c.hidden_size = get_int("hidden_size");
-  c.intermediate_size = get_int("intermediate_size");
-  c.num_layers = get_int("num_hidden_layers");
-  c.num_heads = get_int("num_attention_heads");
-  c.num_kv_heads = get_int("num_key_value_heads", c.num_heads);
-  if (c.num_heads == 0 || c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0) {
-    throw fail("num_key_value_heads", "must divide num_attention_heads");
+  using limits = config_limits;
+  c.vocab_size = get_size("vocab_size", limits::max_vocab_size);
+  c.hidden_size = get_size("hidden_size", limits::max_hidden_size);
+  c.intermediate_size = get_size("intermediate_size", limits::max_intermediate_size);
+  c.num_layers = get_size("num_hidden_layers", limits::max_layers);
+  c.num_heads = get_size("num_attention_heads", limits::max_heads);
+  c.num_kv_heads = get_size("num_key_value_heads", limits::max_heads, c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0) {
+    throw fail("num_key_value_heads", std::to_string(c.num_kv_heads) +
+                                          " must divide num_attention_heads (" +
+                                          std::to_string(c.num_heads) + ")");
   }
-  c.head_dim = get_int("head_dim", c.hidden_size / std::max<int64_t>(c.num_heads, 1));
+  c.head_dim = get_size("head_dim", limits::max_head_dim, c.hidden_size / c.num_heads);
   if (c.head_dim % 2 != 0) throw fail("head_dim", "must be even for rotary embeddings");
   c.rms_norm_eps = get_num("rms_norm_eps", 1e-6);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) {
+    throw fail("rms_norm_eps", "must be above 0 and below 1, got " + j["rms_norm_eps"].dump());
+  }
   c.tie_word_embeddings = get_bool("tie_word_embeddings", false);
   c.attention_bias = c.arch == family::qwen2 ? true : get_bool("attention_bias", false);
   c.qk_norm = c.arch == family::qwen3 || c.arch == family::qwen3_moe;
@@ -128,8 +167,12 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
     rope = j["rope_scaling"];
   }
+  if (rope.contains("rope_theta") && !rope["rope_theta"].is_number())
+    throw fail(rope_field + ".rope_theta", "must be a number");
   c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<double>()
                                              : get_num("rope_theta", 10000.0);
+  if (!(c.rope_theta > 1 && std::isfinite(c.rope_theta)))
+    throw fail("rope_theta", "must be a finite number above 1");
   std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
   if (rope_type == "llama3") {
     llama3_rope r;
@@ -144,13 +187,13 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   }
 
   if (c.arch == family::qwen3_moe) {
-    c.num_experts =
-        j.contains("num_experts") ? get_int("num_experts") : get_int("num_local_experts");
+    c.num_experts = j.contains("num_experts") ? get_size("num_experts", limits::max_experts)
+                                              : get_size("num_local_experts", limits::max_experts);
     c.num_experts_per_tok = get_int("num_experts_per_tok");
     if (c.num_experts_per_tok == 0 || c.num_experts_per_tok > c.num_experts) {
       throw fail("num_experts_per_tok", "must be between 1 and num_experts");
     }
-    c.moe_intermediate_size = get_int("moe_intermediate_size");
+    c.moe_intermediate_size = get_size("moe_intermediate_size", limits::max_intermediate_size);
     c.norm_topk_prob = get_bool("norm_topk_prob", false);
     c.decoder_sparse_step = get_int("decoder_sparse_step", 1);
     if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array()) {
