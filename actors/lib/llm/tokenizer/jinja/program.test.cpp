@@ -252,8 +252,9 @@ TEST(Jinja, RecursionRangeAndLoopsAreBounded) {
   EXPECT_EQ(error_of("{{ 'ab' * 1000000000 }}"),
             "template line 1: a string repeated 1000000000 times: more than 67108864 bytes (the "
             "limit)");
-  EXPECT_EQ(parse_error_of(std::string(5000, '(') + "1" + std::string(5000, ')')).find("nested"),
-            std::string("template line 1: ").size());
+  EXPECT_EQ(
+      parse_error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+      "template line 1: nested deeper than 100 levels (brackets, operators, filters or tags)");
   std::string chain = "{{ 1";
   for (int i = 0; i < 100000; ++i) chain += " + 1";
   EXPECT_EQ(parse_error_of(chain + " }}"),
