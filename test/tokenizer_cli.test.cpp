@@ -95,6 +95,16 @@ TEST(TokenizeCli, IdsOutOfRangeAndRecursingTemplatesAreRefused) {
             std::string::npos)
       << out[3];
   EXPECT_TRUE(out[4].contains("text")) << out[4];
+  // A tokenizer.json that is not JSON is reported as such, naming the file.
+  fs::create_directories(d / "garbage");
+  std::ofstream(d / "garbage" / "tokenizer.json") << "\x7f\xff" << "ELF garbage";
+  auto g = run_milesrt("tokenize --model '" + (d / "garbage").string() + "' < /dev/null", "tok-g");
+  EXPECT_EQ(g.status, 2) << g.err;
+  EXPECT_NE(
+      g.err.find((d / "garbage" / "tokenizer.json").string() + ": not valid JSON: parse error"),
+      std::string::npos)
+      << g.err;
+  EXPECT_EQ(g.err.find("json.exception"), std::string::npos) << g.err;
 }
 
 // --chat-template FILE.jinja: the file is rendered by the Jinja engine with the line's extra keys
