@@ -97,7 +97,8 @@ TEST(TokenizeCli, IdsOutOfRangeAndRecursingTemplatesAreRefused) {
   EXPECT_TRUE(out[4].contains("text")) << out[4];
   // A tokenizer.json that is not JSON is reported as such, naming the file.
   fs::create_directories(d / "garbage");
-  std::ofstream(d / "garbage" / "tokenizer.json") << "\x7f\xff" << "ELF garbage";
+  std::ofstream(d / "garbage" / "tokenizer.json") << "\x7f\xff"
+                                                  << "ELF garbage";
   auto g = run_milesrt("tokenize --model '" + (d / "garbage").string() + "' < /dev/null", "tok-g");
   EXPECT_EQ(g.status, 2) << g.err;
   EXPECT_NE(
