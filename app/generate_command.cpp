@@ -11,6 +11,7 @@
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/serving/engine.hpp"
+#include "app/json_fields.hpp"
 
 namespace milesrt::app {
 using namespace milesrt::llm;
@@ -60,39 +61,51 @@ CLI::Option* add_generate_options(CLI::App& app, generate_options& opt) {
   return blocks;
 }
 
-/// One input line as a request (throws naming what is wrong).
+/// One input line as a request (throws naming the field that is wrong).
 generate_request parse_request(const std::string& line, size_t n, const text_codec* tok,
-                               const std::string& tok_error) {
+                               const std::string& tok_error, int64_t vocab) {
   auto j = nlohmann::ordered_json::parse(line);
+  if (!j.is_object()) throw std::invalid_argument("expected a JSON object");
   generate_request r;
   r.id = n;
   if (j.contains("prompt_ids")) {
-    r.prompt = j["prompt_ids"].get<std::vector<int64_t>>();
+    r.prompt = fields::ids(j, "prompt_ids", vocab);
   } else if (j.contains("prompt") || j.contains("messages")) {
     if (!tok) throw std::invalid_argument(tok_error);
     nlohmann::ordered_json chat_opts = nlohmann::ordered_json::object();
     for (const char* k : {"tools", "documents", "chat_template_kwargs"}) {
       if (j.contains(k)) chat_opts[k] = j[k];
     }
+    if (j.contains("messages") && !j["messages"].is_array()) {
+      throw std::invalid_argument("'messages' must be a list of messages, got " +
+                                  fields::quote(j["messages"]));
+    }
     r.prompt = j.contains("messages")
                    ? tok->encode(tok->render(j["messages"].dump(), chat_opts.dump()))
-                   : tok->encode_prompt(j["prompt"].get<std::string>());
+                   : tok->encode_prompt(fields::string(j, "prompt"));
   } else {
     throw std::invalid_argument("expected prompt_ids, prompt or messages");
   }
-  r.params.max_new_tokens = j.value("max_new_tokens", int64_t{16});
-  r.params.temperature = j.value("temperature", 1.0);
-  r.params.top_p = j.value("top_p", 1.0);
-  r.params.top_k = j.value("top_k", int64_t{0});
-  r.params.n = j.value("n", int64_t{1});
-  r.params.seed = j.value("seed", uint64_t{0});
+  using limits = request_limits;
+  r.params.max_new_tokens = fields::integer(j, "max_new_tokens", 16, 1, limits::max_new_tokens);
+  r.params.temperature =
+      fields::number(j, "temperature", 1.0, limits::min_temperature, limits::max_temperature);
+  r.params.top_p = fields::number(j, "top_p", 1.0, 0.0, 1.0, true);
+  r.params.top_k = fields::integer(j, "top_k", 0, 0, limits::max_top_k);
+  r.params.n = fields::integer(j, "n", 1, 1, limits::max_n);
+  r.params.seed = fields::seed(j, "seed");
   if (j.contains("stop_token_ids"))
-    r.params.stop_token_ids = j["stop_token_ids"].get<std::vector<int64_t>>();
-  if (j.contains("stop")) r.params.stop_strings = j["stop"].get<std::vector<std::string>>();
-  if (tok && !j.value("ignore_eos", false) && tok->eos()) {
+    r.params.stop_token_ids = fields::ids(j, "stop_token_ids", vocab);
+  if (j.contains("stop")) r.params.stop_strings = fields::strings(j, "stop");
+  if (tok && !fields::boolean(j, "ignore_eos", false) && tok->eos()) {
     r.params.stop_token_ids.push_back(*tok->eos());
   }
   return r;
+}
+
+/// A JSON line out; text that is not valid UTF-8 (a token's bytes, a quoted input) is replaced.
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 cli::exit_status generate_command(const generate_options& opt, cli::context& ctx) {
@@ -104,6 +117,9 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
   try {
     model = llm::decoder::load(opt.model, opt.dtype == "bf16" ? at::kBFloat16 : at::kFloat,
                                at::Device(opt.device == "cuda" ? at::kCUDA : at::kCPU));
+  } catch (const c10::Error& e) {
+    cli::print_error(ctx.err, "generate", opt.model + ": " + e.what_without_backtrace());
+    return cli::exit_status::bad_input;
   } catch (const std::exception& e) {
     cli::print_error(ctx.err, "generate", e.what());
     return cli::exit_status::bad_input;
@@ -123,27 +139,40 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
   std::unique_ptr<engine> eng;
   try {
     eng = std::make_unique<engine>(*model, cfg);
+  } catch (const std::invalid_argument& e) {
+    cli::print_error(
+        ctx.err, "generate",
+        std::string(cfg.kv_memory_fraction > 0 ? "--kv-memory-fraction: " : "--kv-blocks: ") +
+            e.what());
+    return cli::exit_status::bad_input;
+  } catch (const c10::Error& e) {
+    cli::print_error(ctx.err, "generate", e.what_without_backtrace());
+    return cli::exit_status::run_failed;
   } catch (const std::exception& e) {
     cli::print_error(ctx.err, "generate", e.what());
     return cli::exit_status::run_failed;
   }
+  const int64_t vocab = model->config().vocab_size;
   std::vector<std::string> errors;
   std::vector<int64_t> samples_of;  // per line: n, or 0 for an error line
   std::string line;
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     try {
-      generate_request r = parse_request(line, n, tok.get(), tok_error);
+      generate_request r = parse_request(line, n, tok.get(), tok_error, vocab);
       eng->add(r);
       errors.push_back("");
       samples_of.push_back(r.params.n);
     } catch (const std::exception& e) {
-      errors.push_back("line " + std::to_string(n) + ": " + e.what());
+      errors.push_back("line " + std::to_string(n) + ": " + fields::message(e));
       samples_of.push_back(0);
     }
   }
   std::vector<sample> done;
   try {
     done = eng->run();
+  } catch (const c10::Error& e) {
+    cli::print_error(ctx.err, "generate", e.what_without_backtrace());
+    return cli::exit_status::run_failed;
   } catch (const std::exception& e) {
     cli::print_error(ctx.err, "generate", e.what());
     return cli::exit_status::run_failed;
@@ -153,7 +182,7 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
   bool bad = false;
   for (size_t i = 0; i < errors.size(); ++i) {
     if (!errors[i].empty()) {
-      ctx.out << nlohmann::json({{"error", errors[i]}}).dump() << "\n";
+      ctx.out << dump({{"error", errors[i]}}) << "\n";
       bad = true;
       continue;
     }
@@ -165,7 +194,7 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
       out["logprobs"] = s.logprobs;
       if (tok) out["text"] = tok->decode(s.output);
       out["finish_reason"] = s.finish_reason;
-      ctx.out << out.dump() << "\n";
+      ctx.out << dump(out) << "\n";
     }
   }
   return bad ? cli::exit_status::bad_input : cli::exit_status::ok;

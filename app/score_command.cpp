@@ -8,7 +8,9 @@
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/safetensors.hpp"
+#include "actors/lib/serving/engine.hpp"
 #include "app/commands.hpp"
+#include "app/json_fields.hpp"
 
 namespace milesrt::app {
 using namespace milesrt::llm;
@@ -42,27 +44,14 @@ score_line parse_score_line(const std::string& text, size_t n, int64_t vocab) {
   score_line l;
   try {
     auto j = nlohmann::json::parse(text);
-    if (!j.is_object() || !j.contains("ids") || !j["ids"].is_array()) {
+    if (!j.is_object() || !j.contains("ids"))
       throw std::invalid_argument("expected {\"ids\": [...]}");
-    }
-    for (auto& id : j["ids"]) {
-      if (!id.is_number_integer()) throw std::invalid_argument("ids must be integers");
-      int64_t v = id.get<int64_t>();
-      if (v < 0 || v >= vocab) {
-        throw std::invalid_argument("id " + std::to_string(v) + " is outside the vocabulary of " +
-                                    std::to_string(vocab));
-      }
-      l.ids.push_back(v);
-    }
-    if (l.ids.empty()) throw std::invalid_argument("ids is empty");
-    if (j.contains("temperature")) {
-      if (!j["temperature"].is_number() || j["temperature"].get<double>() <= 0) {
-        throw std::invalid_argument("temperature must be a positive number");
-      }
-      l.temperature = j["temperature"].get<double>();
-    }
+    l.ids = fields::ids(j, "ids", vocab);
+    if (l.ids.empty()) throw std::invalid_argument("'ids' is empty");
+    l.temperature = fields::number(j, "temperature", 1.0, serving::request_limits::min_temperature,
+                                   serving::request_limits::max_temperature);
   } catch (const std::exception& e) {
-    l.error = "line " + std::to_string(n) + ": " + e.what();
+    l.error = "line " + std::to_string(n) + ": " + fields::message(e);
   }
   return l;
 }
@@ -76,6 +65,9 @@ cli::exit_status score_command(const score_options& opt, cli::context& ctx) {
   try {
     model = decoder::load(opt.model, opt.dtype == "bf16" ? at::kBFloat16 : at::kFloat,
                           at::Device(opt.device == "cuda" ? at::kCUDA : at::kCPU));
+  } catch (const c10::Error& e) {
+    cli::print_error(ctx.err, "score", opt.model + ": " + e.what_without_backtrace());
+    return cli::exit_status::bad_input;
   } catch (const std::exception& e) {
     cli::print_error(ctx.err, "score", e.what());
     return cli::exit_status::bad_input;
@@ -109,7 +101,7 @@ cli::exit_status score_command(const score_options& opt, cli::context& ctx) {
       out["entropy"] = std::vector<float>(en.data_ptr<float>(), en.data_ptr<float>() + en.numel());
       row += n;
     }
-    ctx.out << out.dump() << "\n";
+    ctx.out << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   ctx.out.flush();
   return bad ? cli::exit_status::bad_input : cli::exit_status::ok;

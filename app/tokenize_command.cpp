@@ -13,11 +13,13 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
+#include "app/json_fields.hpp"
 
 namespace milesrt::app {
 using namespace milesrt::llm;
@@ -38,7 +40,8 @@ struct chat_source {
   std::string missing;  ///< why there is none
 };
 
-ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bos_policy bos) {
+ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bos_policy bos,
+             const std::string& tok_file) {
   if (!req.is_object()) throw std::invalid_argument("not a JSON object");
   if (req.contains("messages")) {
     if (!chat.tmpl) throw std::invalid_argument(chat.missing);
@@ -67,9 +70,15 @@ ojson handle(const ojson& req, const tokenizer& tok, const chat_source& chat, bo
     const auto& ids = req.at("ids");
     if (!ids.is_array()) throw std::invalid_argument("'ids' must be a list of integers");
     std::vector<token_id> v;
-    for (const auto& id : ids) {
-      if (!id.is_number_integer()) throw std::invalid_argument("'ids' must be a list of integers");
-      v.push_back(id.get<token_id>());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::string name = "ids[" + std::to_string(i) + "]";
+      const auto id = static_cast<token_id>(
+          fields::integer(ids[i], name, 0, std::numeric_limits<token_id>::max()));
+      if (!tok.id_to_token(id)) {
+        throw std::invalid_argument("'" + name + "': " + std::to_string(id) +
+                                    " is not a token id of " + tok_file);
+      }
+      v.push_back(id);
     }
     // error_handler::replace keeps the reply valid JSON should a token carry invalid UTF-8.
     return {{"text", tok.decode(v, flag(req, "skip_special_tokens", false))}};
@@ -127,10 +136,11 @@ cli::command make_tokenize_command() {
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             ojson reply;
             try {
-              reply = handle(ojson::parse(line), *loaded.tok, chat, bos);
+              reply = handle(ojson::parse(line), *loaded.tok, chat, bos,
+                             opt->model + "/tokenizer.json");
             } catch (const std::exception& e) {
               any_bad = true;
-              reply = {{"error", "line " + std::to_string(n) + ": " + e.what()}};
+              reply = {{"error", "line " + std::to_string(n) + ": " + fields::message(e)}};
             }
             ctx.out << reply.dump(-1, ' ', false, ojson::error_handler_t::replace) << '\n';
             ctx.out.flush();

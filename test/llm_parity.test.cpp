@@ -89,7 +89,7 @@ TEST(ScoreCommand, ScoresJsonLinesAndNamesBadLines) {
   EXPECT_EQ(out[1]["error"],
             std::string("line 2: ") + out[1]["error"].get<std::string>().substr(8));
   EXPECT_NE(out[1]["error"].get<std::string>().find("line 2: "), std::string::npos);
-  EXPECT_EQ(out[2]["error"], "line 3: id 100000 is outside the vocabulary of 151");
+  EXPECT_EQ(out[2]["error"], "line 3: 'ids[2]' must be an integer from 0 to 150, got 100000");
   for (int k : {0, 3}) {
     std::vector<double> got = out[k]["logprobs"], want = ref["logprobs"][k == 0 ? 2 : 3];
     ASSERT_EQ(got.size(), want.size());

@@ -60,6 +60,54 @@ TEST(TokenizeCli, TextIdsMessagesAndBadLines) {
   EXPECT_EQ(parse_lines(r2.out).at(0)["text"], "hello <|im_end|> wörld");
 }
 
+// Ids are taken exactly: one past int32 is refused (not wrapped to a small id), as are fractions
+// and ids the tokenizer does not have (no empty text); a recursing chat template is the error of
+// its line, and the lines after it are answered.
+TEST(TokenizeCli, IdsOutOfRangeAndRecursingTemplatesAreRefused) {
+  fs::path d = scratch("tokenize-ids");
+  std::ofstream(d / "t.jinja") << "{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}";
+  {
+    std::ofstream in(d / "in.jsonl");
+    in << R"({"ids": [4294967297]})"
+       << "\n"
+       << R"({"ids": [1, 2.5]})"
+       << "\n"
+       << R"({"ids": [999999]})"
+       << "\n"
+       << R"({"messages": [{"role": "user", "content": "hi"}]})"
+       << "\n"
+       << R"({"ids": [1]})"
+       << "\n";
+  }
+  auto r = run_milesrt("tokenize --model '" + kData + "/qwen3' --chat-template '" +
+                           (d / "t.jinja").string() + "' < '" + (d / "in.jsonl").string() + "'",
+                       "tok-ids");
+  EXPECT_EQ(r.status, 2) << r.err;
+  auto out = parse_lines(r.out);
+  ASSERT_EQ(out.size(), 5u) << r.out;
+  EXPECT_EQ(out[0]["error"],
+            "line 1: 'ids[0]' must be an integer from 0 to 2147483647, got 4294967297");
+  EXPECT_EQ(out[1]["error"], "line 2: 'ids[1]' must be an integer from 0 to 2147483647, got 2.5");
+  EXPECT_EQ(out[2]["error"],
+            "line 3: 'ids[0]': 999999 is not a token id of " + kData + "/qwen3/tokenizer.json");
+  EXPECT_NE(out[3]["error"].get<std::string>().find(
+                "template line 1: macro 'f': calls nested deeper than 100"),
+            std::string::npos)
+      << out[3];
+  EXPECT_TRUE(out[4].contains("text")) << out[4];
+  // A tokenizer.json that is not JSON is reported as such, naming the file.
+  fs::create_directories(d / "garbage");
+  std::ofstream(d / "garbage" / "tokenizer.json") << "\x7f\xff"
+                                                  << "ELF garbage";
+  auto g = run_milesrt("tokenize --model '" + (d / "garbage").string() + "' < /dev/null", "tok-g");
+  EXPECT_EQ(g.status, 2) << g.err;
+  EXPECT_NE(
+      g.err.find((d / "garbage" / "tokenizer.json").string() + ": not valid JSON: parse error"),
+      std::string::npos)
+      << g.err;
+  EXPECT_EQ(g.err.find("json.exception"), std::string::npos) << g.err;
+}
+
 // --chat-template FILE.jinja: the file is rendered by the Jinja engine with the line's extra keys
 // as template variables; a file that is missing or does not compile stops the command, naming the
 // file and the template line.

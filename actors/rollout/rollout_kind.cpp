@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -300,6 +301,38 @@ std::string bos_word(schema::RolloutParams::BosPolicy b) {
 
 }  // namespace
 
+namespace {
+// The model folder, as far as validation can see it: that it exists, that its config.json parses
+// within the limits, and (on the CPU, with a fixed block count) that the KV cache fits the
+// machine's memory (docs/limits.md). The weights are read when the actor starts.
+void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& problems) {
+  const std::string model = p.getModel();
+  if (model.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model, ec)) {
+    problems.push_back("model: '" + model + "' is not a folder (a Hugging Face model folder)");
+    return;
+  }
+  llm::model_config c;
+  try {
+    c = llm::load_config(model);
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("model: ") + e.what());
+    return;
+  }
+  const double memory = llm::physical_memory_bytes();
+  const double bytes = llm::kv_cache_bytes(c, p.getKvBlocks(), p.getBlockSize(),
+                                           double(c10::elementSize(llm::to_dtype(p.getDtype()))));
+  if (p.getDevice() == schema::Device::CPU && memory > 0 && bytes > memory) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%.1f GiB of KV cache exceed the machine's memory (%.1f GiB)",
+                  bytes / double(1ull << 30), memory / double(1ull << 30));
+    problems.push_back("kvBlocks: " + std::to_string(p.getKvBlocks()) + " blocks of " +
+                       std::to_string(p.getBlockSize()) + " tokens: " + line);
+  }
+}
+}  // namespace
+
 void register_rollout_kind(runtime::kind_registry& registry) {
   kind_descriptor k;
   k.name = "rollout";
@@ -320,9 +353,23 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
     if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1))
       problems.push_back("kvMemoryFraction: must be in [0, 1]");
-    if (p.getSamplesPerPrompt() == 0) problems.push_back("samplesPerPrompt: must be at least 1");
-    if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
-    if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
+    using limits = serving::request_limits;
+    if (p.getSamplesPerPrompt() == 0 || p.getSamplesPerPrompt() > limits::max_n) {
+      problems.push_back("samplesPerPrompt: must be from 1 to " + std::to_string(limits::max_n) +
+                         ", got " + std::to_string(p.getSamplesPerPrompt()));
+    }
+    if (p.getMaxNewTokens() == 0 || p.getMaxNewTokens() > limits::max_new_tokens) {
+      problems.push_back("maxNewTokens: must be from 1 to " +
+                         std::to_string(limits::max_new_tokens) + ", got " +
+                         std::to_string(p.getMaxNewTokens()));
+    }
+    if (!(p.getTemperature() > 0)) {
+      problems.push_back("temperature: must be > 0");
+    } else if (!(p.getTemperature() >= limits::min_temperature &&
+                 p.getTemperature() <= limits::max_temperature)) {
+      problems.push_back("temperature: must be from 1e-05 to 100000");
+    }
+    check_model(p, problems);
     if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
     if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
         p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {

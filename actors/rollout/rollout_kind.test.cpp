@@ -335,6 +335,57 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
       << all;
 }
 
+// Validation refuses what the run could not do (docs/limits.md, "Sampling", "Model folders"):
+// samples and tokens past their limits, a missing or corrupt model folder, a KV cache larger
+// than the machine's memory; each problem names the field.
+TEST_F(RolloutKind, LimitsAndTheModelFolderAreCheckedByValidation) {
+  auto problems = [&](const std::string& params) {
+    auto file = dir_ / "limits.capnp";
+    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+                        << "const graph :Graph = (actors = [(name = \"data\", kind = "
+                           "\"test_prompts\"),\n"
+                        << "  (name = \"rollout\", kind = \"rollout\", params = (rollout = ("
+                        << params << "))),\n"
+                        << "  (name = \"trainer\", kind = \"test_group_learner\")],\n"
+                        << "  edges = [(from = \"data.prompts\", to = \"rollout.prompts\"),\n"
+                        << "    (from = \"rollout.groups\", to = \"trainer.groups\")]);\n";
+    auto loaded = graph::load_graph(file, graph::default_import_dirs());
+    EXPECT_TRUE(loaded.ok());
+    kind_registry kinds;
+    register_rollout_kind(kinds);
+    register_test_kinds(kinds, std::make_shared<seen>(), false);
+    std::string all;
+    for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text + "\n";
+    return all;
+  };
+  const std::string model = "model = \"" + (dir_ / "model").string() + "\"";
+  EXPECT_EQ(problems(model), "");
+  auto all = problems(model + ", samplesPerPrompt = 4000000000, maxNewTokens = 4294967295");
+  EXPECT_NE(all.find("params.rollout.samplesPerPrompt: must be from 1 to 4096, got 4000000000"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("params.rollout.maxNewTokens: must be from 1 to 1048576, got 4294967295"),
+            std::string::npos)
+      << all;
+  all = problems(model + ", kvBlocks = 4000000000");
+  EXPECT_NE(all.find("params.rollout.kvBlocks: 4000000000 blocks of 16 tokens: "),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("exceed the machine's memory"), std::string::npos) << all;
+  all = problems("model = \"" + (dir_ / "nonexistent").string() + "\"");
+  EXPECT_NE(
+      all.find("params.rollout.model: '" + (dir_ / "nonexistent").string() + "' is not a folder"),
+      std::string::npos)
+      << all;
+  fs::create_directories(dir_ / "corrupt");
+  std::ofstream(dir_ / "corrupt" / "config.json") << "[1, 2]";
+  all = problems("model = \"" + (dir_ / "corrupt").string() + "\"");
+  EXPECT_NE(all.find("params.rollout.model: " + (dir_ / "corrupt" / "config.json").string() +
+                     ": expected a JSON object"),
+            std::string::npos)
+      << all;
+}
+
 TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
   // A closed set (device, dtype, pauseMode) is a Cap'n Proto enum: a wrong value is a compile
   // error at its position that lists the values; --set takes an enumerant's name.

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <caf/all.hpp>
+#include <cmath>
 #include <sstream>
 
 #include "actors/lib/eval/evaluation.hpp"
@@ -284,6 +285,14 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
     bad("estimator: " + e);
   if (auto e = losses.policy_losses.check(std::string(p.getPolicyLoss())); !e.empty())
     bad("policyLoss: " + e);
+  // Every number of the params is finite (inf or nan would reach the optimizer or the loss).
+  for (auto f : reader.getSchema().getFields()) {
+    const auto t = f.getType().which();
+    if (t != capnp::schema::Type::FLOAT64 && t != capnp::schema::Type::FLOAT32) continue;
+    if (!std::isfinite(reader.get(f).as<double>())) {
+      bad(std::string(f.getProto().getName()) + ": must be a finite number");
+    }
+  }
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
   if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");

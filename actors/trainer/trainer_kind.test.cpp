@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "actors/lib/rl/builtin.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/testing/kind_testing.hpp"
@@ -34,6 +36,21 @@ TEST(TrainerKind, UnknownEstimatorAndPolicyLossListTheKnownNames) {
   p->setEstimator("gae");
   p->setPolicyLoss("gspo");
   EXPECT_TRUE(problems_of(kinds, p).empty());
+}
+
+// A number that is not finite (lr = inf) is refused by validation, naming the field, instead of
+// reaching the optimizer.
+TEST(TrainerKind, NumbersMustBeFinite) {
+  runtime::kind_registry kinds;
+  register_trainer_kind(kinds);
+  params_of<schema::TrainerParams> p;
+  p->setModel("m");
+  p->setLr(std::numeric_limits<double>::infinity());
+  p->setKlCoef(std::numeric_limits<double>::quiet_NaN());
+  auto problems = problems_of(kinds, p);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], "klCoef: must be a finite number");
+  EXPECT_EQ(problems[1], "lr: must be a finite number");
 }
 
 TEST(TrainerKind, APluginLossIsAKnownName) {

@@ -3,8 +3,13 @@
 // properties over many random delivery orders under CAF's deterministic test scheduler.
 #include "runtime/driver/driver.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
+#include <csignal>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <mutex>
@@ -623,6 +628,26 @@ TEST_F(Schedules, RandomKillsOfARestartableStageLoseAndRepeatNothing) {
   // The kills really happened, and some of them held work.
   EXPECT_GT(restarts, 200u);
   EXPECT_GT(requeued, 50u);
+}
+
+// A run directory that cannot take a file is reported with the reason (here a file-size limit, as
+// a full disk gives "No space left on device"), not a bare "not writable".
+TEST(RunDirectory, AFailedWriteNamesItsCause) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("milesrt-unwritable-" + std::to_string(::getpid()));
+  EXPECT_EQ(unwritable_dir(dir), "");
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* const old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit none = old;
+  none.rlim_cur = 0;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &none), 0);
+  const std::string problem = unwritable_dir(dir);
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(problem, "run directory " + dir.string() +
+                         ": cannot write a file there: " + std::strerror(EFBIG));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

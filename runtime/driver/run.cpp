@@ -1,8 +1,12 @@
 #include "runtime/driver/run.hpp"
 
 #include <capnp/serialize.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <map>
@@ -166,13 +170,18 @@ std::string unwritable_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return "run directory " + dir.string() + ": cannot create it: " + ec.message();
-  fs::path probe = dir / ".milesrt-write-probe";
-  {
-    std::ofstream out(probe);
-    if (!out || !(out << "x") || !out.flush())
-      return "run directory " + dir.string() + ": not writable";
+  // POSIX calls, so that the reason (a full disk, no permission, a file-size limit) is known.
+  const fs::path probe = dir / ".milesrt-write-probe";
+  std::string why;
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    why = std::strerror(errno);
+  } else {
+    if (::write(fd, "x", 1) != 1 || ::fsync(fd) != 0) why = std::strerror(errno);
+    if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
+    fs::remove(probe, ec);
   }
-  fs::remove(probe, ec);
+  if (!why.empty()) return "run directory " + dir.string() + ": cannot write a file there: " + why;
   return "";
 }
 

@@ -1,6 +1,10 @@
 #include "actors/lib/llm/config.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -35,6 +39,17 @@ int64_t model_config::num_moe_layers() const {
   return n;
 }
 
+double kv_cache_bytes(const model_config& c, double blocks, double block_size,
+                      double element_size) {
+  return 2.0 * double(c.num_layers) * double(c.num_kv_heads) * double(c.head_dim) * block_size *
+         blocks * element_size;
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0.0;
+}
+
 model_config load_config(const fs::path& path) {
   if (!fs::exists(path)) {
     throw config_error(path.string() +
@@ -48,41 +63,129 @@ model_config load_config(const fs::path& path) {
   return parse_config(text.str(), file.string());
 }
 
+namespace {
+
+// Fields of one config.json, each refusal naming the file and the field.
+struct config_fields {
+  const nlohmann::json& j;
+  const std::string& origin;
+
+  config_error fail(const std::string& field, const std::string& what) const {
+    return config_error(origin + ": field '" + field + "': " + what);
+  }
+  bool has(const std::string& key) const { return j.contains(key) && !j.at(key).is_null(); }
+  int64_t get_int(const std::string& key, std::optional<int64_t> fallback = std::nullopt) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      throw fail(key, "missing");
+    }
+    const auto& v = j.at(key);
+    if (!v.is_number_integer() ||
+        (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))) {
+      throw fail(key, "must be an integer, got " + v.dump());
+    }
+    const int64_t x = v.get<int64_t>();
+    if (x < 0) throw fail(key, "must not be negative");
+    return x;
+  }
+  // A size from 1 to `hi` (docs/limits.md, "Model folders").
+  int64_t get_size(const std::string& key, int64_t hi,
+                   std::optional<int64_t> fallback = std::nullopt) const {
+    const int64_t v = get_int(key, fallback);
+    if (v < 1 || v > hi) {
+      throw fail(key, "must be from 1 to " + std::to_string(hi) + ", got " + std::to_string(v));
+    }
+    return v;
+  }
+  double get_num(const std::string& key, double fallback) const {
+    if (!has(key)) return fallback;
+    if (!j.at(key).is_number()) throw fail(key, "must be a number");
+    return j.at(key).get<double>();
+  }
+  bool get_bool(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j.at(key).is_boolean()) throw fail(key, "must be true or false");
+    return j.at(key).get<bool>();
+  }
+  std::string get_string(const std::string& key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j.at(key).is_string()) throw fail(key, "must be a string");
+    return j.at(key).get<std::string>();
+  }
+};
+
+// Rotary embeddings: transformers 5 writes rope_parameters, older configs
+// rope_theta/rope_scaling.
+void read_rope(const config_fields& f, model_config& c) {
+  const nlohmann::json& j = f.j;
+  nlohmann::json rope = nlohmann::json::object();
+  std::string rope_field = "rope_scaling";
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    rope = j["rope_parameters"];
+    rope_field = "rope_parameters";
+  } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    rope = j["rope_scaling"];
+  }
+  if (rope.contains("rope_theta") && !rope["rope_theta"].is_number())
+    throw f.fail(rope_field + ".rope_theta", "must be a number");
+  c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<double>()
+                                             : f.get_num("rope_theta", 10000.0);
+  if (!(c.rope_theta > 1 && std::isfinite(c.rope_theta)))
+    throw f.fail("rope_theta", "must be a finite number above 1");
+  std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
+  if (rope_type == "llama3") {
+    llama3_rope r;
+    r.factor = rope.value("factor", r.factor);
+    r.low_freq_factor = rope.value("low_freq_factor", r.low_freq_factor);
+    r.high_freq_factor = rope.value("high_freq_factor", r.high_freq_factor);
+    r.original_max_position_embeddings =
+        rope.value("original_max_position_embeddings", r.original_max_position_embeddings);
+    c.rope_llama3 = r;
+  } else if (rope_type != "default") {
+    throw f.fail(rope_field, "rope_type '" + rope_type + "' is not supported (default, llama3)");
+  }
+}
+
+// Mixture of experts (Qwen3-MoE).
+void read_moe(const config_fields& f, model_config& c) {
+  using limits = config_limits;
+  const nlohmann::json& j = f.j;
+  c.num_experts = j.contains("num_experts") ? f.get_size("num_experts", limits::max_experts)
+                                            : f.get_size("num_local_experts", limits::max_experts);
+  c.num_experts_per_tok = f.get_int("num_experts_per_tok");
+  if (c.num_experts_per_tok == 0 || c.num_experts_per_tok > c.num_experts) {
+    throw f.fail("num_experts_per_tok", "must be between 1 and num_experts");
+  }
+  c.moe_intermediate_size = f.get_size("moe_intermediate_size", limits::max_intermediate_size);
+  c.norm_topk_prob = f.get_bool("norm_topk_prob", false);
+  c.decoder_sparse_step = f.get_int("decoder_sparse_step", 1);
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array()) {
+    for (auto& l : j["mlp_only_layers"]) c.mlp_only_layers.push_back(l.get<int64_t>());
+  }
+  c.router_aux_loss_coef = f.get_num("router_aux_loss_coef", 0.001);
+}
+
+}  // namespace
+
 model_config parse_config(const std::string& json_text, const std::string& origin) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
   } catch (const std::exception& e) {
-    throw config_error(origin + ": not valid JSON: " + e.what());
+    const std::string m = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+    const auto tag = m.find("] ");
+    throw config_error(origin +
+                       ": not valid JSON: " + (tag == std::string::npos ? m : m.substr(tag + 2)));
   }
-  auto fail = [&](const std::string& field, const std::string& what) {
-    return config_error(origin + ": field '" + field + "': " + what);
-  };
-  auto get_int = [&](const std::string& key,
-                     std::optional<int64_t> fallback = std::nullopt) -> int64_t {
-    if (!j.contains(key) || j[key].is_null()) {
-      if (fallback) return *fallback;
-      throw fail(key, "missing");
-    }
-    if (!j[key].is_number_integer()) throw fail(key, "must be an integer");
-    int64_t v = j[key].get<int64_t>();
-    if (v < 0) throw fail(key, "must not be negative");
-    return v;
-  };
-  auto get_num = [&](const std::string& key, double fallback) -> double {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number()) throw fail(key, "must be a number");
-    return j[key].get<double>();
-  };
-  auto get_bool = [&](const std::string& key, bool fallback) -> bool {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) throw fail(key, "must be true or false");
-    return j[key].get<bool>();
-  };
-
+  if (!j.is_object()) {
+    throw config_error(origin + ": expected a JSON object (a Hugging Face config.json), got " +
+                       std::string(j.type_name()));
+  }
+  const config_fields f{j, origin};
   model_config c;
-  std::string model_type = j.value("model_type", "");
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
+  const std::string model_type = f.get_string("model_type", "");
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
     c.architecture = j["architectures"][0].get<std::string>();
   }
   if (model_type == "qwen3")
@@ -94,70 +197,38 @@ model_config parse_config(const std::string& json_text, const std::string& origi
   else if (model_type == "qwen3_moe")
     c.arch = family::qwen3_moe;
   else
-    throw fail("model_type",
-               "'" + model_type + "' is not supported (qwen3, qwen2, llama, qwen3_moe)");
+    throw f.fail("model_type",
+                 "'" + model_type + "' is not supported (qwen3, qwen2, llama, qwen3_moe)");
 
-  std::string act = j.value("hidden_act", "silu");
-  if (act != "silu") throw fail("hidden_act", "'" + act + "' is not supported (silu)");
-  c.vocab_size = get_int("vocab_size");
-  c.hidden_size = get_int("hidden_size");
-  c.intermediate_size = get_int("intermediate_size");
-  c.num_layers = get_int("num_hidden_layers");
-  c.num_heads = get_int("num_attention_heads");
-  c.num_kv_heads = get_int("num_key_value_heads", c.num_heads);
-  if (c.num_heads == 0 || c.num_kv_heads == 0 || c.num_heads % c.num_kv_heads != 0) {
-    throw fail("num_key_value_heads", "must divide num_attention_heads");
+  const std::string act = f.get_string("hidden_act", "silu");
+  if (act != "silu") throw f.fail("hidden_act", "'" + act + "' is not supported (silu)");
+  using limits = config_limits;
+  c.vocab_size = f.get_size("vocab_size", limits::max_vocab_size);
+  c.hidden_size = f.get_size("hidden_size", limits::max_hidden_size);
+  c.intermediate_size = f.get_size("intermediate_size", limits::max_intermediate_size);
+  c.num_layers = f.get_size("num_hidden_layers", limits::max_layers);
+  c.num_heads = f.get_size("num_attention_heads", limits::max_heads);
+  c.num_kv_heads = f.get_size("num_key_value_heads", limits::max_heads, c.num_heads);
+  if (c.num_heads % c.num_kv_heads != 0) {
+    throw f.fail("num_key_value_heads", std::to_string(c.num_kv_heads) +
+                                            " must divide num_attention_heads (" +
+                                            std::to_string(c.num_heads) + ")");
   }
-  c.head_dim = get_int("head_dim", c.hidden_size / std::max<int64_t>(c.num_heads, 1));
-  if (c.head_dim % 2 != 0) throw fail("head_dim", "must be even for rotary embeddings");
-  c.rms_norm_eps = get_num("rms_norm_eps", 1e-6);
-  c.tie_word_embeddings = get_bool("tie_word_embeddings", false);
-  c.attention_bias = c.arch == family::qwen2 ? true : get_bool("attention_bias", false);
+  c.head_dim = f.get_size("head_dim", limits::max_head_dim, c.hidden_size / c.num_heads);
+  if (c.head_dim % 2 != 0) throw f.fail("head_dim", "must be even for rotary embeddings");
+  c.rms_norm_eps = f.get_num("rms_norm_eps", 1e-6);
+  if (!(c.rms_norm_eps > 0 && c.rms_norm_eps < 1)) {
+    throw f.fail("rms_norm_eps", "must be above 0 and below 1, got " + j["rms_norm_eps"].dump());
+  }
+  c.tie_word_embeddings = f.get_bool("tie_word_embeddings", false);
+  c.attention_bias = c.arch == family::qwen2 ? true : f.get_bool("attention_bias", false);
   c.qk_norm = c.arch == family::qwen3 || c.arch == family::qwen3_moe;
-  if (get_bool("mlp_bias", false)) throw fail("mlp_bias", "true is not supported");
-  if (get_bool("use_sliding_window", false))
-    throw fail("use_sliding_window", "true is not supported");
+  if (f.get_bool("mlp_bias", false)) throw f.fail("mlp_bias", "true is not supported");
+  if (f.get_bool("use_sliding_window", false))
+    throw f.fail("use_sliding_window", "true is not supported");
 
-  // Rotary embeddings: transformers 5 writes rope_parameters, older configs
-  // rope_theta/rope_scaling.
-  nlohmann::json rope = nlohmann::json::object();
-  std::string rope_field = "rope_scaling";
-  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
-    rope = j["rope_parameters"];
-    rope_field = "rope_parameters";
-  } else if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    rope = j["rope_scaling"];
-  }
-  c.rope_theta = rope.contains("rope_theta") ? rope["rope_theta"].get<double>()
-                                             : get_num("rope_theta", 10000.0);
-  std::string rope_type = rope.value("rope_type", rope.value("type", std::string("default")));
-  if (rope_type == "llama3") {
-    llama3_rope r;
-    r.factor = rope.value("factor", r.factor);
-    r.low_freq_factor = rope.value("low_freq_factor", r.low_freq_factor);
-    r.high_freq_factor = rope.value("high_freq_factor", r.high_freq_factor);
-    r.original_max_position_embeddings =
-        rope.value("original_max_position_embeddings", r.original_max_position_embeddings);
-    c.rope_llama3 = r;
-  } else if (rope_type != "default") {
-    throw fail(rope_field, "rope_type '" + rope_type + "' is not supported (default, llama3)");
-  }
-
-  if (c.arch == family::qwen3_moe) {
-    c.num_experts =
-        j.contains("num_experts") ? get_int("num_experts") : get_int("num_local_experts");
-    c.num_experts_per_tok = get_int("num_experts_per_tok");
-    if (c.num_experts_per_tok == 0 || c.num_experts_per_tok > c.num_experts) {
-      throw fail("num_experts_per_tok", "must be between 1 and num_experts");
-    }
-    c.moe_intermediate_size = get_int("moe_intermediate_size");
-    c.norm_topk_prob = get_bool("norm_topk_prob", false);
-    c.decoder_sparse_step = get_int("decoder_sparse_step", 1);
-    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array()) {
-      for (auto& l : j["mlp_only_layers"]) c.mlp_only_layers.push_back(l.get<int64_t>());
-    }
-    c.router_aux_loss_coef = get_num("router_aux_loss_coef", 0.001);
-  }
+  read_rope(f, c);
+  if (c.arch == family::qwen3_moe) read_moe(f, c);
   return c;
 }
 

@@ -57,6 +57,25 @@ struct model_config {
   int64_t num_moe_layers() const;
 };
 
+/// Bounds of config.json's sizes (docs/limits.md, "Model folders"): beyond them a model could not
+/// be held in memory, and products of them would overflow.
+struct config_limits {
+  static constexpr int64_t max_layers = 1024;
+  static constexpr int64_t max_hidden_size = 1 << 17;          ///< also intermediate sizes
+  static constexpr int64_t max_intermediate_size = 1 << 20;    ///< dense and expert MLPs
+  static constexpr int64_t max_heads = 1024;                   ///< attention and KV heads
+  static constexpr int64_t max_head_dim = 1024;                ///<
+  static constexpr int64_t max_vocab_size = int64_t{1} << 24;  ///< 16.7M tokens
+  static constexpr int64_t max_experts = 4096;                 ///<
+};
+
+/// Bytes of `blocks` KV-cache blocks of `block_size` tokens with elements of `element_size`
+/// bytes (a double: the product of unchecked counts may not fit an integer).
+double kv_cache_bytes(const model_config& c, double blocks, double block_size, double element_size);
+
+/// The machine's physical memory in bytes (0 if unknown).
+double physical_memory_bytes();
+
 /// Reads DIR/config.json (or the given file). Throws config_error naming the field.
 model_config load_config(const std::filesystem::path& path);
 

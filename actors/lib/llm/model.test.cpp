@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "actors/lib/llm/bf16_testing.hpp"
@@ -247,8 +248,47 @@ TEST_F(ModelFiles, ConfigAndWeightErrorsNameTheFieldOrTensor) {
   std::ofstream(dir_ / "config.json")
       << R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
     "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2})";
-  EXPECT_EQ(load_error(), (dir_ / "config.json").string() +
-                              ": field 'num_key_value_heads': must divide num_attention_heads");
+  EXPECT_EQ(load_error(),
+            (dir_ / "config.json").string() +
+                ": field 'num_key_value_heads': 2 must divide num_attention_heads (3)");
+}
+
+// config.json's sizes are bounded (docs/limits.md, "Model folders"), each refusal naming the file
+// and the field at fault; a config that is not an object is refused as such.
+TEST(ModelConfig, SizesAreBoundedAndErrorsNameTheField) {
+  auto error_of = [](const std::string& change) {
+    auto j = nlohmann::json::parse(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
+      "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2})");
+    j.merge_patch(nlohmann::json::parse(change));
+    try {
+      parse_config(j.dump(), "c.json");
+    } catch (const config_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error_of("{}"), "(no error)");
+  EXPECT_EQ(error_of(R"({"num_hidden_layers": 1000000000})"),
+            "c.json: field 'num_hidden_layers': must be from 1 to 1024, got 1000000000");
+  EXPECT_EQ(error_of(R"({"head_dim": 1099511627776})"),
+            "c.json: field 'head_dim': must be from 1 to 1024, got 1099511627776");
+  EXPECT_EQ(error_of(R"({"num_attention_heads": 0})"),
+            "c.json: field 'num_attention_heads': must be from 1 to 1024, got 0");
+  EXPECT_EQ(error_of(R"({"vocab_size": 1e9})"),
+            "c.json: field 'vocab_size': must be an integer, got 1000000000.0");
+  EXPECT_EQ(error_of(R"({"hidden_size": 18446744073709551615})"),
+            "c.json: field 'hidden_size': must be an integer, got 18446744073709551615");
+  EXPECT_EQ(error_of(R"({"rms_norm_eps": -1e-6})"),
+            "c.json: field 'rms_norm_eps': must be above 0 and below 1, got -1e-06");
+  EXPECT_EQ(error_of(R"({"rope_theta": 0})"),
+            "c.json: field 'rope_theta': must be a finite number above 1");
+  try {
+    parse_config("[1, 2]", "c.json");
+    ADD_FAILURE() << "an array was accepted";
+  } catch (const config_error& e) {
+    EXPECT_STREQ(e.what(),
+                 "c.json: expected a JSON object (a Hugging Face config.json), got array");
+  }
 }
 
 using testing::bf16_max_diff;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <stdexcept>
 
@@ -13,8 +14,34 @@
 
 namespace milesrt::serving {
 
+namespace {
+// Refuses a KV pool larger than the memory of its device (docs/limits.md, "Sampling") before
+// allocating it: an allocation that large fails deep inside libtorch, or swaps.
+int64_t fitting(const llm::decoder& model, const engine_config& config) {
+  size_t free_bytes = 0, total_bytes = 0;
+  double memory = llm::physical_memory_bytes();
+  const char* what = "the machine's memory";
+  if (model.device().is_cuda() &&
+      kernels::cuda_memory_info(model.device().index() < 0 ? 0 : model.device().index(), free_bytes,
+                                total_bytes)) {
+    memory = double(total_bytes);
+    what = "the GPU's memory";
+  }
+  const double bytes = double(config.num_blocks) * double(config.block_size) *
+                       double(model.kv_block_bytes(1));  // doubles: no overflow
+  if (memory > 0 && bytes > memory) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%.1f GiB (%lld blocks of %lld tokens) exceeds %s (%.1f GiB)",
+                  bytes / double(1ull << 30), static_cast<long long>(config.num_blocks),
+                  static_cast<long long>(config.block_size), what, memory / double(1ull << 30));
+    throw std::invalid_argument(std::string("the KV cache of ") + line);
+  }
+  return config.num_blocks;
+}
+}  // namespace
+
 int64_t resolve_num_blocks(const llm::decoder& model, const engine_config& config) {
-  if (config.kv_memory_fraction == 0 || !model.device().is_cuda()) return config.num_blocks;
+  if (config.kv_memory_fraction == 0 || !model.device().is_cuda()) return fitting(model, config);
   if (!(config.kv_memory_fraction > 0 && config.kv_memory_fraction <= 1)) {
     throw std::invalid_argument("kv memory fraction " + std::to_string(config.kv_memory_fraction) +
                                 " is not in (0, 1]");
@@ -100,13 +127,21 @@ void engine::add(const generate_request& r) {
                                   std::to_string(model_.config().vocab_size));
     }
   }
-  if (!(r.params.temperature > 0)) throw std::invalid_argument(where + "temperature must be > 0");
+  using limits = request_limits;
+  if (!(r.params.temperature >= limits::min_temperature &&
+        r.params.temperature <= limits::max_temperature)) {
+    throw std::invalid_argument(where + "temperature must be from 1e-05 to 100000");
+  }
   if (!(r.params.top_p > 0 && r.params.top_p <= 1))
     throw std::invalid_argument(where + "top_p must be in (0, 1]");
-  if (r.params.top_k < 0) throw std::invalid_argument(where + "top_k must be >= 0");
-  if (r.params.max_new_tokens < 1)
-    throw std::invalid_argument(where + "max_new_tokens must be >= 1");
-  if (r.params.n < 1) throw std::invalid_argument(where + "n must be >= 1");
+  if (r.params.top_k < 0 || r.params.top_k > limits::max_top_k)
+    throw std::invalid_argument(where + "top_k must be from 0 to " +
+                                std::to_string(limits::max_top_k));
+  if (r.params.max_new_tokens < 1 || r.params.max_new_tokens > limits::max_new_tokens)
+    throw std::invalid_argument(where + "max_new_tokens must be from 1 to " +
+                                std::to_string(limits::max_new_tokens));
+  if (r.params.n < 1 || r.params.n > limits::max_n)
+    throw std::invalid_argument(where + "n must be from 1 to " + std::to_string(limits::max_n));
   if (!r.params.stop_strings.empty() && !config_.detokenize) {
     throw std::invalid_argument(where + "stop strings need a tokenizer");
   }

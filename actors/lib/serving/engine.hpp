@@ -20,6 +20,16 @@
 
 namespace milesrt::serving {
 
+/// Bounds of one request (docs/limits.md, "Sampling"): engine::add refuses what is outside them,
+/// `milesrt generate` checks each line's fields and the rollout kind's validation its params.
+struct request_limits {
+  static constexpr int64_t max_n = 4096;                  ///< samples of one prompt
+  static constexpr int64_t max_new_tokens = 1 << 20;      ///< tokens one sample may add
+  static constexpr double min_temperature = 1e-5;         ///< below: logits / T overflow
+  static constexpr double max_temperature = 1e5;          ///<
+  static constexpr int64_t max_top_k = int64_t{1} << 31;  ///<
+};
+
 struct sampling_params {
   double temperature = 1.0;
   double top_p = 1.0;

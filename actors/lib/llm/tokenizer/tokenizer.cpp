@@ -42,7 +42,14 @@ nlohmann::json read_json(const std::filesystem::path& p) {
   if (!in) throw std::invalid_argument("cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    const std::string m = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+    const auto tag = m.find("] ");
+    throw std::invalid_argument("not valid JSON: " +
+                                (tag == std::string::npos ? m : m.substr(tag + 2)));
+  }
 }
 
 }  // namespace

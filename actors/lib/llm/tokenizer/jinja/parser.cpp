@@ -1,7 +1,11 @@
 #include "actors/lib/llm/tokenizer/jinja/parser.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/lib/llm/tokenizer/jinja/lexer.hpp"
 
@@ -13,6 +17,46 @@ expr_ptr make(expr_kind k, int line) {
   e->kind = k;
   e->line = line;
   return e;
+}
+
+// The deepest nesting a template may have: brackets, operators, filters and tags within one
+// another (as transformers, whose Jinja parser and renderer recurse in Python, have a bound).
+constexpr int max_nesting = 100;
+
+// The height of an expression tree, walked without recursion: `a + b + c + ...` chains build
+// trees as deep as they are long.
+int height(const expr& root) {
+  int best = 0;
+  std::vector<std::pair<const expr*, int>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    auto [e, h] = todo.back();
+    todo.pop_back();
+    best = std::max(best, h);
+    if (h > max_nesting) return h;
+    if (e->object) todo.emplace_back(e->object.get(), h + 1);
+    for (const auto& a : e->args) {
+      if (a) todo.emplace_back(a.get(), h + 1);
+    }
+    for (const auto& kv : e->kwargs) {
+      if (kv.second) todo.emplace_back(kv.second.get(), h + 1);
+    }
+  }
+  return best;
+}
+
+// Frees an expression tree without recursion (the destructors of a deep one would overflow the
+// stack).
+void dismantle(expr_ptr root) {
+  std::vector<expr_ptr> todo;
+  todo.push_back(std::move(root));
+  while (!todo.empty()) {
+    expr_ptr e = std::move(todo.back());
+    todo.pop_back();
+    if (!e) continue;
+    todo.push_back(std::move(e->object));
+    for (auto& a : e->args) todo.push_back(std::move(a));
+    for (auto& kv : e->kwargs) todo.push_back(std::move(kv.second));
+  }
 }
 
 class parser {
@@ -42,6 +86,39 @@ class parser {
     return true;
   }
   [[noreturn]] void fail(const std::string& what) const { throw error(what, cur().line); }
+
+  // Counts one level of the parser's recursion; refuses a template nested deeper than
+  // max_nesting before the recursion can exhaust the stack.
+  struct nested {
+    explicit nested(parser& p) : p_(p) {
+      if (++p_.depth_ > max_nesting) {
+        --p_.depth_;
+        p_.fail("nested deeper than " + std::to_string(max_nesting) +
+                " levels (brackets, operators, filters or tags)");
+      }
+    }
+    ~nested() { --p_.depth_; }
+    nested(const nested&) = delete;
+    nested& operator=(const nested&) = delete;
+    parser& p_;
+  };
+
+  // `s`, once its expressions are known to be no deeper than max_nesting.
+  stmt_ptr checked(stmt_ptr s) {
+    std::vector<expr_ptr*> exprs{&s->value, &s->cond};
+    for (auto& b : s->branches) exprs.push_back(&b.first);
+    for (auto& p : s->params) exprs.push_back(&p.second);
+    for (expr_ptr* e : exprs) {
+      if (*e && height(**e) > max_nesting) {
+        const int line = s->line;
+        for (expr_ptr* x : exprs) dismantle(std::move(*x));
+        throw error("an expression nested deeper than " + std::to_string(max_nesting) +
+                        " levels (operators, brackets or filters)",
+                    line);
+      }
+    }
+    return s;
+  }
   std::string describe(const token& t) const {
     switch (t.kind) {
       case token_kind::block_end:
@@ -72,6 +149,7 @@ class parser {
   // Statements up to one of `ends` (a tag name); `end` receives the tag found (its block_begin
   // and name consumed).
   body parse_body(std::initializer_list<const char*> ends, std::string& end) {
+    nested guard(*this);
     body out;
     while (true) {
       const token& t = cur();
@@ -98,7 +176,7 @@ class parser {
         if (cur().kind != token_kind::var_end)
           fail("expected end of output '}}', got " + describe(cur()));
         ++i_;
-        out.push_back(std::move(s));
+        out.push_back(checked(std::move(s)));
       } else if (t.kind == token_kind::block_begin) {
         const token& n = peek();
         if (n.kind != token_kind::name) throw error("expected a tag name after '{%'", n.line);
@@ -110,7 +188,7 @@ class parser {
           }
         }
         i_ += 2;
-        out.push_back(parse_statement(n.text, n.line));
+        out.push_back(checked(parse_statement(n.text, n.line)));
       } else {
         fail("unexpected " + describe(t));
       }
@@ -266,6 +344,7 @@ class parser {
   }
 
   expr_ptr parse_expression() {
+    nested guard(*this);
     expr_ptr e = parse_or();
     while (is_name("if")) {
       int line = next().line;
@@ -304,6 +383,7 @@ class parser {
 
   expr_ptr parse_not() {
     if (is_name("not")) {
+      nested guard(*this);
       auto u = make(expr_kind::unary, next().line);
       u->name = "not";
       u->object = parse_not();
@@ -388,6 +468,7 @@ class parser {
   expr_ptr parse_unary(bool with_filter) {
     expr_ptr e;
     if (is_op("-") || is_op("+")) {
+      nested guard(*this);
       token t = next();
       e = make(expr_kind::unary, t.line);
       e->name = t.text;
@@ -612,6 +693,7 @@ class parser {
 
   std::vector<token> t_;
   size_t i_ = 0;
+  int depth_ = 0;  ///< nesting of parse_body / parse_expression / unary operators
 };
 
 }  // namespace

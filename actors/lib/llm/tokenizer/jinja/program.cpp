@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "actors/lib/llm/tokenizer/jinja/builtins.hpp"
+#include "actors/lib/llm/tokenizer/jinja/limits.hpp"
 #include "actors/lib/llm/tokenizer/jinja/parser.hpp"
 #include "actors/lib/llm/tokenizer/jinja/ref.hpp"
 
@@ -253,6 +254,7 @@ class interpreter {
     state.items = &items;
     f.loop = &state;
     for (size_t i = 0; i < state.n; ++i) {
+      limits::count_iteration(iterations_, out.size());
       state.i = i;
       state.made = false;
       bind(f, s.targets, ref(items[i], true));
@@ -647,6 +649,12 @@ class interpreter {
         if (a.pos.size() == 3) step = as_int(a.pos[2]);
       }
       if (step == 0) throw error("range() arg 3 must not be zero");
+      const double items = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
+                                     static_cast<double>(step));
+      if (items > static_cast<double>(limits::max_range)) {
+        throw error("range() of " + std::to_string(static_cast<int64_t>(items)) +
+                    " items: the limit is " + std::to_string(limits::max_range));
+      }
       value r = value::array();
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) r.push_back(i);
       return r;
@@ -672,6 +680,7 @@ class interpreter {
       throw error("macro '" + m.text + "' takes " + std::to_string(m.params.size()) +
                   " arguments, got " + std::to_string(a.pos.size()));
     }
+    limits::call_depth guard(depth_, "macro '" + m.text + "'");
     frame f;
     std::vector<frame*> saved = chain_;
     chain_ = {chain_.front(), &f};
@@ -702,6 +711,7 @@ class interpreter {
 
   value call_caller(const call_args& a) {
     const caller_ctx* ctx = caller_;
+    limits::call_depth guard(depth_, "caller()");
     frame f;
     for (size_t i = 0; i < ctx->block->params.size(); ++i) {
       const auto& [name, def] = ctx->block->params[i];
@@ -731,6 +741,8 @@ class interpreter {
   std::vector<frame*> chain_;
   const caller_ctx* caller_ = nullptr;
   const value* block_value_ = nullptr;
+  int depth_ = 0;           // macro and caller() calls running
+  int64_t iterations_ = 0;  // for-loop iterations so far
 };
 
 // Marks the expressions that may run template code (expr::may_run_code).

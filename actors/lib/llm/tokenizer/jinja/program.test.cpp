@@ -224,5 +224,46 @@ TEST(Jinja, ErrorsNameTheConstructAndLine) {
             std::string::npos);
 }
 
+std::string parse_error_of(const std::string& src) {
+  try {
+    program::parse(src);
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A template cannot exhaust the stack, the memory or the time of the process: a macro that calls
+// itself, a huge range(), loops within loops and deep nesting end the render with an error
+// (docs/limits.md, "Chat templates").
+TEST(Jinja, RecursionRangeAndLoopsAreBounded) {
+  EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}"),
+            "template line 1: macro 'f': calls nested deeper than 100 (recursion without end?)");
+  // 100 nested calls are fine.
+  EXPECT_EQ(render("{% macro f(n) %}{% if n < 99 %}{{ f(n+1) }}{% else %}{{ n }}{% endif %}"
+                   "{% endmacro %}{{ f(0) }}"),
+            "99");
+  EXPECT_EQ(error_of("{% for i in range(1000000000) %}{% endfor %}"),
+            "template line 1: range() of 1000000000 items: the limit is 100000");
+  EXPECT_EQ(render("{{ range(100000) | length }}"), "100000");
+  EXPECT_EQ(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                     "{% endfor %}"),
+            "template line 1: more than 10000000 loop iterations in one render (the limit)");
+  EXPECT_EQ(error_of("{{ 'ab' * 1000000000 }}"),
+            "template line 1: a string repeated 1000000000 times: more than 67108864 bytes (the "
+            "limit)");
+  EXPECT_EQ(
+      parse_error_of("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+      "template line 1: nested deeper than 100 levels (brackets, operators, filters or tags)");
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 100000; ++i) chain += " + 1";
+  EXPECT_EQ(parse_error_of(chain + " }}"),
+            "template line 1: an expression nested deeper than 100 levels (operators, brackets or "
+            "filters)");
+  std::string ifs;
+  for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+  EXPECT_NE(parse_error_of(ifs).find("nested deeper than 100 levels"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace milesrt::llm::jinja

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "actors/lib/llm/tokenizer/jinja/limits.hpp"
 #include "actors/lib/llm/tokenizer/utf8.hpp"
 
 namespace milesrt::llm::jinja {
@@ -478,6 +479,14 @@ value arithmetic(const std::string& op, const value& a, const value& b) {
     }
   }
   if (op == "*"sv && ((a.is_string() || a.is_array()) && is_int(b))) {
+    // A repetition is bounded as a render's text is (docs/limits.md, "Chat templates").
+    const double unit = a.is_string() ? double(a.get_ref<const std::string&>().size()) : a.size();
+    if (unit * static_cast<double>(as_int(b)) > double(limits::max_output)) {
+      throw error(std::string(a.is_string() ? "a string" : "a list") + " repeated " +
+                  std::to_string(as_int(b)) + " times: more than " +
+                  std::to_string(limits::max_output) + (a.is_string() ? " bytes" : " items") +
+                  " (the limit)");
+    }
     value r = a.is_string() ? value("") : value::array();
     for (int64_t i = 0; i < as_int(b); ++i) {
       if (a.is_string()) {
