@@ -18,17 +18,29 @@
 namespace milesrt::runtime {
 namespace {
 
-/// A connected socket to 127.0.0.1:`port`; -1 on failure.
-int connect_to(uint16_t port) {
+/// A socket (not yet connected) with a receive timeout; -1 on failure.
+int new_socket() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -1;
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+/// Connects `fd` to 127.0.0.1:`port`; false on failure.
+bool connect_socket(int fd, uint16_t port) {
   sockaddr_in at{};
   at.sin_family = AF_INET;
   at.sin_port = htons(port);
   at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+  return ::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0;
+}
+
+/// A connected socket to 127.0.0.1:`port`; -1 on failure.
+int connect_to(uint16_t port) {
+  int fd = new_socket();
+  if (fd < 0) return -1;
+  if (!connect_socket(fd, port)) {
     ::close(fd);
     return -1;
   }
@@ -94,7 +106,7 @@ TEST(HttpServer, WaitsInsteadOfSpinningWhenNoDescriptorIsLeft) {
   http_server server(0);
   server.route("/", [](const std::string&) { return http_response{200, "text/plain", "hi\n"}; });
   server.start();
-  int client = connect_to(server.port());  // before the descriptors run out
+  int client = new_socket();  // made before the descriptors run out, connected after
   ASSERT_GE(client, 0);
   // Use up every descriptor the process may open, under a lowered soft limit.
   rlimit old{};
@@ -104,7 +116,8 @@ TEST(HttpServer, WaitsInsteadOfSpinningWhenNoDescriptorIsLeft) {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
   std::vector<int> held;
   for (int fd; (fd = ::dup(client)) >= 0;) held.push_back(fd);
-  // The connection the client made waits in the backlog: every accept fails with EMFILE.
+  // The connection waits in the backlog: every accept fails with EMFILE.
+  ASSERT_TRUE(connect_socket(client, server.port()));
   const double before = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const double used = cpu_seconds() - before;
