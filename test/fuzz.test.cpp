@@ -428,7 +428,39 @@ TEST(Fuzz, MutatedModelFoldersAreRefusedCleanly) {
   });
 }
 
-// ---- open defects: failing inputs the fuzz found, kept as named cases ----------------------
+// ---- named cases: failing inputs the fuzz found ----------------------------------------------
+
+/// A graph with many broken lines (graph-20 of seed 7 printed 7 parse errors): at most five
+/// errors and a count are printed.
+TEST(Fuzz, ManyParseErrorsAreCappedAtFiveLines) {
+  const fs::path file = work_dir() / "fuzz-many-errors.capnp";
+  std::string text = slurp(fs::path(source_dir()) / "examples" / "toy" / "toy_sync.capnp");
+  // Every edge's fields misspelled: two errors an edge.
+  for (const std::string field : {"from = ", "to = "})
+    for (size_t at; (at = text.find(field)) != std::string::npos;)
+      text.replace(at, field.size(), "x" + field.substr(0, field.size() - 3) + "x = ");
+  std::ofstream(file) << text;
+  const auto o = run_limited({"validate", file.string()}, work_dir(), "", scratch("fuzz-run"));
+  EXPECT_EQ(o.status, 2) << o.err;
+  EXPECT_LE(lines(o.err), 6u) << o.err;
+  EXPECT_NE(o.err.find("more error(s) not shown (fix the first ones first)"), std::string::npos)
+      << o.err;
+  check_case({"many-parse-errors", {"validate", file.string()}, ""}, {file});
+}
+
+/// `milesrt generate` with max_new_tokens 2^63-1 (lines-43-generate of seed 7) must refuse the
+/// line or stop at the model's context; it runs past the 20 s limit instead.
+TEST(Fuzz, AHugeMaxNewTokensEndsPromptly) {
+  GTEST_SKIP() << "open defect (app/actors, generate lines: max_new_tokens near 2^63 passes the "
+                  "KV-block check and generation does not end), fixed on another branch";
+  const fs::path in = work_dir() / "fuzz-huge-max-new.jsonl";
+  std::ofstream(in) << R"({"max_new_tokens": 9223372036854775807, "prompt_ids": [1, 10, 2, 11],)"
+                    << R"( "temperature": 0.5, "top_k": 4})"
+                    << "\n";
+  check_case({"huge-max-new-tokens",
+              {"generate", "--model", (work_dir() / "runs" / "arith" / "setup" / "model").string()},
+              in});
+}
 
 /// A model folder whose config.json says hidden_size 1e9 (model-28-score of the default seed):
 /// `milesrt score` must refuse the size in one line; it prints libtorch's allocation failure with
