@@ -14,8 +14,16 @@ std::optional<prepared_graph> prepare_graph(const std::string& file,
                                             const std::vector<std::string>& sets, context& ctx,
                                             std::string_view cmd, bool check_kinds,
                                             caf::actor_system_config& config) {
+  // The first few errors, then a count: a broken line makes the parser report many more.
   auto fail = [&](const std::vector<graph::diagnostic>& errors) {
-    for (const auto& d : errors) print_error(ctx.err, cmd, d.text);
+    constexpr size_t shown = 5;
+    for (size_t i = 0; i < errors.size() && i < shown; ++i)
+      print_error(ctx.err, cmd, errors[i].text);
+    if (errors.size() > shown) {
+      print_error(ctx.err, cmd,
+                  file + ": " + std::to_string(errors.size() - shown) +
+                      " more error(s) not shown (fix the first ones first)");
+    }
     return std::nullopt;
   };
   std::vector<std::filesystem::path> dirs(ctx.schema_dirs.begin(), ctx.schema_dirs.end());

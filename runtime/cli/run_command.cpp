@@ -13,6 +13,7 @@
 #include "runtime/checkpoint/checkpoint.hpp"
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/graph_input.hpp"
+#include "runtime/cli/shared_secret.hpp"
 #include "runtime/cli/supervisor.hpp"
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/run.hpp"
@@ -64,6 +65,8 @@ struct run_options {
   std::string resume;
   std::string run_dir;
   std::string listen;
+  std::string secret_file;
+  std::string secret;  ///< from secret_file or $MILESRT_SECRET
   bool quiet = false;
   int metrics_port = -1;
   bool supervise = false;
@@ -80,6 +83,9 @@ void add_run_options(CLI::App& app, run_options& opt) {
   app.add_option("--run-dir", opt.run_dir, "Run directory (default: the graph's run.dir)");
   app.add_option("--listen", opt.listen,
                  "HOST:PORT where worker processes join (needed when placements name workers)");
+  app.add_option("--secret-file", opt.secret_file,
+                 "File whose first line is the secret workers must present to join (default: "
+                 "$MILESRT_SECRET); required when --listen is not a loopback address");
   app.add_flag("--quiet", opt.quiet, "No progress line");
   app.add_option("--metrics-port", opt.metrics_port,
                  "Loopback port of the live page and GET /metrics (0: a free one); turns on "
@@ -112,6 +118,7 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
   sup.args = {"run", opt.file};
   for (const auto& s : opt.sets) sup.args.insert(sup.args.end(), {"--set", s});
   if (!opt.listen.empty()) sup.args.insert(sup.args.end(), {"--listen", opt.listen});
+  if (!opt.secret_file.empty()) sup.args.insert(sup.args.end(), {"--secret-file", opt.secret_file});
   if (opt.quiet) sup.args.push_back("--quiet");
   if (opt.metrics_port >= 0)
     sup.args.insert(sup.args.end(), {"--metrics-port", std::to_string(opt.metrics_port)});
@@ -169,8 +176,13 @@ exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
   std::unique_ptr<runtime::worker_rendezvous> rendezvous;
   if (!opt.listen.empty()) {
     try {
-      rendezvous = std::make_unique<runtime::worker_rendezvous>(sys, host, port);
-      ctx.out << "milesrt run: workers join at " << host << ":" << rendezvous->port() << std::endl;
+      runtime::join_policy policy{workers, opt.secret, [&ctx](const std::string& line) {
+                                    ctx.err << "milesrt run: warning: " << line << std::endl;
+                                  }};
+      rendezvous = std::make_unique<runtime::worker_rendezvous>(sys, host, port, policy);
+      ctx.out << "milesrt run: workers join at " << (host.empty() ? "*" : host) << ":"
+              << rendezvous->port() << (opt.secret.empty() ? "" : " (with the shared secret)")
+              << std::endl;
       auto wait = std::chrono::milliseconds(
           static_cast<int64_t>(g.reader().getRun().getWorkerWaitSeconds() * 1000));
       rendezvous->wait_for(workers, wait);
@@ -196,7 +208,36 @@ exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
   return exit_status::ok;
 }
 
-exit_status run_command(const run_options& opt, context& ctx) {
+/// Checks --listen and the shared secret (read into `opt.secret`); false (the error printed) when
+/// the address is malformed, or reachable from other machines without a secret.
+bool check_listen(run_options& opt, std::string& host, uint16_t& port, context& ctx) {
+  if (opt.listen.empty()) {
+    if (opt.secret_file.empty()) return true;
+    print_error(ctx.err, "run", "--secret-file needs --listen HOST:PORT");
+    return false;
+  }
+  if (!parse_address(opt.listen, host, port)) {
+    print_error(ctx.err, "run", "--listen " + opt.listen + ": expected HOST:PORT");
+    return false;
+  }
+  std::string error;
+  opt.secret = load_secret(opt.secret_file, error);
+  if (!error.empty()) {
+    print_error(ctx.err, "run", error);
+    return false;
+  }
+  if (opt.secret.empty() && !is_loopback(host)) {
+    print_error(ctx.err, "run",
+                "--listen " + opt.listen +
+                    ": not a loopback address, so other machines could join the run; give "
+                    "workers a shared secret with --secret-file FILE or " +
+                    kSecretVariable + " (on the run and on each worker)");
+    return false;
+  }
+  return true;
+}
+
+exit_status run_command(run_options& opt, context& ctx) {
   if (opt.max_restarts_given && !opt.supervise) {
     print_error(ctx.err, "run", "--max-restarts needs --supervise");
     return exit_status::bad_input;
@@ -212,10 +253,7 @@ exit_status run_command(const run_options& opt, context& ctx) {
     if (a.getPlacement().size() > 0) workers.insert(a.getPlacement());
   std::string host;
   uint16_t port = 0;
-  if (!opt.listen.empty() && !parse_address(opt.listen, host, port)) {
-    print_error(ctx.err, "run", "--listen " + opt.listen + ": expected HOST:PORT");
-    return exit_status::bad_input;
-  }
+  if (!check_listen(opt, host, port, ctx)) return exit_status::bad_input;
   if (!workers.empty() && opt.listen.empty()) {
     print_error(ctx.err, "run",
                 opt.file + ": actors are placed on workers (" + *workers.begin() +

@@ -2,6 +2,10 @@
 /// One small HTTP/1.1 server on the loopback interface (Boost.Beast), with its own thread: the
 /// Prometheus endpoint and the live page share it, and later servers (a session API) can add
 /// their routes to it. Only GET; a route answers with a status, a content type and a body.
+/// A request whose Host header names neither localhost, 127.0.0.1 nor [::1] with the server's port
+/// is answered 421 (400 without one in HTTP/1.1): a page of another site whose name was rebound to
+/// 127.0.0.1 cannot read it. A failed accept (no file descriptor left) is retried after a pause
+/// that doubles up to 1 s.
 
 #include <cstdint>
 #include <functional>

@@ -2,12 +2,38 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <mutex>
 #include <thread>
 
 #include "runtime/core/messages.hpp"
 #include "runtime/graph/loader.hpp"
 
 namespace milesrt::runtime {
+
+/// The refusals of a rendezvous, for the error of wait_for.
+struct refusal_log {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+};
+
+std::string join_refusal(const join_policy& policy, const std::string& name,
+                         const std::string& secret) {
+  if (!policy.secret.empty()) {
+    // Compared in a time that does not depend on where the first difference is.
+    unsigned char diff = secret.size() == policy.secret.size() ? 0 : 1;
+    for (size_t i = 0; i < secret.size(); ++i)
+      diff |= static_cast<unsigned char>(secret[i] ^ policy.secret[i % policy.secret.size()]);
+    if (secret.empty()) return "it presented no shared secret (the run requires one)";
+    if (diff != 0) return "it presented a wrong shared secret";
+  }
+  if (!policy.names.empty() && !policy.names.count(name)) {
+    std::string names;
+    for (const auto& n : policy.names) names += (names.empty() ? "" : ", ") + n;
+    return "no actor is placed on a worker named '" + name +
+           "' (the graph places actors on: " + names + ")";
+  }
+  return "";
+}
 
 namespace {
 
@@ -17,8 +43,13 @@ struct directory_state {
   std::multimap<std::string, std::pair<caf::node_id, caf::response_promise>> waiting;
 };
 
-/// Answers `rejoin` for `name` with a joined host outside `lost`, now or once one joins.
-caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
+/// Admits the workers `policy` allows; answers `rejoin` for `name` with a joined host outside
+/// `lost`, now or once one joins.
+caf::behavior worker_directory(caf::stateful_actor<directory_state>* self,
+                               std::shared_ptr<const join_policy> policy,
+                               std::shared_ptr<refusal_log> log) {
+  // Messages of another shape (from a stranger that reached the port) are dropped.
+  self->set_default_handler(caf::drop);
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& w = self->state.workers;
     for (auto it = w.begin(); it != w.end(); ++it) {
@@ -29,7 +60,17 @@ caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
     }
   });
   return {
-      [=](join_atom, const std::string& name, const caf::actor& host) {
+      [=](join_atom, const std::string& name, const std::string& secret,
+          const caf::actor& host) -> std::string {
+        auto why = host ? join_refusal(*policy, name, secret) : "it named no host actor";
+        if (!why.empty()) {
+          std::string line = "refused a worker joining as '" + name + "' (process " +
+                             (host ? caf::to_string(host.node()) : "?") + "): " + why;
+          if (policy->report) policy->report(line);
+          std::lock_guard<std::mutex> lock(log->mutex);
+          log->lines.push_back(std::move(line));
+          return why;
+        }
         auto& st = self->state;
         st.workers[name] = host;
         self->monitor(host);
@@ -42,9 +83,15 @@ caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
           it->second.second.deliver(host);
           it = st.waiting.erase(it);
         }
+        return "";
       },
       [=](rejoin_atom, const std::string& name,
           const caf::node_id& lost) -> caf::result<caf::actor> {
+        const auto& sender = self->current_sender();
+        if (!sender || sender->node() != self->node()) {
+          return caf::make_error(caf::sec::runtime_error,
+                                 "the worker directory answers its own process only");
+        }
         auto& st = self->state;
         auto it = st.workers.find(name);
         if (it != st.workers.end() && it->second.node() != lost) return it->second;
@@ -57,9 +104,11 @@ caf::behavior worker_directory(caf::stateful_actor<directory_state>* self) {
 
 }  // namespace
 
-worker_rendezvous::worker_rendezvous(caf::actor_system& sys, const std::string& host, uint16_t port)
-    : sys_(sys), self_(sys) {
-  directory_ = sys.spawn(worker_directory);
+worker_rendezvous::worker_rendezvous(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                     join_policy policy)
+    : sys_(sys), self_(sys), refused_(std::make_shared<refusal_log>()) {
+  directory_ =
+      sys.spawn(worker_directory, std::make_shared<const join_policy>(std::move(policy)), refused_);
   auto published =
       sys.middleman().publish(directory_, port, host.empty() ? nullptr : host.c_str(), true);
   if (!published) {
@@ -90,9 +139,14 @@ void worker_rendezvous::wait_for(const std::set<std::string>& names,
     for (const auto& k : missing) m += (m.empty() ? "" : ", ") + k;
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", deadline.count() / 1000.0);
+    std::string refused;
+    {
+      std::lock_guard<std::mutex> lock(refused_->mutex);
+      for (const auto& r : refused_->lines) refused += "; " + r;
+    }
     throw std::runtime_error("worker(s) " + m + " did not join within " + secs +
                              " s (start them with: milesrt worker --connect HOST:" +
-                             std::to_string(port_) + " --name NAME)");
+                             std::to_string(port_) + " --name NAME)" + refused);
   }
 }
 
@@ -160,31 +214,43 @@ caf::behavior worker_host(caf::stateful_actor<host_state>* self, const kind_regi
 
 }  // namespace
 
-std::string serve_as_worker(caf::actor_system& sys, const kind_registry& kinds,
-                            const std::string& host, uint16_t port, const std::string& name,
-                            std::chrono::milliseconds deadline) {
+worker_outcome serve_as_worker(caf::actor_system& sys, const kind_registry& kinds,
+                               const std::string& host, uint16_t port, const std::string& name,
+                               const std::string& secret, std::chrono::milliseconds deadline) {
   auto until = std::chrono::steady_clock::now() + deadline;
   caf::expected<caf::actor> run = caf::sec::runtime_error;
   while (true) {
     run = sys.middleman().remote_actor(host, port);
     if (run) break;
     if (std::chrono::steady_clock::now() > until) {
-      return "cannot reach the run at " + host + ":" + std::to_string(port) + " within " +
-             std::to_string(deadline.count() / 1000) + " s: " + sys.render(run.error());
+      return {"cannot reach the run at " + host + ":" + std::to_string(port) + " within " +
+              std::to_string(deadline.count() / 1000) + " s: " + sys.render(run.error())};
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   auto worker = sys.spawn(worker_host, &kinds, name);
   caf::scoped_actor self{sys};
   self->monitor(*run);
-  self->send(*run, join_atom::value, name, worker);
+  worker_outcome outcome;
+  self->request(*run, std::chrono::seconds(30), join_atom::value, name, secret, worker)
+      .receive(
+          [&](const std::string& why) {
+            if (why.empty()) return;
+            outcome = {
+                "the run at " + host + ":" + std::to_string(port) + " refused this worker: " + why,
+                true};
+          },
+          [&](caf::error& e) {
+            outcome.error = "the run at " + host + ":" + std::to_string(port) +
+                            " did not answer the join: " + sys.render(e);
+          });
   // The run's process owns the work; this process lives until it goes away.
-  self->receive([](const caf::down_msg&) {});
+  if (outcome.error.empty()) self->receive([](const caf::down_msg&) {});
   // Its actors get the exit from the host; give them a moment to stop before the process ends.
   self->monitor(worker);
   self->send_exit(worker, caf::exit_reason::user_shutdown);
   self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
-  return "";
+  return outcome;
 }
 
 }  // namespace milesrt::runtime
