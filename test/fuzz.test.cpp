@@ -32,11 +32,9 @@ std::chrono::seconds budget() {
   const char* s = std::getenv("MILESRT_FUZZ_SECONDS");
   return std::chrono::seconds(s == nullptr ? 25 : std::stol(s));
 }
-/// Cases of the default seed that fail on a defect open elsewhere: not run by the random tests,
-/// each kept as a named test below that is skipped until its defect is fixed.
-const std::map<std::string, std::string> kOpenDefects = {
-    {"model-28-score", "Fuzz.AHugeHiddenSizeIsRefusedWithoutAStackTrace"},
-};
+/// Cases of the default seed that fail on a known open defect: not run by the random tests, each
+/// kept as a named test that is skipped until its defect is fixed (none open now).
+const std::map<std::string, std::string> kOpenDefects = {};
 constexpr auto kCaseLimit = std::chrono::seconds(20);
 constexpr rlim_t kMemoryLimit = rlim_t(4) << 30;
 
@@ -449,10 +447,8 @@ TEST(Fuzz, ManyParseErrorsAreCappedAtFiveLines) {
 }
 
 /// `milesrt generate` with max_new_tokens 2^63-1 (lines-43-generate of seed 7) must refuse the
-/// line or stop at the model's context; it runs past the 20 s limit instead.
+/// line or stop at the model's context (it once ran past the 20 s limit).
 TEST(Fuzz, AHugeMaxNewTokensEndsPromptly) {
-  GTEST_SKIP() << "open defect (app/actors, generate lines: max_new_tokens near 2^63 passes the "
-                  "KV-block check and generation does not end), fixed on another branch";
   const fs::path in = work_dir() / "fuzz-huge-max-new.jsonl";
   std::ofstream(in) << R"({"max_new_tokens": 9223372036854775807, "prompt_ids": [1, 10, 2, 11],)"
                     << R"( "temperature": 0.5, "top_k": 4})"
@@ -463,11 +459,9 @@ TEST(Fuzz, AHugeMaxNewTokensEndsPromptly) {
 }
 
 /// A model folder whose config.json says hidden_size 1e9 (model-28-score of the default seed):
-/// `milesrt score` must refuse the size in one line; it prints libtorch's allocation failure with
-/// its stack frames ("frame #0: c10::ThrowEnforceNotMet ...") instead.
+/// `milesrt score` must refuse the size in one line (it once printed libtorch's allocation failure
+/// with its stack frames, "frame #0: c10::ThrowEnforceNotMet ...").
 TEST(Fuzz, AHugeHiddenSizeIsRefusedWithoutAStackTrace) {
-  GTEST_SKIP() << "open defect (actors/lib/llm, config sizes: a config.json size is not bounded "
-                  "before the weights are allocated), fixed on another branch";
   const fs::path model = work_dir() / "fuzz-huge-hidden";
   fs::remove_all(model);
   fs::copy(work_dir() / "runs" / "arith" / "setup" / "model", model, fs::copy_options::recursive);
