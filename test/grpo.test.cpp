@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "test/support/arith_setup.hpp"
 
@@ -96,6 +97,46 @@ TEST(GrpoGraphs, AsyncThreeStepsKeepTheStalenessBound) {
   // Without evaluation the trainer exports its last version.
   EXPECT_TRUE(fs::exists(run / "export" / "model.safetensors"));
   (void)stale_items;
+}
+
+/// Every step of `run` from `first` on keeps the async bound (maxStaleness 1) with no violation.
+void expect_bound_from(const fs::path& run, size_t first, const std::string& what) {
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 8u) << what;
+  for (size_t i = first; i < steps.size(); ++i) {
+    for (auto& [k, v] : steps[i]["staleness"].items()) {
+      EXPECT_LE(std::stoi(k), 1) << what << ", step " << i + 1 << ": "
+                                 << steps[i]["staleness"].dump();
+    }
+    EXPECT_EQ(steps[i]["counters"]["stale_violations"].get<int>(), 0) << what << ", step " << i + 1;
+  }
+}
+
+// An async run resumed from a checkpoint admits nothing until the engine holds the restored
+// version: at random checkpoint steps, resumed directly and under --supervise, every step after the
+// resume keeps the bound (a resumed engine that sampled with the model folder's weights gave items
+// of staleness 5 and counted stale violations).
+TEST(GrpoGraphs, AsyncResumesAtRandomStepsKeepTheStalenessBound) {
+  std::mt19937 rng(20261205);
+  for (int trial = 0; trial < 4; ++trial) {
+    const int at = 1 + int(rng() % 5);  // the checkpoint to resume from: step 1 to 5
+    const bool supervised = trial % 2 == 1;
+    const std::string what = "checkpoint at step " + std::to_string(at) +
+                             (supervised ? ", resumed under --supervise" : ", resumed");
+    fs::path run = scratch("async-resume-" + std::to_string(trial));
+    const std::string common =
+        "run graphs/grpo_async.capnp --set run.batchSize=4 --set trainer.evalInterval=0 "
+        "--set trainer.lrSchedule=constant --set run.checkpointInterval=" +
+        std::to_string(at);
+    auto a = run_milesrt(common + " --set run.steps=" + std::to_string(at) + paths(run, true),
+                         "async-resume-a");
+    ASSERT_EQ(a.status, 0) << what << ": " << a.err;
+    auto b = run_milesrt(common + " --set run.steps=8 --resume '" + run.string() + "'" +
+                             (supervised ? " --supervise" : "") + paths(run, true),
+                         "async-resume-b");
+    ASSERT_EQ(b.status, 0) << what << ": " << b.err;
+    expect_bound_from(run, size_t(at), what);
+  }
 }
 
 // examples/custom_reward's graph: the plugin's length_reward kind scores the groups of a GRPO run.
