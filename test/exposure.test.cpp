@@ -9,21 +9,6 @@
 namespace {
 using namespace milesrt::testing;
 
-/// The toy graph with its stage placed on the worker "w1".
-fs::path placed_graph(const fs::path& dir, int steps) {
-  std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
-  const std::string stage = "kind = \"toy_stage\", replicas = 2";
-  text.replace(text.find(stage), stage.size(), stage + ", placement = \"w1\"");
-  text.replace(text.find("steps = 5"), 9, "steps = " + std::to_string(steps));
-  auto g = dir / "placed.capnp";
-  std::ofstream(g) << text;
-  return g;
-}
-
-std::string plugin() {
-  return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so";
-}
-
 int free_port() { return 21000 + ::getpid() % 20000; }
 
 fs::path secret_file(const fs::path& dir, const std::string& name, const std::string& secret) {
@@ -39,7 +24,7 @@ class Exposure : public ::testing::Test {
 
 TEST_F(Exposure, ANonLoopbackListenNeedsASharedSecret) {
   auto dir = scratch("exposed");
-  auto g = placed_graph(dir, 3);
+  auto g = toy_graph_on_worker(dir, 3);
   for (const std::string at : {"0.0.0.0:", ":", "192.0.2.1:"}) {
     auto r = run_milesrt("run '" + g.string() + "' --quiet --listen " + at +
                          std::to_string(free_port()));
@@ -74,8 +59,8 @@ TEST_F(Exposure, WorkersWithoutTheSecretAreRefusedAndTheOneWithItJoins) {
   auto dir = scratch("secret");
   const int port = free_port() + 1;
   const auto connect = "worker --connect 127.0.0.1:" + std::to_string(port) +
-                       " --name w1 --plugin '" + plugin() + "'";
-  auto run = start("run '" + placed_graph(dir, 4).string() +
+                       " --name w1 --plugin '" + toy_plugin() + "'";
+  auto run = start("run '" + toy_graph_on_worker(dir, 4).string() +
                        "' --quiet --set run.workerWaitSeconds=60 --listen 0.0.0.0:" +
                        std::to_string(port) + " --run-dir '" + (dir / "run").string() +
                        "' --secret-file '" + secret_file(dir, "right", "s3cret").string() + "'",
@@ -110,12 +95,12 @@ TEST_F(Exposure, WorkersWithoutTheSecretAreRefusedAndTheOneWithItJoins) {
 TEST_F(Exposure, AWorkerUnderAnotherNameIsRefusedNamingTheExpectedOnes) {
   auto dir = scratch("names");
   const int port = free_port() + 2;
-  auto run = start("run '" + placed_graph(dir, 3).string() +
+  auto run = start("run '" + toy_graph_on_worker(dir, 3).string() +
                        "' --quiet --set run.workerWaitSeconds=3 --listen 127.0.0.1:" +
                        std::to_string(port) + " --run-dir '" + (dir / "run").string() + "'",
                    "names-run");
   auto w = start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name W1 --plugin '" +
-                     plugin() + "'",
+                     toy_plugin() + "'",
                  "names-worker")
                .wait(std::chrono::seconds(60));
   EXPECT_EQ(w.status, 2) << w.err;

@@ -17,10 +17,10 @@ std::vector<nlohmann::json> json_lines(const std::string& text) {
   return out;
 }
 
-TEST(Generate, SamplesFromTextMessagesAndIdsAndAgreesWithScore) {
-  auto dir = scratch("generate");
+/// dir/model: a random one-layer Qwen3 over the 33.5k-token tokenizer the build trains
+/// (test/tokenizer_data), with that tokenizer.
+fs::path model_folder(const fs::path& dir) {
   auto model_dir = dir / "model";
-  // A random one-layer Qwen3 over the 33.5k-token tokenizer the build trains (test/tokenizer_data).
   auto model = milesrt::llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520,
     "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
     "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
@@ -30,6 +30,12 @@ TEST(Generate, SamplesFromTextMessagesAndIdsAndAgreesWithScore) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, model_dir / f);
   }
+  return model_dir;
+}
+
+TEST(Generate, SamplesFromTextMessagesAndIdsAndAgreesWithScore) {
+  auto dir = scratch("generate");
+  auto model_dir = model_folder(dir);
   std::ofstream(dir / "in.jsonl")
       << R"({"prompt": "Hello world", "max_new_tokens": 5, "n": 2, "seed": 3, "ignore_eos": true})"
       << "\n"
@@ -78,16 +84,7 @@ TEST(Generate, SamplesFromTextMessagesAndIdsAndAgreesWithScore) {
 // raise_exception comes back as that line's error, naming the file.
 TEST(Generate, ChatTemplateFileAndItsKeywordArguments) {
   auto dir = scratch("generate-chat");
-  auto model_dir = dir / "model";
-  auto model = milesrt::llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520,
-    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-    "tie_word_embeddings": true, "hidden_act": "silu"})",
-                                             at::kFloat, at::kCPU, 9);
-  model->save(model_dir);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-    fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, model_dir / f);
-  }
+  auto model_dir = model_folder(dir);
   std::ofstream(dir / "t.jinja")
       << "{% if enable_thinking is not defined %}{{ raise_exception('no enable_thinking') }}"
       << "{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}{{ tools | length }}";
@@ -116,16 +113,7 @@ TEST(Generate, ChatTemplateFileAndItsKeywordArguments) {
 // and errors carry no stack-trace frames.
 TEST(Generate, BadLinesAreRefusedByFieldAndTheRestServed) {
   auto dir = scratch("generate-bad");
-  auto model_dir = dir / "model";
-  auto model = milesrt::llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520,
-    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-    "tie_word_embeddings": true, "hidden_act": "silu"})",
-                                             at::kFloat, at::kCPU, 9);
-  model->save(model_dir);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
-    fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, model_dir / f);
-  }
+  auto model_dir = model_folder(dir);
   const std::string ok = R"({"prompt_ids": [1, 2], "max_new_tokens": 1, "ignore_eos": true)";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"prompt\": \"\xff\xfe\"}", "syntax error while parsing value - invalid string"},

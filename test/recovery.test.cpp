@@ -150,28 +150,16 @@ TEST(Supervise, BadOptionsAreRefusedBeforeAnythingStarts) {
 
 /// The toy graph with its stage (of `kind`, two replicas, `delay_ms` per item) on the worker "w1".
 fs::path placed_graph(const fs::path& dir, const std::string& kind, int steps, int delay_ms = 10) {
-  std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
-  const std::string stage = "kind = \"toy_stage\", replicas = 2";
-  text.replace(text.find(stage), stage.size(),
-               "kind = \"" + kind +
-                   "\", replicas = 2, placement = \"w1\", "
-                   "params = (custom = [(name = \"delay_ms\", value = (int = " +
-                   std::to_string(delay_ms) + "))])");
-  text.replace(text.find("steps = 5"), 9, "steps = " + std::to_string(steps));
-  auto g = dir / "placed.capnp";
-  std::ofstream(g) << text;
-  return g;
-}
-
-std::string plugin() {
-  return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so";
+  return toy_graph_on_worker(
+      dir, steps, kind,
+      "(custom = [(name = \"delay_ms\", value = (int = " + std::to_string(delay_ms) + "))])");
 }
 
 int free_port(int k) { return 21000 + (::getpid() * 7 + k) % 19000; }
 
 background start_worker(int port, const std::string& tag) {
   return start("worker --connect 127.0.0.1:" + std::to_string(port) + " --name w1 --plugin '" +
-                   plugin() + "'",
+                   toy_plugin() + "'",
                tag);
 }
 

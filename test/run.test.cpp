@@ -77,31 +77,17 @@ TEST(Run, MissingPluginIsBadInput) {
       << r.err;
 }
 
-/// The toy graph with its stage placed on the worker "w1".
-fs::path placed_graph(const fs::path& dir, int steps) {
-  std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
-  const std::string stage = "kind = \"toy_stage\", replicas = 2";
-  text.replace(text.find(stage), stage.size(), stage + ", placement = \"w1\"");
-  text.replace(text.find("steps = 5"), 9, "steps = " + std::to_string(steps));
-  auto g = dir / "placed.capnp";
-  std::ofstream(g) << text;
-  return g;
-}
-
-std::string plugin() {
-  return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so";
-}
-
 int free_port() { return 20000 + ::getpid() % 20000; }
 
 TEST(TwoProcesses, ARunSpreadOverTwoProcesses) {
   auto dir = scratch("two");
   int port = free_port();
-  auto run = start("run '" + placed_graph(dir, 6).string() + "' --quiet --listen 127.0.0.1:" +
-                       std::to_string(port) + " --run-dir '" + (dir / "run").string() + "'",
+  auto run = start("run '" + toy_graph_on_worker(dir, 6).string() +
+                       "' --quiet --listen 127.0.0.1:" + std::to_string(port) + " --run-dir '" +
+                       (dir / "run").string() + "'",
                    "two-run");
   auto worker = start("worker --connect 127.0.0.1:" + std::to_string(port) +
-                          " --name w1 --plugin '" + plugin() + "'",
+                          " --name w1 --plugin '" + toy_plugin() + "'",
                       "two-worker");
   auto r = run.wait(std::chrono::seconds(60));
   ASSERT_EQ(r.status, 0) << r.err << r.out;
@@ -113,12 +99,12 @@ TEST(TwoProcesses, ARunSpreadOverTwoProcesses) {
 TEST(TwoProcesses, AKilledWorkerOfAStatefulKindFailsTheRunWithAClearError) {
   auto dir = scratch("killed");
   int port = free_port() + 1;
-  auto run = start("run '" + placed_graph(dir, 100000000).string() +
+  auto run = start("run '" + toy_graph_on_worker(dir, 100000000).string() +
                        "' --quiet --listen 127.0.0.1:" + std::to_string(port) + " --run-dir '" +
                        (dir / "run").string() + "'",
                    "killed-run");
   auto worker = start("worker --connect 127.0.0.1:" + std::to_string(port) +
-                          " --name w1 --plugin '" + plugin() + "'",
+                          " --name w1 --plugin '" + toy_plugin() + "'",
                       "killed-worker");
   // Let the run get going, then kill the worker.
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -145,7 +131,7 @@ TEST(TwoProcesses, AKilledWorkerOfAStatefulKindFailsTheRunWithAClearError) {
 
 TEST(TwoProcesses, AMissingWorkerIsNamed) {
   auto dir = scratch("missing");
-  auto g = placed_graph(dir, 3);
+  auto g = toy_graph_on_worker(dir, 3);
   auto r = run_milesrt("run '" + g.string() +
                        "' --quiet --set run.workerWaitSeconds=0.5 --listen 127.0.0.1:" +
                        std::to_string(free_port() + 2));

@@ -39,6 +39,27 @@ inline fs::path scratch(const std::string& name) {
 inline std::string exe() { return MILESRT_EXE; }
 inline std::string source_dir() { return MILESRT_SOURCE_DIR; }
 
+/// The toy kinds' plugin (examples/toy), as the executable's build puts it.
+inline std::string toy_plugin() {
+  return fs::path(exe()).parent_path().string() + "/plugins/libmilesrt_toy.so";
+}
+
+/// examples/toy/toy_sync.capnp with its stage (`kind`, two replicas, `params` if any) placed on the
+/// worker "w1" and run for `steps` steps, written to dir/placed.capnp.
+inline fs::path toy_graph_on_worker(const fs::path& dir, int steps,
+                                    const std::string& kind = "toy_stage",
+                                    const std::string& params = "") {
+  std::string text = slurp(fs::path(source_dir()) / "examples/toy/toy_sync.capnp");
+  const std::string stage = "kind = \"toy_stage\", replicas = 2";
+  text.replace(text.find(stage), stage.size(),
+               "kind = \"" + kind + "\", replicas = 2, placement = \"w1\"" +
+                   (params.empty() ? "" : ", params = " + params));
+  text.replace(text.find("steps = 5"), 9, "steps = " + std::to_string(steps));
+  auto g = dir / "placed.capnp";
+  std::ofstream(g) << text;
+  return g;
+}
+
 /// Runs `milesrt ARGS` in the source folder and waits for it.
 inline result run_milesrt(const std::string& args, const std::string& tag = "cmd") {
   fs::path d = scratch(tag);
