@@ -9,6 +9,7 @@
 #include "actors/lib/eval/evaluation.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/local_versions.hpp"
@@ -279,7 +280,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   auto p = reader.as<schema::TrainerParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
-  if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
+  if (p.getModel().size() == 0)
+    bad("model: required (a Hugging Face model folder)");
+  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
+    bad("model: " + e);
   // Open sets: names in the registries, which list the known ones.
   if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty())
     bad("estimator: " + e);
