@@ -1,0 +1,176 @@
+// A session's tokens. The one delicate step is finding, in the rendering of a request's
+// conversation, where the session's own text ends, so that exactly the new messages' text is
+// tokenized and appended:
+//  - usually the rendering begins with the session's text (the rendered prompts and the sampled
+//    replies), and the new text is the rest;
+//  - a template may instead rewrite earlier turns (Qwen3 drops the reasoning of assistant turns
+//    once a new user query follows) or write an answered tool call otherwise than the model did.
+//    The session's tokens stay as they are; its text is then located from its end: the place in
+//    the rendering, after the two texts part and before the new messages' content begins, whose
+//    preceding text shares the longest ending with the session's text (a reply's last words and
+//    its end-of-turn). Where the new content begins is learned by rendering the conversation
+//    again with the new messages' contents changed: the two renderings part there.
+#include "actors/lib/agent/session.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "actors/lib/agent/conversation.hpp"
+#include "actors/lib/llm/tokenizer/tokenizer.hpp"
+
+namespace milesrt::agent {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+size_t common_prefix(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+/// How far back two endings are compared: enough to tell replies apart, bounded so that a long
+/// run of one character cannot make the search quadratic in earnest.
+constexpr size_t kEndingLimit = 4096;
+
+extend_result failure(session_error::kind what, std::string message,
+                      std::optional<size_t> index = std::nullopt) {
+  return {0, session_error{what, std::move(message), index}};
+}
+
+}  // namespace
+
+std::optional<size_t> session_text_end(const std::string& t, const std::string& r,
+                                       size_t new_part) {
+  if (r.compare(0, t.size(), t) == 0) return t.size();
+  const size_t from = common_prefix(t, r);
+  new_part = std::min(new_part, r.size());
+  size_t best = 0, best_length = 0;
+  for (size_t j = from; j <= new_part; ++j) {
+    size_t s = 0;
+    while (s < kEndingLimit && s < j && s < t.size() && r[j - 1 - s] == t[t.size() - 1 - s]) ++s;
+    if (s > 0 && s >= best_length) {  // the last on a tie: a reply repeated in an earlier turn
+      best_length = s;
+      best = j;
+    }
+  }
+  if (best_length == 0) return std::nullopt;
+  return best;
+}
+
+session::session(std::shared_ptr<const llm::tokenizer> tok,
+                 std::shared_ptr<const llm::chat_template> tmpl)
+    : tok_(std::move(tok)), tmpl_(std::move(tmpl)) {
+  if (!tok_) throw std::invalid_argument("agent::session: no tokenizer");
+}
+
+std::optional<session_error> session::take_mode(mode m) {
+  if (mode_ == mode::unset || mode_ == m) return std::nullopt;
+  return session_error{session_error::kind::wrong_mode,
+                       mode_ == mode::ids
+                           ? "this session is driven by token ids (generate), not messages"
+                           : "this session is driven by messages (chat completions), not token ids",
+                       std::nullopt};
+}
+
+extend_result session::extend(const ojson& messages, const llm::chat_options& options) {
+  using kind = session_error::kind;
+  if (auto e = take_mode(mode::messages)) return {0, e};
+  if (!tmpl_) return failure(kind::template_failed, "the model has no chat template");
+  if (auto e = check_messages(messages); !e.empty()) return failure(kind::bad_request, e);
+  if (auto at = first_difference(messages_, messages)) {
+    if (*at >= messages.size())
+      return failure(kind::not_an_extension,
+                     "the request has " + std::to_string(messages.size()) +
+                         " messages, fewer than the session's " + std::to_string(messages_.size()),
+                     *at);
+    return failure(kind::not_an_extension,
+                   "messages[" + std::to_string(*at) + "] differs from the session's message " +
+                       std::to_string(*at) + " (a request must extend the conversation so far)",
+                   *at);
+  }
+  const ojson shaped = template_messages(messages);
+  llm::chat_options o = options;
+  o.add_generation_prompt = true;
+  auto rendered = tmpl_->render(shaped, o);
+  if (!rendered.error.empty()) return failure(kind::template_failed, rendered.error);
+  size_t new_part = rendered.text.size();
+  if (rendered.text.compare(0, text_.size(), text_) != 0) {
+    ojson probe = shaped;
+    bool changed = false;
+    for (size_t i = messages_.size(); i < probe.size(); ++i) {
+      if (!probe[i].contains("content") || !probe[i]["content"].is_string()) continue;
+      probe[i]["content"] = probe[i]["content"].get<std::string>() + "\x7f?";
+      changed = true;
+    }
+    if (changed) {
+      auto other = tmpl_->render(probe, o);
+      if (other.error.empty()) new_part = common_prefix(rendered.text, other.text);
+    }
+  }
+  auto end = session_text_end(text_, rendered.text, new_part);
+  if (!end)
+    return failure(kind::template_failed,
+                   "the chat template (" + tmpl_->origin() +
+                       ") renders the conversation so that the session's text cannot be found "
+                       "in it; nothing appended");
+  std::string added = rendered.text.substr(*end);
+  auto ids = tok_->encode(added, false);
+  append_environment(ids);
+  text_ += added;
+  messages_ = messages;
+  mode_ = mode::messages;
+  return {ids.size(), std::nullopt};
+}
+
+extend_result session::extend_ids(const std::vector<llm::token_id>& ids) {
+  using kind = session_error::kind;
+  if (auto e = take_mode(mode::ids)) return {0, e};
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0)
+      return failure(kind::bad_request, "input_ids[" + std::to_string(i) + "]: negative id");
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    if (i >= ids.size())
+      return failure(kind::not_an_extension,
+                     "the request has " + std::to_string(ids.size()) +
+                         " ids, fewer than the session's " + std::to_string(tokens_.size()),
+                     i);
+    if (ids[i] != tokens_.ids[i])
+      return failure(kind::not_an_extension,
+                     "input_ids[" + std::to_string(i) + "] is " + std::to_string(ids[i]) +
+                         ", the session's is " + std::to_string(tokens_.ids[i]),
+                     i);
+  }
+  std::vector<llm::token_id> rest(ids.begin() + static_cast<std::ptrdiff_t>(tokens_.size()),
+                                  ids.end());
+  append_environment(rest);
+  text_ += tok_->decode(rest);
+  mode_ = mode::ids;
+  return {rest.size(), std::nullopt};
+}
+
+void session::append_sampled(const std::vector<llm::token_id>& ids,
+                             const std::vector<float>& logprobs, uint64_t version, ojson reply) {
+  if (ids.size() != logprobs.size())
+    throw std::invalid_argument("agent::session::append_sampled: " + std::to_string(ids.size()) +
+                                " ids but " + std::to_string(logprobs.size()) + " log-probs");
+  if (mode_ == mode::messages && reply.is_null())
+    throw std::invalid_argument(
+        "agent::session::append_sampled: a session of messages needs the reply message");
+  tokens_.ids.insert(tokens_.ids.end(), ids.begin(), ids.end());
+  tokens_.origins.insert(tokens_.origins.end(), ids.size(), token_origin::sampled);
+  tokens_.logprobs.insert(tokens_.logprobs.end(), logprobs.begin(), logprobs.end());
+  tokens_.versions.insert(tokens_.versions.end(), ids.size(), version);
+  text_ += tok_->decode(ids);
+  if (!reply.is_null()) messages_.push_back(std::move(reply));
+  ++turns_;
+}
+
+void session::append_environment(const std::vector<llm::token_id>& ids) {
+  tokens_.ids.insert(tokens_.ids.end(), ids.begin(), ids.end());
+  tokens_.origins.insert(tokens_.origins.end(), ids.size(), token_origin::environment);
+  tokens_.logprobs.insert(tokens_.logprobs.end(), ids.size(), 0.0f);
+  tokens_.versions.insert(tokens_.versions.end(), ids.size(), 0);
+}
+
+}  // namespace milesrt::agent
