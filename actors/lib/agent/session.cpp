@@ -6,10 +6,13 @@
 //  - a template may instead rewrite earlier turns (Qwen3 drops the reasoning of assistant turns
 //    once a new user query follows) or write an answered tool call otherwise than the model did.
 //    The session's tokens stay as they are; its text is then located from its end: the place in
-//    the rendering, after the two texts part and before the new messages' content begins, whose
-//    preceding text shares the longest ending with the session's text (a reply's last words and
-//    its end-of-turn). Where the new content begins is learned by rendering the conversation
-//    again with the new messages' contents changed: the two renderings part there.
+//    the rendering, after the session's last message began and before the new messages' content
+//    begins, whose preceding text shares the longest ending with the session's text (a reply's
+//    last words and its end-of-turn), the first such on a tie. Both bounds are learned by
+//    rendering the conversation again with that message changed at its end (its content, or its
+//    first tool call's name): the two renderings part there. The lower bound keeps an earlier
+//    reply with the same words from being taken for the last; the first on a tie keeps a header
+//    that ends like the end-of-turn (Llama's <|end_header_id|> and <|eom_id|>) from being taken.
 #include "actors/lib/agent/session.hpp"
 
 #include <algorithm>
@@ -33,6 +36,34 @@ size_t common_prefix(const std::string& a, const std::string& b) {
 /// run of one character cannot make the search quadratic in earnest.
 constexpr size_t kEndingLimit = 4096;
 
+/// Changes `m`'s rendering at its end: its content (a string; an empty one only when
+/// `empty_ok`), else its first tool call's name. False when there is nothing to change.
+bool mark(ojson& m, bool empty_ok) {
+  const std::string marker = "\x7f?";
+  if (m.contains("content") && m["content"].is_string() &&
+      (empty_ok || !m["content"].get<std::string>().empty())) {
+    m["content"] = m["content"].get<std::string>() + marker;
+    return true;
+  }
+  if (m.contains("tool_calls") && m["tool_calls"].is_array() && !m["tool_calls"].empty()) {
+    auto& f = m["tool_calls"][0]["function"];
+    f["name"] = f["name"].get<std::string>() + marker;
+    return true;
+  }
+  return false;
+}
+
+/// Where the renderings of `messages` and of `messages` with `change` applied part: the first
+/// byte that the change touched (`text.size()` when nothing changed or the template raised).
+template <class Change>
+size_t parting(const llm::chat_template& tmpl, const ojson& messages, const std::string& text,
+               const llm::chat_options& o, Change change) {
+  ojson probe = messages;
+  if (!change(probe)) return text.size();
+  auto other = tmpl.render(probe, o);
+  return other.error.empty() ? common_prefix(text, other.text) : text.size();
+}
+
 extend_result failure(session_error::kind what, std::string message,
                       std::optional<size_t> index = std::nullopt) {
   return {0, session_error{what, std::move(message), index}};
@@ -40,16 +71,16 @@ extend_result failure(session_error::kind what, std::string message,
 
 }  // namespace
 
-std::optional<size_t> session_text_end(const std::string& t, const std::string& r,
+std::optional<size_t> session_text_end(const std::string& t, const std::string& r, size_t last_part,
                                        size_t new_part) {
   if (r.compare(0, t.size(), t) == 0) return t.size();
-  const size_t from = common_prefix(t, r);
+  const size_t from = std::max(common_prefix(t, r), last_part);
   new_part = std::min(new_part, r.size());
   size_t best = 0, best_length = 0;
   for (size_t j = from; j <= new_part; ++j) {
     size_t s = 0;
     while (s < kEndingLimit && s < j && s < t.size() && r[j - 1 - s] == t[t.size() - 1 - s]) ++s;
-    if (s > 0 && s >= best_length) {  // the last on a tie: a reply repeated in an earlier turn
+    if (s > best_length) {  // the first on a tie: an end-of-turn shares its ending with headers
       best_length = s;
       best = j;
     }
@@ -94,21 +125,21 @@ extend_result session::extend(const ojson& messages, const llm::chat_options& op
   o.add_generation_prompt = true;
   auto rendered = tmpl_->render(shaped, o);
   if (!rendered.error.empty()) return failure(kind::template_failed, rendered.error);
-  size_t new_part = rendered.text.size();
+  // Bounds for locating the session's text in a rendering that does not begin with it (see
+  // above): it ends after its last message's text began, and before the new messages' did.
+  size_t last_part = 0, new_part = rendered.text.size();
   if (rendered.text.compare(0, text_.size(), text_) != 0) {
-    ojson probe = shaped;
-    bool changed = false;
-    for (size_t i = messages_.size(); i < probe.size(); ++i) {
-      if (!probe[i].contains("content") || !probe[i]["content"].is_string()) continue;
-      probe[i]["content"] = probe[i]["content"].get<std::string>() + "\x7f?";
-      changed = true;
-    }
-    if (changed) {
-      auto other = tmpl_->render(probe, o);
-      if (other.error.empty()) new_part = common_prefix(rendered.text, other.text);
-    }
+    const size_t stored = messages_.size();
+    if (stored > 0)
+      last_part = parting(*tmpl_, shaped, rendered.text, o,
+                          [&](ojson& p) { return mark(p[stored - 1], false); });
+    new_part = parting(*tmpl_, shaped, rendered.text, o, [&](ojson& p) {
+      bool changed = false;
+      for (size_t i = stored; i < p.size(); ++i) changed = mark(p[i], true) || changed;
+      return changed;
+    });
   }
-  auto end = session_text_end(text_, rendered.text, new_part);
+  auto end = session_text_end(text_, rendered.text, last_part, new_part);
   if (!end)
     return failure(kind::template_failed,
                    "the chat template (" + tmpl_->origin() +

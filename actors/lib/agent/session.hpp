@@ -106,10 +106,12 @@ class session {
 };
 
 /// Where `session_text` ends within `rendering` (the rendering of a conversation that extends
-/// the session's): its length when `rendering` begins with it; otherwise the position at most
-/// `new_part` (where the new messages' text is known to have begun) whose preceding text shares
-/// the longest ending with `session_text`, the first such on a tie; nullopt when none shares any.
+/// the session's): its length when `rendering` begins with it; otherwise the position between
+/// `last_part` (where the session's last message is known to have begun) and `new_part` (where
+/// the new messages' content is known to have begun) whose preceding text shares the longest
+/// ending with `session_text`, the first such on a tie; nullopt when none shares any.
 std::optional<size_t> session_text_end(const std::string& session_text,
-                                       const std::string& rendering, size_t new_part);
+                                       const std::string& rendering, size_t last_part,
+                                       size_t new_part);
 
 }  // namespace milesrt::agent

@@ -122,24 +122,52 @@ TEST(AgentSession, KeepsSampledTokensExactThroughQwen3ToolTurns) {
 }
 
 TEST(AgentSession, AGreedyConversationIsTheWholeRenderingUnderAnAppendOnlyTemplate) {
+  // Four turns with tool calls under Qwen2.5's template, which never rewrites history: the
+  // session's text is the rendering of the whole conversation, and its ids are the rendered
+  // deltas' ids and the sampled ids, in order.
   const auto m = load("Qwen-Qwen2.5-7B-Instruct");
   session s(m.tok, m.tmpl);
-  ojson messages = ojson::array();
-  const char* answers[] = {"Hello there.", "Four.", "Six, of course."};
-  const char* questions[] = {"Hi!", "2+2?", "3+3?"};
-  for (int turn = 0; turn < 3; ++turn) {
-    messages.push_back({{"role", "user"}, {"content", questions[turn]}});
-    auto r = s.extend(messages, {});
-    ASSERT_FALSE(r.error) << r.error->message;
-    sample(s, m, std::string(answers[turn]) + "<|im_end|>", 1, tool_call_format::hermes);
-    messages.push_back({{"role", "assistant"}, {"content", answers[turn]}});
-  }
   llm::chat_options o;
-  auto whole = m.tmpl->render(messages, o);
+  o.tools =
+      ojson::parse(R"([{"type": "function", "function": {"name": "calc", "description": "adds",
+    "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}}])");
+  ojson messages = ojson::array();
+  std::vector<llm::token_id> expected;
+  auto extend = [&] {
+    const std::string before = s.text();
+    auto r = s.extend(messages, o);
+    ASSERT_FALSE(r.error) << r.error->message;
+    auto delta = m.tok->encode(s.text().substr(before.size()), false);
+    expected.insert(expected.end(), delta.begin(), delta.end());
+  };
+  auto model_writes = [&](const std::string& text) {
+    const auto before = s.tokens().size();
+    messages.push_back(sample(s, m, text, 9, tool_call_format::hermes));
+    expected.insert(expected.end(), s.tokens().ids.begin() + static_cast<std::ptrdiff_t>(before),
+                    s.tokens().ids.end());
+  };
+  const char* calls[] = {"2+2", "3+3"};
+  const char* results[] = {"4", "6"};
+  for (int turn = 0; turn < 2; ++turn) {
+    messages.push_back(
+        {{"role", "user"}, {"content", std::string("What is ") + calls[turn] + "?"}});
+    extend();
+    model_writes(std::string("<tool_call>\n{\"name\": \"calc\", \"arguments\": {\"expr\": \"") +
+                 calls[turn] + "\"}}\n</tool_call><|im_end|>");
+    ASSERT_EQ(messages.back()["tool_calls"].size(), 1u);
+    messages.push_back({{"role", "tool"},
+                        {"tool_call_id", messages.back()["tool_calls"][0]["id"]},
+                        {"content", results[turn]}});
+    extend();
+    model_writes(std::string("It is ") + results[turn] + ".<|im_end|>");
+  }
+  EXPECT_EQ(s.turns(), 4u);
+  auto whole = m.tmpl->render(template_messages(messages), o);
   ASSERT_EQ(whole.error, "");
   // The template ends each turn with "<|im_end|>\n"; the model stopped at "<|im_end|>".
   EXPECT_EQ(s.text() + "\n", whole.text);
   EXPECT_EQ(m.tok->decode(s.tokens().ids) + "\n", whole.text);
+  EXPECT_EQ(s.tokens().ids, expected);
 }
 
 TEST(AgentSession, ReadsLlama31JsonCallsAndItsToolRole) {
@@ -236,18 +264,72 @@ TEST(AgentSession, AReplysTextKeepsItsSpecialTagsAndDropsItsEnd) {
 
 TEST(AgentSession, FindsTheSessionTextInARewrittenRendering) {
   // Appended: the rest.
-  EXPECT_EQ(session_text_end("<a>x", "<a>x<b>", 7), 4u);
-  EXPECT_EQ(session_text_end("", "<a>", 3), 0u);
+  EXPECT_EQ(session_text_end("<a>x", "<a>x<b>", 0, 7), 4u);
+  EXPECT_EQ(session_text_end("", "<a>", 0, 3), 0u);
   // Rewritten (reasoning dropped): the end of the reply, found from its end.
   const std::string t = "<u>q</u><a><think>r</think>yes</a>";
   const std::string r = "<u>q</u><a>yes</a><u>q2</u><a>";
-  EXPECT_EQ(session_text_end(t, r, r.find("q2")), r.find("<u>q2"));
-  // The same reply twice: the later one is the session's end.
-  const std::string t2 = "<u>q</u><a>ok</a><u>q</u><a><think>r</think>ok</a>";
+  EXPECT_EQ(session_text_end(t, r, 0, r.find("q2")), r.find("<u>q2"));
+  // The same reply twice, both rewritten: unbounded, the first would be taken; the last message
+  // began after it.
+  const std::string t2 = "<u>q</u><a><think>r</think>ok</a><u>q</u><a><think>s</think>ok</a>";
   const std::string r2 = "<u>q</u><a>ok</a><u>q</u><a>ok</a><u>n</u><a>";
-  EXPECT_EQ(session_text_end(t2, r2, r2.find("n</u>")), r2.find("<u>n"));
+  EXPECT_EQ(session_text_end(t2, r2, 0, r2.find("n</u>")), r2.find("</a>") + 4);
+  EXPECT_EQ(session_text_end(t2, r2, r2.rfind("ok</a><u>n"), r2.find("n</u>")), r2.find("<u>n"));
+  // An end-of-turn sampled otherwise than the template writes it shares only its last bytes,
+  // as a header does: the first is the end.
+  const std::string t3 = "<s>q<e><s>A<m>";
+  const std::string r3 = "<s>q<e><s>A<e><h>tool<e>4";
+  EXPECT_EQ(session_text_end(t3, r3, r3.find("A<e>"), r3.find("4")), r3.find("<h>"));
   // Nothing in common at the end: not found.
-  EXPECT_EQ(session_text_end("<a>xyz", "<b>uvw<c>", 9), std::nullopt);
+  EXPECT_EQ(session_text_end("<a>xyz", "<b>uvw<c>", 0, 9), std::nullopt);
+}
+
+TEST(AgentSession, KeepsALlama31PythonTagCallAndItsEndOfMessage) {
+  // The model called through <|python_tag|> and ended with <|eom_id|>; the template writes the
+  // call as bare JSON ending with <|eot_id|>. The sampled tokens stay; the tool's turn follows.
+  const auto m = load("meta-llama-Llama-3.1-8B-Instruct");
+  session s(m.tok, m.tmpl);
+  ojson messages = ojson::parse(R"([{"role": "user", "content": "2+2?"}])");
+  ASSERT_FALSE(s.extend(messages, {}).error);
+  auto ids = m.tok->encode(
+      "<|python_tag|>{\"name\": \"calc\", \"parameters\": {\"expr\": \"2+2\"}}<|eom_id|>", false);
+  const std::vector<llm::token_id> stops = {m.tok->token_to_id("<|eot_id|>"),
+                                            m.tok->token_to_id("<|eom_id|>")};
+  auto reply = assistant_message(
+      parse_reply(reply_text(*m.tok, ids, stops), tool_call_format::llama3_json, "c"));
+  ASSERT_EQ(reply["tool_calls"].size(), 1u);
+  s.append_sampled(ids, std::vector<float>(ids.size(), -0.5f), 2, reply);
+  messages.push_back(reply);
+  messages.push_back({{"role", "tool"}, {"content", "4"}});
+  const size_t before = s.tokens().size();
+  auto r = s.extend(messages, {});
+  ASSERT_FALSE(r.error) << r.error->message;
+  EXPECT_EQ(text_from(s, m, before),
+            "<|start_header_id|>ipython<|end_header_id|>\n\n\"4\"<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(s.tokens().ids[before - 1], m.tok->token_to_id("<|eom_id|>"));
+}
+
+TEST(AgentSession, AnEmptyThinkingBlockOfThePromptStaysWhereItWas) {
+  // With enable_thinking=false Qwen3's generation prompt writes an empty reasoning block, which
+  // the template leaves out when it renders that turn later.
+  const auto m = load("Qwen-Qwen3-0.6B");
+  session s(m.tok, m.tmpl);
+  llm::chat_options o;
+  o.extra["enable_thinking"] = false;
+  ojson messages = ojson::parse(R"([{"role": "user", "content": "Hi"}])");
+  ASSERT_FALSE(s.extend(messages, o).error);
+  EXPECT_EQ(s.text(),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  sample(s, m, "Hello.<|im_end|>", 1, tool_call_format::hermes);
+  messages.push_back({{"role", "assistant"}, {"content", "Hello."}});
+  messages.push_back({{"role", "user"}, {"content", "Bye"}});
+  const size_t before = s.tokens().size();
+  auto r = s.extend(messages, o);
+  ASSERT_FALSE(r.error) << r.error->message;
+  EXPECT_EQ(text_from(s, m, before),
+            "\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
 }  // namespace
