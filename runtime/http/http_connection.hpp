@@ -53,8 +53,9 @@ struct http_core {
 };
 
 /// The current request's answer, shared by its responder's copies; the connection keeps only a
-/// weak reference. Any thread calls it; it hands the work to the I/O thread.
-class http_exchange {
+/// weak reference. Any thread calls it; it hands the work to the I/O thread in the order called:
+/// Asio's own queue does not keep the order of posts from the I/O thread and from others.
+class http_exchange : public std::enable_shared_from_this<http_exchange> {
  public:
   http_exchange(std::shared_ptr<http_life> life, std::weak_ptr<http_connection> conn)
       : life_(std::move(life)), conn_(std::move(conn)) {}
@@ -73,13 +74,21 @@ class http_exchange {
 
  private:
   enum class phase { waiting, responded, streaming, closed };
-  /// Runs `f` on the I/O thread with the connection; false when the server or it has gone.
-  bool post(std::function<void(http_connection&)> f);
+  using work = std::function<void(http_connection&)>;
+  /// Queues `f` for the I/O thread, behind what was queued before (`mutex_` held); false when
+  /// the server or the connection has gone.
+  bool queue(work f);
+  /// Runs what was queued, in order (I/O thread).
+  void run_queued(http_connection& c);
+  /// Posts `f` alone (from the destructor, when nothing else can be queued).
+  void post_last(work f);
 
   std::shared_ptr<http_life> life_;
   std::weak_ptr<http_connection> conn_;
   mutable std::mutex mutex_;
   phase phase_ = phase::waiting;
+  std::deque<work> queued_;
+  bool run_posted_ = false;
   std::atomic<bool> gone_{false};
   std::vector<std::function<void()>> on_gone_;
 };

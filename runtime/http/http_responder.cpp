@@ -1,5 +1,5 @@
 // The responder's handles and the exchange behind them: every call takes the exchange's lock to
-// move its phase on, then hands the bytes to the connection on the I/O thread.
+// move its phase on and queue its work, which runs on the I/O thread in the order queued.
 #include "runtime/http/http_responder.hpp"
 
 #include <boost/asio/post.hpp>
@@ -50,22 +50,46 @@ void http_responder::on_disconnect(std::function<void()> f) const { x_->on_gone(
 namespace detail {
 
 http_exchange::~http_exchange() {
-  // The last handle went: a route that never answered gets a 500, an open stream is ended.
+  // The last handle went (a queued run holds one, so nothing is queued): a route that never
+  // answered gets a 500, an open stream is ended.
   if (phase_ == phase::waiting) {
     http_response r(500, "text/plain; charset=utf-8", "the route did not answer\n");
-    post([r = std::move(r)](http_connection& c) mutable { c.write_response(std::move(r)); });
+    post_last([r = std::move(r)](http_connection& c) mutable { c.write_response(std::move(r)); });
   } else if (phase_ == phase::streaming) {
-    post([](http_connection& c) { c.end_stream(); });
+    post_last([](http_connection& c) { c.end_stream(); });
   }
 }
 
-bool http_exchange::post(std::function<void(http_connection&)> f) {
+bool http_exchange::queue(work f) {
+  queued_.push_back(std::move(f));
+  if (run_posted_) return true;
   std::lock_guard<std::mutex> lock(life_->mutex);
-  if (!life_->alive) return false;
-  auto conn = conn_.lock();
-  if (!conn) return false;
-  boost::asio::post(life_->io, [conn = std::move(conn), f = std::move(f)] { f(*conn); });
+  auto conn = life_->alive ? conn_.lock() : nullptr;
+  if (!conn) {
+    queued_.clear();
+    return false;
+  }
+  run_posted_ = true;
+  boost::asio::post(
+      life_->io, [self = shared_from_this(), conn = std::move(conn)] { self->run_queued(*conn); });
   return true;
+}
+
+void http_exchange::run_queued(http_connection& c) {
+  std::deque<work> now;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    now.swap(queued_);
+    run_posted_ = false;
+  }
+  for (auto& f : now) f(c);
+}
+
+void http_exchange::post_last(work f) {
+  std::lock_guard<std::mutex> lock(life_->mutex);
+  auto conn = life_->alive ? conn_.lock() : nullptr;
+  if (!conn) return;
+  boost::asio::post(life_->io, [conn = std::move(conn), f = std::move(f)] { f(*conn); });
 }
 
 bool http_exchange::respond(http_response r) {
@@ -73,26 +97,24 @@ bool http_exchange::respond(http_response r) {
   if (phase_ != phase::waiting) return false;
   phase_ = phase::responded;
   if (gone_) return false;
-  return post([r = std::move(r)](http_connection& c) mutable { c.write_response(std::move(r)); });
+  return queue([r = std::move(r)](http_connection& c) mutable { c.write_response(std::move(r)); });
 }
 
 bool http_exchange::open_stream(unsigned status, std::string content_type,
                                 std::vector<std::pair<std::string, std::string>> headers) {
-  // Posted under the lock, as every send is, so that the header goes before the first chunk.
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ != phase::waiting) return false;
   phase_ = phase::streaming;
   if (gone_) return false;
-  return post([status, content_type = std::move(content_type), headers = std::move(headers)](
-                  http_connection& c) { c.open_stream(status, content_type, headers); });
+  return queue([status, content_type = std::move(content_type), headers = std::move(headers)](
+                   http_connection& c) { c.open_stream(status, content_type, headers); });
 }
 
 bool http_exchange::send(std::string data) {
   if (data.empty()) return !gone_;
   std::lock_guard<std::mutex> lock(mutex_);
-  // Under the lock, so that one stream's chunks are posted in the order their sends returned.
   if (phase_ != phase::streaming || gone_) return false;
-  return post(
+  return queue(
       [data = std::move(data)](http_connection& c) mutable { c.write_chunk(std::move(data)); });
 }
 
@@ -100,7 +122,7 @@ void http_exchange::close_stream() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (phase_ != phase::streaming) return;
   phase_ = phase::closed;
-  post([](http_connection& c) { c.end_stream(); });
+  queue([](http_connection& c) { c.end_stream(); });
 }
 
 bool http_exchange::answered() const {
@@ -126,7 +148,12 @@ void http_exchange::mark_gone() {
     if (gone_.exchange(true)) return;
     calls.swap(on_gone_);
   }
-  for (auto& f : calls) f();
+  for (auto& f : calls) {
+    try {
+      f();
+    } catch (...) {  // on the I/O thread: a callback that throws must not end the server
+    }
+  }
 }
 
 }  // namespace detail

@@ -313,6 +313,55 @@ TEST(HttpStreams, RespondersOutliveTheServerHarmlessly) {
   s.close();
 }
 
+TEST(HttpStreams, SixtyFourConcurrentStreamsAreNeitherLostNorMixed) {
+  http_server server(0);
+  work_queue work;
+  work.run(4);
+  std::atomic<int> gone{0};
+  // Each stream's events go out from the work threads, one event per task, so that the 64
+  // streams interleave on the threads and on the I/O thread.
+  struct feed {
+    http_stream stream;
+    std::string id;
+    int left;
+  };
+  std::function<void(std::shared_ptr<feed>)> next = [&](std::shared_ptr<feed> f) {
+    if (f->left == 0) return f->stream.close();
+    if (!f->stream.event(f->id + ":" + std::to_string(f->left--))) return;
+    if (f->left > 100) std::this_thread::sleep_for(1ms);  // a long stream: one its client leaves
+    work.push([&next, f] { next(f); });
+  };
+  server.route_async(http_method::post, "/streams/{id}", [&](http_request req, http_responder r) {
+    auto f = std::make_shared<feed>(
+        feed{r.stream(200, "text/event-stream"), req.param("id"), std::stoi(req.body)});
+    f->stream.on_disconnect([&gone] { ++gone; });
+    work.push([&next, f] { next(f); });
+  });
+  server.start();
+  std::vector<std::future<std::string>> clients;
+  for (int c = 0; c < 64; ++c) {
+    clients.push_back(std::async(std::launch::async, [&server, c] {
+      const std::string id = "s" + std::to_string(c);
+      if (c % 8 == 7) {  // every eighth client leaves after its first event
+        int fd = testing::raw_connect(server.port());
+        testing::raw_send(fd, "POST /streams/" + id +
+                                  " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(server.port()) +
+                                  "\r\nContent-Length: 5\r\n\r\n10000");
+        testing::raw_read_until(fd, "\n\n");
+        ::close(fd);
+        return std::string("left");
+      }
+      auto r = http_call(server.port(), verb::post, "/streams/" + id, "40");
+      std::string expected;
+      for (int i = 40; i > 0; --i) expected += "data: " + id + ":" + std::to_string(i) + "\n\n";
+      return r.body == expected ? std::string("ok") : r.error + r.body;
+    }));
+  }
+  for (int c = 0; c < 64; ++c) EXPECT_EQ(clients[c].get(), c % 8 == 7 ? "left" : "ok") << c;
+  for (int i = 0; i < 500 && gone < 8; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(gone.load(), 8);
+}
+
 TEST(HttpStreams, PythonsOwnClientReadsBodiesAndStreams) {
   http_server_options o;
   o.body_limit = 4096;
