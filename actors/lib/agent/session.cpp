@@ -90,9 +90,17 @@ std::optional<size_t> session_text_end(const std::string& t, const std::string& 
 }
 
 session::session(std::shared_ptr<const llm::tokenizer> tok,
-                 std::shared_ptr<const llm::chat_template> tmpl)
-    : tok_(std::move(tok)), tmpl_(std::move(tmpl)) {
+                 std::shared_ptr<const llm::chat_template> tmpl, size_t max_tokens)
+    : tok_(std::move(tok)), tmpl_(std::move(tmpl)), max_tokens_(max_tokens) {
   if (!tok_) throw std::invalid_argument("agent::session: no tokenizer");
+}
+
+std::optional<session_error> session::room_for(size_t adding) const {
+  if (max_tokens_ == 0 || tokens_.size() + adding <= max_tokens_) return std::nullopt;
+  return session_error{session_error::kind::too_long,
+                       "the session would hold " + std::to_string(tokens_.size() + adding) +
+                           " tokens, over its limit of " + std::to_string(max_tokens_),
+                       std::nullopt};
 }
 
 std::optional<session_error> session::take_mode(mode m) {
@@ -147,6 +155,7 @@ extend_result session::extend(const ojson& messages, const llm::chat_options& op
                        "in it; nothing appended");
   std::string added = rendered.text.substr(*end);
   auto ids = tok_->encode(added, false);
+  if (auto e = room_for(ids.size())) return {0, e};
   append_environment(ids);
   text_ += added;
   messages_ = messages;
@@ -174,6 +183,7 @@ extend_result session::extend_ids(const std::vector<llm::token_id>& ids) {
   }
   std::vector<llm::token_id> rest(ids.begin() + static_cast<std::ptrdiff_t>(tokens_.size()),
                                   ids.end());
+  if (auto e = room_for(rest.size())) return {0, e};
   append_environment(rest);
   text_ += tok_->decode(rest);
   mode_ = mode::ids;

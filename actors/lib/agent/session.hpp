@@ -44,6 +44,7 @@ struct session_error {
     not_an_extension,  ///< the stored messages (or ids) are not a prefix of the request's (409)
     wrong_mode,        ///< messages for a session driven by ids, or ids for one of messages (409)
     template_failed,   ///< the chat template raised, or its rendering cannot be split (500)
+    too_long,          ///< the sequence would pass the session's token limit (413)
   };
   kind what = kind::bad_request;
   std::string message;
@@ -59,9 +60,10 @@ struct extend_result {
 
 class session {
  public:
-  /// `tmpl` may be null for a session driven by ids only.
-  session(std::shared_ptr<const llm::tokenizer> tok,
-          std::shared_ptr<const llm::chat_template> tmpl);
+  /// `tmpl` may be null for a session driven by ids only. `max_tokens` (0: none) bounds the
+  /// sequence an extension may make (the model's context, less room to answer).
+  session(std::shared_ptr<const llm::tokenizer> tok, std::shared_ptr<const llm::chat_template> tmpl,
+          size_t max_tokens = 0);
 
   /// Takes a request's whole conversation. Its first messages must be the session's (compared
   /// by same_message: a client may reshape what it was answered); the conversation is rendered
@@ -94,10 +96,13 @@ class session {
  private:
   enum class mode { unset, messages, ids };
   std::optional<session_error> take_mode(mode m);
+  /// too_long when `adding` more tokens would pass max_tokens_.
+  std::optional<session_error> room_for(size_t adding) const;
   void append_environment(const std::vector<llm::token_id>& ids);
 
   std::shared_ptr<const llm::tokenizer> tok_;
   std::shared_ptr<const llm::chat_template> tmpl_;
+  size_t max_tokens_ = 0;
   mode mode_ = mode::unset;
   session_tokens tokens_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();

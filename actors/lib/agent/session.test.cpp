@@ -262,6 +262,33 @@ TEST(AgentSession, AReplysTextKeepsItsSpecialTagsAndDropsItsEnd) {
             "<think>\nr\n</think>\n\n<tool_call>\n{}\n</tool_call>");
 }
 
+TEST(AgentSession, AnExtensionPastTheTokenLimitChangesNothing) {
+  const auto m = load("Qwen-Qwen3-0.6B");
+  const ojson first = ojson::parse(R"([{"role": "user", "content": "Hi"}])");
+  const size_t prompt =
+      m.tok->encode("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n").size();
+  session s(m.tok, m.tmpl, prompt + 2);
+  ASSERT_FALSE(s.extend(first, {}).error);
+  sample(s, m, "Yo<|im_end|>", 1, tool_call_format::hermes);
+  ojson next = first;
+  next.push_back({{"role", "assistant"}, {"content", "Yo"}});
+  next.push_back({{"role", "user"}, {"content", "More"}});
+  const auto before = s.tokens().size();
+  auto r = s.extend(next, {});
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.error->what, session_error::kind::too_long);
+  EXPECT_NE(r.error->message.find("over its limit of " + std::to_string(prompt + 2)),
+            std::string::npos)
+      << r.error->message;
+  EXPECT_EQ(s.tokens().size(), before);
+  EXPECT_EQ(s.messages().size(), 2u);
+  session ids(m.tok, nullptr, 3);
+  ASSERT_FALSE(ids.extend_ids({1, 2, 3}).error);
+  r = ids.extend_ids({1, 2, 3, 4});
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.error->message, "the session would hold 4 tokens, over its limit of 3");
+}
+
 TEST(AgentSession, FindsTheSessionTextInARewrittenRendering) {
   // Appended: the rest.
   EXPECT_EQ(session_text_end("<a>x", "<a>x<b>", 0, 7), 4u);
