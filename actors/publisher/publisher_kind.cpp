@@ -193,7 +193,7 @@ std::vector<std::string> check_placements(capnp::DynamicStruct::Reader reader,
         "transport: colocated hands the weights over inside one process, but actor '" + n.name +
         "' (" + n.kind + ") is placed on " + process_of(n.placement) + " and the publisher on " +
         process_of(g.placement) +
-        " (place them together, or publish across processes with ipc, disk_delta "
+        " (place them together, or publish across processes with ipc, diskDelta "
         "or broadcast)");
   };
   for (const auto& n : g.upstream) check(n);
