@@ -26,6 +26,7 @@
 
 #include "actors/lib/llm/config.hpp"
 #include "actors/lib/llm/flat_params.hpp"
+#include "actors/lib/llm/lora.hpp"
 
 namespace milesrt::kernels {
 class paged_attention;
@@ -81,6 +82,12 @@ struct forward_options {
   int64_t checkpoint_layers = 0;
   /// A prepared step (the cache must have paged kernels): `segments` are then ignored.
   const paged_step* step = nullptr;
+  /// LoRA: the base alone, the adapters left out (the reference model is the base).
+  bool adapters_off = false;
+  /// LoRA: apply the adapters' dropout (the trainer's gradient forwards only), its masks drawn
+  /// from this seed (the same seed, the same masks: exact resume, recomputed layers).
+  bool lora_dropout = false;
+  uint64_t lora_dropout_seed = 0;
 };
 
 struct forward_result {
@@ -114,6 +121,25 @@ class decoder {
   std::shared_ptr<flat_params> shared_params() const { return params_; }
   /// Uses `p` (same names and shapes, any buffer) as this model's parameters from now on.
   void set_params(std::shared_ptr<flat_params> p);
+  /// Attaches LoRA adapters (lora.hpp): `adapters` has exactly the names and shapes of
+  /// lora_parameter_specs(config(), c), this model's dtype and device. Every forward then applies
+  /// them, unless forward_options::adapters_off. Throws std::invalid_argument naming what differs.
+  void set_adapters(std::shared_ptr<flat_params> adapters, lora_config c);
+  /// Detaches them: the model is its base again.
+  void clear_adapters();
+  /// The attached adapters, or null.
+  std::shared_ptr<flat_params> adapters() const { return adapters_; }
+  /// The attached adapters' settings, or null without adapters.
+  const lora_config* lora() const { return adapters_ ? &lora_ : nullptr; }
+
+  /// The weights a trainer trains and a publisher moves: the adapters when attached (LoRA), else
+  /// the parameters. The weight transports read and replace these.
+  const flat_params& published() const { return adapters_ ? *adapters_ : *params_; }
+  flat_params& mutable_published() { return adapters_ ? *adapters_ : *params_; }
+  std::shared_ptr<flat_params> shared_published() const { return adapters_ ? adapters_ : params_; }
+  /// Uses `p` as the published weights (set_adapters' or set_params' checks apply).
+  void set_published(std::shared_ptr<flat_params> p);
+
   const std::string& config_json() const { return config_json_; }
   at::ScalarType dtype() const { return dtype_; }
   at::Device device() const { return device_; }
@@ -132,9 +158,11 @@ class decoder {
 
   /// Path (a) end to end: for each sequence of length L, the L-1 log-probs of tokens 1..L-1 and the
   /// entropies, from one packed forward.
+  /// With `adapters_off`, the base's (LoRA: the reference model).
   std::vector<token_scores> score_sequences(const std::vector<std::vector<int64_t>>& seqs,
                                             double temperature, int64_t chunk = 256,
-                                            forward_result* details = nullptr) const;
+                                            forward_result* details = nullptr,
+                                            bool adapters_off = false) const;
 
   /// A paged cache for this model.
   kv_cache make_cache(int64_t num_blocks, int64_t block_size) const;
@@ -151,6 +179,8 @@ class decoder {
   model_config config_;
   std::string config_json_;
   std::shared_ptr<flat_params> params_;
+  std::shared_ptr<flat_params> adapters_;  ///< LoRA (null: none)
+  lora_config lora_;
   at::ScalarType dtype_;
   at::Device device_;
   at::Tensor inv_freq_;
