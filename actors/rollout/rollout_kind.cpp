@@ -9,6 +9,7 @@
 #include <set>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/text_codec.hpp"
@@ -200,6 +201,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
             try {
               auto t0 = std::chrono::steady_clock::now();
               s.receiver.apply(*s.model, u, *s.versions);
+              s.model->refresh_merged();  // lora.merge: the new adapters into the base's copy
               reply.metrics["publish_apply_seconds"] =
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             } catch (const std::exception& ex) {
@@ -331,6 +333,14 @@ void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& prob
                        std::to_string(p.getBlockSize()) + " tokens: " + line);
   }
 }
+/// LoRA: the trainer's initial adapters (the same seed: the engine's first version is the
+/// trainer's), applied at run time or (lora.merge) merged into a copy of the base.
+void attach_lora(llm::decoder& model, schema::Lora::Reader lora) {
+  const auto lc = llm::to_lora_config(lora);
+  model.set_adapters(
+      llm::make_adapters(model.config(), lc, model.dtype(), model.device(), lora.getSeed()), lc);
+  if (lora.getMerge()) model.serve_merged(model.params().copy(model.dtype(), model.device()));
+}
 }  // namespace
 
 void register_rollout_kind(runtime::kind_registry& registry) {
@@ -370,6 +380,10 @@ void register_rollout_kind(runtime::kind_registry& registry) {
       problems.push_back("temperature: must be from 1e-05 to 100000");
     }
     check_model(p, problems);
+    if (p.hasLora()) {
+      for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
+        problems.push_back(problem);
+    }
     if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
     if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
         p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
@@ -393,6 +407,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
                                     llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
+    if (p.hasLora()) attach_lora(*model, p.getLora());
     engine_config cfg;
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();
