@@ -12,6 +12,7 @@
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/weights/apply.hpp"
@@ -403,8 +404,14 @@ void register_rollout_kind(runtime::kind_registry& registry) {
       throw std::invalid_argument("params.rollout.model: a model folder is required");
     runtime::progress_meter loading(
         s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
-    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                    llm::to_device(p.getDevice()));
+    // LoRA applied at run time leaves the base untouched: the process's one copy of it.
+    const bool frozen_base = p.hasLora() && !p.getLora().getMerge();
+    auto model =
+        frozen_base ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
+                                                                      llm::to_dtype(p.getDtype()),
+                                                                      llm::to_device(p.getDevice()))
+                    : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                         llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
     if (p.hasLora()) attach_lora(*model, p.getLora());

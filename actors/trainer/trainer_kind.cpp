@@ -10,6 +10,7 @@
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/local_versions.hpp"
@@ -344,8 +345,14 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       throw std::invalid_argument("params.trainer." + problem);
     runtime::progress_meter loading(
         s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
-    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                    llm::to_device(p.getDevice()));
+    // With LoRA the base is frozen: one copy for this trainer, a LoRA engine and a reference
+    // model of the same folder in this process.
+    auto model =
+        p.hasLora() ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
+                                                                      llm::to_dtype(p.getDtype()),
+                                                                      llm::to_device(p.getDevice()))
+                    : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                         llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
     trainer_options o;

@@ -7,12 +7,15 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <random>
 
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/tiny_model_testing.hpp"
 
 namespace milesrt::llm {
@@ -322,6 +325,37 @@ TEST(Lora, SetAdaptersRefusesOtherSettingsNamingTheTensor) {
     EXPECT_NE(std::string(e.what()).find("q_proj.lora_A.weight"), std::string::npos) << e.what();
   }
   EXPECT_EQ(m->lora(), nullptr);
+}
+
+// A LoRA trainer, a LoRA engine and a reference model of one folder in one process share one copy
+// of the frozen base; another dtype is another copy, and a folder nobody holds any more is loaded
+// again.
+TEST(SharedBases, OneCopyOfAFolderPerProcess) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("milesrt_shared_bases_" + std::to_string(::getpid()));
+  testing::tiny_model(4)->save(dir);
+  shared_bases bases;
+  bool shared = true;
+  auto a = bases.load(dir, at::kFloat, at::kCPU, &shared);
+  EXPECT_FALSE(shared);
+  auto b = bases.load(dir / "." / "", at::kFloat, at::kCPU, &shared);
+  EXPECT_TRUE(shared);
+  EXPECT_EQ(a->params().buffer().data_ptr(), b->params().buffer().data_ptr());
+  EXPECT_EQ(b->config_json(), a->config_json());
+  auto c = bases.load(dir, at::kBFloat16, at::kCPU, &shared);
+  EXPECT_FALSE(shared);
+  // The adapters stay each model's own: the base alone is shared.
+  auto cfg = config_of(4);
+  b->set_adapters(trained_adapters(*b, cfg, 1), cfg);
+  EXPECT_EQ(a->lora(), nullptr);
+  auto seqs = sequences(32);
+  EXPECT_TRUE(at::equal(a->score_sequences(seqs, 1.0)[3].logprobs,
+                        b->score_sequences(seqs, 1.0, 256, nullptr, true)[3].logprobs));
+  a.reset();
+  b.reset();
+  bases.load(dir, at::kFloat, at::kCPU, &shared);
+  EXPECT_FALSE(shared);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

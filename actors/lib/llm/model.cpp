@@ -162,6 +162,30 @@ std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype
       new decoder(std::move(config), text.str(), std::move(params), dtype, device));
 }
 
+std::unique_ptr<decoder> decoder::with_params(const fs::path& dir,
+                                              std::shared_ptr<flat_params> params) {
+  auto config = load_config(dir);
+  std::ifstream in(dir / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& [name, shape] : parameter_specs(config)) {
+    names.push_back(name);
+    shapes.push_back(shape);
+  }
+  if (!params || params->names() != names || params->shapes() != shapes)
+    throw std::invalid_argument((dir / "config.json").string() +
+                                ": the shared parameters are not this config's");
+  const auto dtype = params->buffer().scalar_type();
+  const auto device = params->buffer().device();
+  auto d =
+      std::unique_ptr<decoder>(new decoder(std::move(config), text.str(), nullptr, dtype, device));
+  d->params_ = std::move(params);
+  d->device_ = device;
+  return d;
+}
+
 std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::ScalarType dtype,
                                          at::Device device, uint64_t seed) {
   auto config = parse_config(config_json, "config");

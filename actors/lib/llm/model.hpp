@@ -107,6 +107,11 @@ class decoder {
   /// `dtype` on `device`. Throws config_error / safetensors_error naming the file and tensor.
   static std::unique_ptr<decoder> load(const std::filesystem::path& dir, at::ScalarType dtype,
                                        at::Device device);
+  /// The model of `dir`'s config.json on `params` (another decoder's of that folder, shared, not
+  /// copied; their dtype and device). Throws config_error, or std::invalid_argument when the
+  /// parameters are not the config's.
+  static std::unique_ptr<decoder> with_params(const std::filesystem::path& dir,
+                                              std::shared_ptr<flat_params> params);
   /// A model with random weights (norms near 1, the rest N(0, 0.02)), for benchmarks and tests.
   static std::unique_ptr<decoder> random(const std::string& config_json, at::ScalarType dtype,
                                          at::Device device, uint64_t seed);
