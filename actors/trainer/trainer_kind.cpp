@@ -8,7 +8,9 @@
 
 #include "actors/lib/eval/evaluation.hpp"
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/local_versions.hpp"
@@ -51,9 +53,17 @@ struct trainer_state {
 };
 
 /// Writes the model as a complete Hugging Face folder: weights and config, and the tokenizer
-/// files of the folder training started from.
+/// files of the folder training started from. With LoRA the weights are the base with the
+/// adapters merged in (a model any reader loads).
 void export_model(const trainer_state& st, const fs::path& dir) {
-  st.core->model().save(dir);
+  const auto& model = st.core->model();
+  if (const auto* lora = model.lora()) {
+    // TODO(lora): beside it, the adapters in peft's format (llm::save_peft_adapter).
+    auto merged = llm::merge_adapters(model.params(), model.config(), *lora, *model.adapters());
+    model.save(dir, 5ull << 30, merged.get());
+  } else {
+    model.save(dir);
+  }
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                         "generation_config.json", "chat_template.jinja"}) {
     if (fs::exists(st.source_dir / f)) {
@@ -305,6 +315,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
+  if (p.hasLora()) {
+    for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel())) bad(problem);
+    if (p.getLora().getMerge()) bad("lora.merge: applies to the rollout kind only");
+  }
   return problems;
 }
 
@@ -331,11 +345,25 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       throw std::invalid_argument("params.trainer." + problem);
     runtime::progress_meter loading(
         s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
-    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                    llm::to_device(p.getDevice()));
+    // With LoRA the base is frozen: one copy for this trainer, a LoRA engine and a reference
+    // model of the same folder in this process.
+    auto model =
+        p.hasLora() ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
+                                                                      llm::to_dtype(p.getDtype()),
+                                                                      llm::to_device(p.getDevice()))
+                    : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                         llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
     trainer_options o;
+    if (p.hasLora()) {
+      // The base stays frozen; only these adapters train, are checkpointed and published.
+      const auto lc = llm::to_lora_config(p.getLora());
+      model->set_adapters(llm::make_adapters(model->config(), lc, model->dtype(), model->device(),
+                                             p.getLora().getSeed()),
+                          lc);
+      o.base_model = p.getModel();
+    }
     o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
     o.estimator = p.getEstimator();
     if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
@@ -403,7 +431,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     }
     init->core = std::make_unique<policy_trainer>(std::move(model), o, *losses);
     // A colocated publisher (and engine) in this process reads the weights from here.
-    init->versions->add_trainer(s.name, init->core->model().shared_params());
+    // With LoRA that is the adapters alone.
+    init->versions->add_trainer(s.name, init->core->model().shared_published());
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(trainer_fn, init));
   };
   registry.add(k);

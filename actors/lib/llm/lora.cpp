@@ -199,7 +199,23 @@ void decoder::set_adapters(std::shared_ptr<flat_params> adapters, lora_config c)
 
 void decoder::clear_adapters() {
   adapters_.reset();
+  merged_base_.reset();
   lora_ = lora_config{};
+}
+
+void decoder::serve_merged(std::shared_ptr<const flat_params> base) {
+  if (!adapters_) throw std::invalid_argument("serve_merged: the model has no adapters");
+  if (!base || base->names() != params_->names() || base->shapes() != params_->shapes())
+    throw std::invalid_argument("serve_merged: the base does not have this model's parameters");
+  merged_base_ = std::move(base);
+  refresh_merged();
+}
+
+void decoder::refresh_merged() {
+  if (!merged_base_) return;
+  at::NoGradGuard no_grad;
+  auto merged = merge_adapters(*merged_base_, config_, lora_, *adapters_);
+  params_->buffer().detach().copy_(merged->buffer());
 }
 
 void decoder::set_published(std::shared_ptr<flat_params> p) {

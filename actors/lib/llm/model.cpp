@@ -162,6 +162,30 @@ std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype
       new decoder(std::move(config), text.str(), std::move(params), dtype, device));
 }
 
+std::unique_ptr<decoder> decoder::with_params(const fs::path& dir,
+                                              std::shared_ptr<flat_params> params) {
+  auto config = load_config(dir);
+  std::ifstream in(dir / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& [name, shape] : parameter_specs(config)) {
+    names.push_back(name);
+    shapes.push_back(shape);
+  }
+  if (!params || params->names() != names || params->shapes() != shapes)
+    throw std::invalid_argument((dir / "config.json").string() +
+                                ": the shared parameters are not this config's");
+  const auto dtype = params->buffer().scalar_type();
+  const auto device = params->buffer().device();
+  auto d =
+      std::unique_ptr<decoder>(new decoder(std::move(config), text.str(), nullptr, dtype, device));
+  d->params_ = std::move(params);
+  d->device_ = device;
+  return d;
+}
+
 std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::ScalarType dtype,
                                          at::Device device, uint64_t seed) {
   auto config = parse_config(config_json, "config");
@@ -177,16 +201,20 @@ std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::Sca
       new decoder(std::move(config), config_json, std::move(params), dtype, device));
 }
 
-void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
+void decoder::save(const fs::path& dir, uint64_t max_shard_bytes,
+                   const flat_params* weights) const {
+  const flat_params& P = weights != nullptr ? *weights : *params_;
+  TORCH_CHECK(P.names() == params_->names() && P.shapes() == params_->shapes(),
+              "save: the weights do not have this model's names and shapes");
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << config_json_;
-  auto cpu = params_->buffer().detach().to(at::kCPU).contiguous();
+  auto cpu = P.buffer().detach().to(at::kCPU).contiguous();
   // Views into the CPU copy, in the same order and layout as the flat buffer.
   std::vector<tensor_bytes> tensors;
   int64_t offset = 0;
   const size_t elem = cpu.element_size();
-  for (const auto& name : params_->names()) {
-    const auto& v = params_->get(name);
+  for (const auto& name : P.names()) {
+    const auto& v = P.get(name);
     tensor_bytes t;
     t.name = name;
     t.type = from_scalar(v.scalar_type());
@@ -666,7 +694,7 @@ forward_result checkpointed_forward(forward_pass& f) {
 forward_result decoder::forward(const std::vector<segment>& segments,
                                 const forward_options& opt) const {
   forward_pass f(config_, *params_, segments, opt, device_, dtype_, inv_freq_);
-  if (adapters_ && !opt.adapters_off)
+  if (adapters_ && !merged_base_ && !opt.adapters_off)
     f.lora = lora_view{adapters_.get(), &lora_, opt.lora_dropout, opt.lora_dropout_seed};
   const auto& embed = params_->get("model.embed_tokens.weight");
   // The fused serving kernels know no adapters: an adapted model serves through the layers below.

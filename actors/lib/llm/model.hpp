@@ -107,12 +107,19 @@ class decoder {
   /// `dtype` on `device`. Throws config_error / safetensors_error naming the file and tensor.
   static std::unique_ptr<decoder> load(const std::filesystem::path& dir, at::ScalarType dtype,
                                        at::Device device);
+  /// The model of `dir`'s config.json on `params` (another decoder's of that folder, shared, not
+  /// copied; their dtype and device). Throws config_error, or std::invalid_argument when the
+  /// parameters are not the config's.
+  static std::unique_ptr<decoder> with_params(const std::filesystem::path& dir,
+                                              std::shared_ptr<flat_params> params);
   /// A model with random weights (norms near 1, the rest N(0, 0.02)), for benchmarks and tests.
   static std::unique_ptr<decoder> random(const std::string& config_json, at::ScalarType dtype,
                                          at::Device device, uint64_t seed);
   /// Saves config.json and model.safetensors (sharded with an index past `max_shard_bytes`) so
-  /// that transformers loads them.
-  void save(const std::filesystem::path& dir, uint64_t max_shard_bytes = 5ull << 30) const;
+  /// that transformers loads them; `weights`, when given, instead of the model's own parameters
+  /// (the same names and shapes: a LoRA model's merged copy).
+  void save(const std::filesystem::path& dir, uint64_t max_shard_bytes = 5ull << 30,
+            const flat_params* weights = nullptr) const;
 
   const model_config& config() const { return config_; }
   const flat_params& params() const { return *params_; }
@@ -131,6 +138,14 @@ class decoder {
   std::shared_ptr<flat_params> adapters() const { return adapters_; }
   /// The attached adapters' settings, or null without adapters.
   const lora_config* lora() const { return adapters_ ? &lora_ : nullptr; }
+  /// Serves the adapters merged (the rollout's lora.merge): from now on the parameters hold
+  /// W + scale B A, made from `base` (a copy of the base kept for it) by refresh_merged() after
+  /// each update of the adapters, and the forward leaves the adapters out.
+  void serve_merged(std::shared_ptr<const flat_params> base);
+  /// Writes the merge of the base and the current adapters into the parameters (in place: their
+  /// address stays).
+  void refresh_merged();
+  bool merged() const { return merged_base_ != nullptr; }
 
   /// The weights a trainer trains and a publisher moves: the adapters when attached (LoRA), else
   /// the parameters. The weight transports read and replace these.
@@ -181,6 +196,7 @@ class decoder {
   std::shared_ptr<flat_params> params_;
   std::shared_ptr<flat_params> adapters_;  ///< LoRA (null: none)
   lora_config lora_;
+  std::shared_ptr<const flat_params> merged_base_;  ///< serve_merged's base (null: unmerged)
   at::ScalarType dtype_;
   at::Device device_;
   at::Tensor inv_freq_;
