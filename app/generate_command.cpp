@@ -108,6 +108,12 @@ std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+/// An exception's message without libtorch's stack-trace frames.
+std::string message_of(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
 cli::exit_status generate_command(const generate_options& opt, cli::context& ctx) {
   if (opt.device == "cuda" && !at::hasCUDA()) {
     cli::print_error(ctx.err, "generate", "--device cuda: no CUDA device is visible");
@@ -117,11 +123,9 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
   try {
     model = llm::decoder::load(opt.model, opt.dtype == "bf16" ? at::kBFloat16 : at::kFloat,
                                at::Device(opt.device == "cuda" ? at::kCUDA : at::kCPU));
-  } catch (const c10::Error& e) {
-    cli::print_error(ctx.err, "generate", opt.model + ": " + e.what_without_backtrace());
-    return cli::exit_status::bad_input;
   } catch (const std::exception& e) {
-    cli::print_error(ctx.err, "generate", e.what());
+    const bool torch = dynamic_cast<const c10::Error*>(&e) != nullptr;
+    cli::print_error(ctx.err, "generate", (torch ? opt.model + ": " : "") + message_of(e));
     return cli::exit_status::bad_input;
   }
   std::string tok_error;
@@ -145,11 +149,8 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
         std::string(cfg.kv_memory_fraction > 0 ? "--kv-memory-fraction: " : "--kv-blocks: ") +
             e.what());
     return cli::exit_status::bad_input;
-  } catch (const c10::Error& e) {
-    cli::print_error(ctx.err, "generate", e.what_without_backtrace());
-    return cli::exit_status::run_failed;
   } catch (const std::exception& e) {
-    cli::print_error(ctx.err, "generate", e.what());
+    cli::print_error(ctx.err, "generate", message_of(e));
     return cli::exit_status::run_failed;
   }
   const int64_t vocab = model->config().vocab_size;
@@ -170,11 +171,8 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
   std::vector<sample> done;
   try {
     done = eng->run();
-  } catch (const c10::Error& e) {
-    cli::print_error(ctx.err, "generate", e.what_without_backtrace());
-    return cli::exit_status::run_failed;
   } catch (const std::exception& e) {
-    cli::print_error(ctx.err, "generate", e.what());
+    cli::print_error(ctx.err, "generate", message_of(e));
     return cli::exit_status::run_failed;
   }
   std::map<std::pair<uint64_t, int64_t>, const sample*> by_key;

@@ -113,4 +113,22 @@ TEST(Cli, UnknownKindsAreRefusedBeforeAnythingStarts) {
   EXPECT_FALSE(fs::exists("/nonexistent/never-created"));
 }
 
+// Colocated publishing needs its trainer and engine in one process: a rollout placed on a worker
+// is refused by validation (exit 2, naming both actors and placements), before any actor starts.
+TEST(Cli, ColocatedPublishingAcrossProcessesIsRefusedByValidation) {
+  auto r = run_milesrt("validate graphs/grpo_sync.capnp --set rollout.placement=w1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("grpo_sync.capnp: actor 'publisher': params.publisher.transport: colocated "
+                       "hands the weights over inside one process, but actor 'rollout' (rollout) "
+                       "is placed on worker 'w1' and the publisher on the driver's process"),
+            std::string::npos)
+      << r.err;
+  // Across processes another transport is accepted (only the placement problem is looked for:
+  // the model folders the graph names may not exist where the test runs).
+  auto ipc = run_milesrt(
+      "validate graphs/grpo_sync.capnp --set rollout.placement=w1 --set publisher.transport=ipc");
+  EXPECT_EQ(ipc.err.find("hands the weights over inside one process"), std::string::npos)
+      << ipc.err;
+}
+
 }  // namespace

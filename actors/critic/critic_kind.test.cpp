@@ -232,7 +232,7 @@ TEST_F(CriticKind, ChecksParamsAndPorts) {
   auto problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].rfind("model: required", 0), 0u);
-  p->setModel("m");
+  p->setModel((dir_ / "init").string());
   p->setTrainBatch(0);
   p->setGamma(1.5);
   problems = kind->check_params(*p.setup().params_struct);

@@ -175,6 +175,32 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   return problems;
 }
 
+std::string process_of(const std::string& placement) {
+  return placement.empty() ? "the driver's process" : "worker '" + placement + "'";
+}
+
+// Colocated publishing hands the trainer's buffer to the engine inside one process: the trainers
+// that feed this publisher and the engines it feeds must share its placement.
+std::vector<std::string> check_placements(capnp::DynamicStruct::Reader reader,
+                                          const actor_in_graph& g) {
+  std::vector<std::string> problems;
+  if (reader.as<schema::PublisherParams>().getTransport() !=
+      schema::PublisherParams::Transport::COLOCATED)
+    return problems;
+  auto check = [&](const graph_neighbour& n) {
+    if (n.placement == g.placement) return;
+    problems.push_back(
+        "transport: colocated hands the weights over inside one process, but actor '" + n.name +
+        "' (" + n.kind + ") is placed on " + process_of(n.placement) + " and the publisher on " +
+        process_of(g.placement) +
+        " (place them together, or publish across processes with ipc, disk_delta "
+        "or broadcast)");
+  };
+  for (const auto& n : g.upstream) check(n);
+  for (const auto& n : g.downstream) check(n);
+  return problems;
+}
+
 }  // namespace
 
 void register_publisher_kind(kind_registry& registry) {
@@ -188,6 +214,7 @@ void register_publisher_kind(kind_registry& registry) {
   k.outputs = {{"updates", weights::port_type::weights, "what each engine applies"}};
   k.params_member = "publisher";
   k.check_params = check;
+  k.check_in_graph = check_placements;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::PublisherParams>();
     for (const auto& problem : check(*s.params_struct))

@@ -123,6 +123,10 @@ TEST_F(ReferenceKind, ChecksParams) {
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].rfind("model: required", 0), 0u);
   p->setModel("m");
+  problems = kind->check_params(*p.setup().params_struct);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "model: 'm' is not a folder (a Hugging Face model folder)");
+  p->setModel(dir_.string());
   p->setTemperature(0);
   problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 1u);

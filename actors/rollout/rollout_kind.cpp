@@ -12,6 +12,7 @@
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/serving/engine.hpp"
@@ -305,22 +306,16 @@ std::string bos_word(schema::RolloutParams::BosPolicy b) {
 }  // namespace
 
 namespace {
-// The model folder, as far as validation can see it: that it exists, that its config.json parses
-// within the limits, and (on the CPU, with a fixed block count) that the KV cache fits the
-// machine's memory (docs/limits.md). The weights are read when the actor starts.
+// The model folder, as far as validation can see it (llm::model_folder_problem: the config within
+// the limits, the weights' headers and shapes), and (on the CPU, with a fixed block count) that the
+// KV cache fits the machine's memory (docs/limits.md). The weights' values are read when the actor
+// starts.
 void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& problems) {
   const std::string model = p.getModel();
   if (model.empty()) return;
-  std::error_code ec;
-  if (!std::filesystem::is_directory(model, ec)) {
-    problems.push_back("model: '" + model + "' is not a folder (a Hugging Face model folder)");
-    return;
-  }
   llm::model_config c;
-  try {
-    c = llm::load_config(model);
-  } catch (const std::exception& e) {
-    problems.push_back(std::string("model: ") + e.what());
+  if (auto problem = llm::model_folder_problem(model, &c); !problem.empty()) {
+    problems.push_back("model: " + problem);
     return;
   }
   const double memory = llm::physical_memory_bytes();

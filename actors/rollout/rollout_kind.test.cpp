@@ -384,6 +384,34 @@ TEST_F(RolloutKind, LimitsAndTheModelFolderAreCheckedByValidation) {
                      ": expected a JSON object"),
             std::string::npos)
       << all;
+  // The weights are checked too, before any actor starts: a safetensors file cut short, and one
+  // whose tensor has another shape than config.json says.
+  fs::create_directories(dir_ / "cut");
+  fs::copy_file(dir_ / "model" / "config.json", dir_ / "cut" / "config.json");
+  {
+    std::ifstream in(dir_ / "model" / "model.safetensors", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(dir_ / "cut" / "model.safetensors", std::ios::binary)
+        << bytes.substr(0, bytes.size() / 2);
+  }
+  all = problems("model = \"" + (dir_ / "cut").string() + "\"");
+  EXPECT_NE(all.find("params.rollout.model: " + (dir_ / "cut" / "model.safetensors").string()),
+            std::string::npos)
+      << all;
+  fs::create_directories(dir_ / "reshaped");
+  fs::copy_file(dir_ / "model" / "model.safetensors", dir_ / "reshaped" / "model.safetensors");
+  {
+    std::ifstream in(dir_ / "model" / "config.json");
+    auto cfg = nlohmann::json::parse(in);
+    cfg["intermediate_size"] = cfg["intermediate_size"].get<int64_t>() * 2;
+    std::ofstream(dir_ / "reshaped" / "config.json") << cfg.dump();
+  }
+  all = problems("model = \"" + (dir_ / "reshaped").string() + "\"");
+  EXPECT_NE(all.find("params.rollout.model: " + (dir_ / "reshaped" / "model.safetensors").string() +
+                     ": tensor 'model.layers.0."),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("has shape ["), std::string::npos) << all;
 }
 
 TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {

@@ -10,6 +10,7 @@
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
@@ -289,7 +290,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   auto p = reader.as<schema::TrainerParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
-  if (p.getModel().size() == 0) bad("model: required (a Hugging Face model folder)");
+  if (p.getModel().size() == 0)
+    bad("model: required (a Hugging Face model folder)");
+  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
+    bad("model: " + e);
   // Open sets: names in the registries, which list the known ones.
   if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty())
     bad("estimator: " + e);

@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/lib/rl/builtin.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/testing/kind_testing.hpp"
@@ -23,7 +24,7 @@ TEST(TrainerKind, UnknownEstimatorAndPolicyLossListTheKnownNames) {
   runtime::kind_registry kinds;
   register_trainer_kind(kinds);
   params_of<schema::TrainerParams> p;
-  p->setModel("m");
+  p->setModel(llm::testing::tiny_model_folder());
   EXPECT_TRUE(problems_of(kinds, p).empty());
   p->setEstimator("grpo2");
   p->setPolicyLoss("sequence");
@@ -44,7 +45,7 @@ TEST(TrainerKind, NumbersMustBeFinite) {
   runtime::kind_registry kinds;
   register_trainer_kind(kinds);
   params_of<schema::TrainerParams> p;
-  p->setModel("m");
+  p->setModel(llm::testing::tiny_model_folder());
   p->setLr(std::numeric_limits<double>::infinity());
   p->setKlCoef(std::numeric_limits<double>::quiet_NaN());
   auto problems = problems_of(kinds, p);
@@ -59,7 +60,7 @@ TEST(TrainerKind, APluginLossIsAKnownName) {
   runtime::kind_registry kinds;
   register_trainer_kind(kinds, losses);
   params_of<schema::TrainerParams> p;
-  p->setModel("m");
+  p->setModel(llm::testing::tiny_model_folder());
   p->setPolicyLoss("ppo_again");
   EXPECT_TRUE(problems_of(kinds, p).empty());
 }

@@ -84,6 +84,19 @@ struct actor_setup {
 /// Builds one replica; returns an actor that answers the requests of the kind's role.
 using actor_factory = std::function<caf::actor(caf::actor_system&, const actor_setup&)>;
 
+/// An actor's neighbour in its graph: the other end of one of its edges.
+struct graph_neighbour {
+  std::string name, kind, placement;
+};
+
+/// An actor's place in its graph, for checks that need more than its own params (a transport
+/// that needs its two ends in one process, say).
+struct actor_in_graph {
+  std::string name, placement;
+  std::vector<graph_neighbour> upstream;    ///< actors with an edge into this one
+  std::vector<graph_neighbour> downstream;  ///< actors this one has an edge into
+};
+
 struct kind_descriptor {
   std::string name;
   std::string summary;
@@ -97,6 +110,10 @@ struct kind_descriptor {
   /// Checks of the params struct beyond its types (required fields, ranges), run by validation
   /// before anything starts: one "field: problem" line per problem.
   std::function<std::vector<std::string>(capnp::DynamicStruct::Reader)> check_params;
+  /// Checks of the params struct against the actor's neighbours and placements, run by validation
+  /// once every kind and edge is known: one "field: problem" line per problem.
+  std::function<std::vector<std::string>(capnp::DynamicStruct::Reader, const actor_in_graph&)>
+      check_in_graph;
   actor_factory spawn;
   /// A dead actor of this kind is replaced by a fresh one (its state is not restored; it gets the
   /// newest publication, then the work its predecessor had not answered) instead of failing the

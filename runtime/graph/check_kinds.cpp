@@ -400,6 +400,39 @@ void check_reachable(schema::Graph::Reader graph, const std::vector<std::string>
   }
 }
 
+/// The kinds' checks that need an actor's neighbours (check_in_graph).
+void check_in_graph(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
+                    const reporter& report) {
+  std::map<std::string, std::string> placement;
+  for (auto actor : graph.getActors()) placement[actor.getName()] = actor.getPlacement();
+  std::map<std::string, runtime::actor_in_graph> ctx;
+  for (auto edge : graph.getEdges()) {
+    endpoint from, to;
+    if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
+    auto fk = kind_of.find(from.actor), tk = kind_of.find(to.actor);
+    if (fk == kind_of.end() || tk == kind_of.end()) continue;
+    ctx[to.actor].upstream.push_back({from.actor, fk->second->name, placement[from.actor]});
+    ctx[from.actor].downstream.push_back({to.actor, tk->second->name, placement[to.actor]});
+  }
+  for (auto actor : graph.getActors()) {
+    const std::string name = actor.getName();
+    const kind_descriptor* kind = kind_of.at(name);
+    const std::string member = union_member(actor);
+    if (!kind->check_in_graph || kind->params_member.empty() ||
+        !params_member_problem(*kind).empty() ||
+        (member != "none" && member != kind->params_member))
+      continue;
+    auto& c = ctx[name];
+    c.name = name;
+    c.placement = placement[name];
+    std::shared_ptr<capnp::MallocMessageBuilder> storage;
+    for (const auto& problem :
+         kind->check_in_graph(params_struct(actor, kind->params_member, storage), c)) {
+      report("actor '" + name + "'", "params." + kind->params_member + "." + problem);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
@@ -417,6 +450,7 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
   if (!r.learners.empty())
     check_feed_capacity(graph, r.buffers.size() == 1 ? r.buffers[0] : r.learners[0], report);
   if (!r.sources.empty()) check_reachable(graph, r.sources, downstream, report);
+  check_in_graph(graph, kind_of, report);
   return out;
 }
 

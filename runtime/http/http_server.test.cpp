@@ -1,5 +1,7 @@
-// The HTTP server over real sockets on loopback: the Host header check (DNS rebinding) and the
-// pause after a failed accept (no file descriptor left) instead of a spinning thread.
+// The HTTP server over real sockets on loopback: the Host header check (DNS rebinding), the
+// pause after a failed accept (no file descriptor left) instead of a spinning thread, methods and
+// path parameters, bodies and their limit, the bearer secret, bad requests, and connections
+// served side by side (a stalled client holds up no one).
 #include "runtime/http/http_server.hpp"
 
 #include <arpa/inet.h>
@@ -10,10 +12,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "runtime/http/http_test_client.hpp"
 
 namespace milesrt::runtime {
 namespace {
@@ -128,6 +134,285 @@ TEST(HttpServer, WaitsInsteadOfSpinningWhenNoDescriptorIsLeft) {
   auto answer = ask(client, "GET / HTTP/1.1\r\nHost: localhost:" + std::to_string(server.port()) +
                                 "\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 200") << answer;
+}
+
+namespace http = boost::beast::http;
+using testing::http_call;
+using verb = http::verb;
+
+/// An answer of `body` as plain text.
+http_response text(std::string body) { return http_response(200, "text/plain", std::move(body)); }
+
+std::string host_line(uint16_t port) { return "Host: 127.0.0.1:" + std::to_string(port) + "\r\n"; }
+
+/// True when the server closes `fd` (end of stream or reset) within its receive timeout; what
+/// arrived before goes to `got`.
+bool closed_by_server(int fd, std::string* got = nullptr) {
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      if (got) got->append(buf, n);
+      continue;
+    }
+    return n == 0 || errno == ECONNRESET;
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+TEST(HttpServer, RoutesByMethodAndPathParameters) {
+  http_server server(0);
+  server.route(http_method::post, "/sessions", [](const http_request& r) {
+    return http_response(201, "application/json", "made:" + r.body);
+  });
+  server.route(http_method::get, "/sessions/{id}", [](const http_request& r) {
+    return text("get " + r.param("id") + " q=" + r.query);
+  });
+  server.route(http_method::del, "/sessions/{id}",
+               [](const http_request& r) { return text("del " + r.param("id")); });
+  server.route(http_method::post, "/sessions/{id}/end", [](const http_request& r) {
+    return text("end " + r.param("id") + " " + r.body + " " + r.header("Content-Type"));
+  });
+  server.start();
+  const auto p = server.port();
+  auto r = http_call(p, verb::post, "/sessions", "{}");
+  EXPECT_EQ(r.status, 201);
+  EXPECT_EQ(r.body, "made:{}");
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  EXPECT_EQ(http_call(p, verb::get, "/sessions/s%2D1?x=1").body, "get s-1 q=x=1");
+  EXPECT_EQ(http_call(p, verb::delete_, "/sessions/s1").body, "del s1");
+  r = http_call(p, verb::post, "/sessions/s1/end", "{\"score\":1}",
+                {{"Content-Type", "application/json"}});
+  EXPECT_EQ(r.body, "end s1 {\"score\":1} application/json");
+  r = http_call(p, verb::head, "/sessions/s1");  // a GET route answers HEAD, without a body
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "");
+  EXPECT_EQ(r.headers["content-length"], std::to_string(std::string("get s1 q=").size()));
+
+  r = http_call(p, verb::put, "/sessions/s1");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.headers["allow"], "GET, HEAD, DELETE");
+  EXPECT_EQ(r.body, "method PUT is not served at /sessions/s1 (allowed: GET, HEAD, DELETE)\n");
+  r = http_call(p, verb::get, "/sessions/s1/end");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.headers["allow"], "POST");
+  r = http_call(p, verb::get, "/nope");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body, "no such page: /nope\n");
+  r = http_call(p, verb::get, "/sessions/%zz");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body, "path parameter {id}: bad percent-encoding\n");
+
+  testing::http_client one(p);  // one kept-alive connection, several requests
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(one.call(verb::get, "/sessions/k" + std::to_string(i)).body,
+              "get k" + std::to_string(i) + " q=");
+}
+
+TEST(HttpServer, TakesBodiesUpToTheLimitAndAnswers413Past) {
+  http_server_options o;
+  o.body_limit = 1000;
+  o.error_page = [](unsigned status, const std::string& message) {
+    return http_response(status, "application/json", "{\"error\":\"" + message + "\"}");
+  };
+  http_server server(o);
+  server.route(http_method::post, "/echo",
+               [](const http_request& r) { return text(std::to_string(r.body.size())); });
+  server.start();
+  const auto p = server.port();
+  EXPECT_EQ(http_call(p, verb::post, "/echo", std::string(1000, 'x')).body, "1000");
+  auto r = http_call(p, verb::post, "/echo", std::string(1001, 'x'));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.body, "{\"error\":\"request body over the limit of 1000 bytes\"}");
+  EXPECT_EQ(r.headers["content-type"], "application/json");
+  // A body of 3 MiB sent whole before the answer is read: still a 413, not a reset.
+  r = http_call(p, verb::post, "/echo", std::string(3 << 20, 'x'));
+  EXPECT_EQ(r.status, 413) << r.error;
+
+  // Chunked bodies count the same.
+  auto chunked = [&](const std::vector<size_t>& sizes) {
+    std::string req = "POST /echo HTTP/1.1\r\n" + host_line(p) +
+                      "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+    for (size_t n : sizes) {
+      char size[32];
+      std::snprintf(size, sizeof size, "%zx\r\n", n);
+      req += size + std::string(n, 'y') + "\r\n";
+    }
+    int fd = testing::raw_connect(p);
+    testing::raw_send(fd, req + "0\r\n\r\n");
+    auto answer = testing::raw_read_all(fd);
+    ::close(fd);
+    return answer;
+  };
+  auto answer = chunked({500, 500});
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 200") << answer;
+  EXPECT_NE(answer.find("\r\n\r\n1000"), std::string::npos) << answer;
+  answer = chunked({500, 500, 1});
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 413") << answer;
+
+  // Expect: 100-continue is honoured, and a body past the limit is refused before it is sent.
+  int fd = testing::raw_connect(p);
+  testing::raw_send(fd, "POST /echo HTTP/1.1\r\n" + host_line(p) +
+                            "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  EXPECT_EQ(testing::raw_read_until(fd, "\r\n\r\n"), "HTTP/1.1 100 Continue\r\n\r\n");
+  testing::raw_send(fd, "hello");
+  answer = testing::raw_read_until(fd, "\r\n\r\n5");
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 200") << answer;
+  ::close(fd);
+  fd = testing::raw_connect(p);
+  testing::raw_send(fd, "POST /echo HTTP/1.1\r\n" + host_line(p) +
+                            "Content-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
+  answer = testing::raw_read_all(fd);
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 413") << answer;
+  ::close(fd);
+  EXPECT_EQ(http_call(p, verb::post, "/echo", "ok").body, "2");  // still serving
+}
+
+TEST(HttpServer, AStalledClientHoldsUpNoOne) {
+  http_server_options o;
+  o.read_timeout = std::chrono::milliseconds(1500);
+  http_server server(o);
+  server.route(http_method::post, "/echo", [](const http_request& r) { return text(r.body); });
+  server.start();
+  const auto p = server.port();
+  // Half a request each, then nothing: a header and 3 of its 10 body bytes; half a header.
+  int half_body = testing::raw_connect(p, 10), half_header = testing::raw_connect(p, 10);
+  ASSERT_TRUE(testing::raw_send(
+      half_body, "POST /echo HTTP/1.1\r\n" + host_line(p) + "Content-Length: 10\r\n\r\nabc"));
+  ASSERT_TRUE(testing::raw_send(half_header, "POST /echo HTTP/1.1\r\nHo"));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<int>> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.push_back(std::async(std::launch::async, [p, c] {
+      testing::http_client client(p);
+      int ok = 0;
+      for (int i = 0; i < 5; ++i) {
+        std::string body = std::to_string(c) + "/" + std::to_string(i);
+        ok += client.call(verb::post, "/echo", body).body == body;
+      }
+      return ok;
+    }));
+  }
+  for (auto& c : clients) EXPECT_EQ(c.get(), 5);
+  EXPECT_LT(seconds_since(start), 1.0) << "the others waited for the stalled clients";
+  // The stalled clients are closed at the read timeout, without an answer.
+  std::string got;
+  EXPECT_TRUE(closed_by_server(half_body, &got));
+  EXPECT_TRUE(closed_by_server(half_header, &got));
+  EXPECT_EQ(got, "");
+  EXPECT_GT(seconds_since(start), 1.3);
+  EXPECT_LT(seconds_since(start), 5.0);
+  ::close(half_body);
+  ::close(half_header);
+}
+
+TEST(HttpServer, ABearerSecretGuardsEveryRoute) {
+  http_server_options o;
+  o.bearer_secret = "s3cret";
+  http_server server(o);
+  server.route("/", [](const std::string&) { return text("hi"); });
+  server.start();
+  const auto p = server.port();
+  auto r = http_call(p, verb::get, "/");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.headers["www-authenticate"], "Bearer");
+  EXPECT_EQ(r.body, "refused: this server needs the header Authorization: Bearer <secret>\n");
+  for (const char* wrong : {"Bearer s3cre", "Bearer s3cret2", "Basic s3cret", "s3cret", "Bearer"})
+    EXPECT_EQ(http_call(p, verb::get, "/", "", {{"Authorization", wrong}}).status, 401) << wrong;
+  EXPECT_EQ(http_call(p, verb::get, "/nope").status, 401);  // no route is told without it
+  EXPECT_EQ(http_call(p, verb::get, "/", "", {{"Authorization", "Bearer s3cret"}}).body, "hi");
+  EXPECT_EQ(http_call(p, verb::get, "/", "", {{"Authorization", "bearer  s3cret "}}).body, "hi");
+  EXPECT_EQ(http_call(p, verb::get, "/nope", "", {{"Authorization", "Bearer s3cret"}}).status, 404);
+}
+
+TEST(HttpServer, AnAddressOtherThanLoopbackNeedsASecret) {
+  auto refusal = [](http_server_options o) {
+    try {
+      http_server s(o);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(listening)");
+  };
+  http_server_options o;
+  o.address = "0.0.0.0";
+  EXPECT_EQ(refusal(o),
+            "cannot listen on 0.0.0.0:0: an address other than loopback needs a bearer secret "
+            "(every request must then carry it)");
+  o.address = "localhost";
+  EXPECT_NE(refusal(o).find("cannot listen on localhost:0: not an IP address"), std::string::npos);
+  o.address = "::1";  // loopback too (where the machine has IPv6 at all)
+  EXPECT_EQ(refusal(o).find("needs a bearer secret"), std::string::npos);
+
+  o.address = "0.0.0.0";
+  o.bearer_secret = "k";
+  o.host_names = {"Gpu7.Example"};
+  http_server server(o);
+  server.route("/", [](const std::string&) { return text("hi"); });
+  server.start();
+  const auto p = std::to_string(server.port());
+  const std::pair<std::string, std::string> secret{"Authorization", "Bearer k"};
+  // Reached over loopback: the loopback names and the extra name; nothing else.
+  for (const auto& host : {"127.0.0.1:" + p, "localhost:" + p, "gpu7.example:" + p}) {
+    auto r = http_call(server.port(), verb::get, "/", "", {secret, {"Host", host}});
+    EXPECT_EQ(r.status, 200) << host;
+  }
+  auto r = http_call(server.port(), verb::get, "/", "", {secret, {"Host", "evil.example:" + p}});
+  EXPECT_EQ(r.status, 421);
+}
+
+TEST(HttpServer, BadRequestsAreRefusedAndTheServerGoesOn) {
+  http_server server(0);
+  server.route("/", [](const std::string&) { return text("hi"); });
+  server.start();
+  const auto p = server.port();
+  auto raw = [&](const std::string& bytes) {
+    int fd = testing::raw_connect(p);
+    testing::raw_send(fd, bytes);
+    auto answer = testing::raw_read_all(fd);
+    ::close(fd);
+    return answer;
+  };
+  auto answer = raw("GARBAGE\r\n\r\n");
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 400") << answer;
+  EXPECT_NE(answer.find("bad request: "), std::string::npos) << answer;
+  answer =
+      raw("GET / HTTP/1.1\r\n" + host_line(p) + "X-Big: " + std::string(20000, 'b') + "\r\n\r\n");
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 431") << answer;
+  answer = raw("GET / HTTP/1.1\r\n" + host_line(p) + "Content-Length: x\r\n\r\n");
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 400") << answer;
+  // Two requests in one send are answered in order.
+  answer = raw("GET / HTTP/1.1\r\n" + host_line(p) + "\r\nGET /x HTTP/1.1\r\n" + host_line(p) +
+               "Connection: close\r\n\r\n");
+  auto second = answer.find("HTTP/1.1 404");
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 200") << answer;
+  EXPECT_NE(second, std::string::npos) << answer;
+  EXPECT_EQ(http_call(p, verb::get, "/").body, "hi");
+}
+
+TEST(HttpServer, RoutesThatThrowAreAnswered500) {
+  http_server server(0);
+  server.route(http_method::get, "/sync", [](const http_request&) -> http_response {
+    throw std::runtime_error("sync broke");
+  });
+  server.route_async(http_method::get, "/async",
+                     [](http_request, http_responder) { throw std::runtime_error("async broke"); });
+  server.route(http_method::get, "/odd",
+               [](const http_request&) { return http_response(7, "", ""); });
+  server.start();
+  auto r = http_call(server.port(), verb::get, "/sync");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "sync broke\n");
+  r = http_call(server.port(), verb::get, "/async");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "async broke\n");
+  r = http_call(server.port(), verb::get, "/odd");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(r.body, "the route answered status 7\n");
+  EXPECT_THROW(server.route(http_method::get, "/late", nullptr), std::logic_error);
 }
 
 }  // namespace

@@ -110,6 +110,7 @@ void write_svg_plot(const std::filesystem::path& metrics_jsonl,
   svg << "</svg>\n";
   std::ofstream o(out);
   o << svg.str();
+  o.flush();
   if (!o) throw std::runtime_error("cannot write " + out.string());
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/paged_forward.hpp"
 #include "actors/lib/llm/row_ops.hpp"
 #include "actors/lib/llm/safetensors.hpp"
@@ -144,16 +145,10 @@ std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype
   text << in.rdbuf();
   safetensors_checkpoint ckpt(dir);
   auto specs = parameter_specs(config);
+  check_weights(ckpt, config);
   auto params = std::make_unique<flat_params>(specs, dtype, device);
   for (const auto& [name, shape] : specs) {
     const auto& t = ckpt.get(name);
-    if (t.shape != shape) {
-      std::string want, got;
-      for (auto s : shape) want += (want.empty() ? "" : ", ") + std::to_string(s);
-      for (auto s : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(s);
-      throw safetensors_error(t.file + ": tensor '" + name + "' has shape [" + got +
-                              "], the config needs [" + want + "]");
-    }
     auto src = at::from_blob(const_cast<uint8_t*>(t.data), shape,
                              at::TensorOptions().dtype(to_scalar(t.type)));
     params->get(name).copy_(src);
@@ -207,7 +202,7 @@ void decoder::save(const fs::path& dir, uint64_t max_shard_bytes,
   TORCH_CHECK(P.names() == params_->names() && P.shapes() == params_->shapes(),
               "save: the weights do not have this model's names and shapes");
   fs::create_directories(dir);
-  std::ofstream(dir / "config.json") << config_json_;
+  write_text_file(dir / "config.json", config_json_);
   auto cpu = P.buffer().detach().to(at::kCPU).contiguous();
   // Views into the CPU copy, in the same order and layout as the flat buffer.
   std::vector<tensor_bytes> tensors;

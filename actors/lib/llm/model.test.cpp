@@ -2,15 +2,19 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "actors/lib/llm/bf16_testing.hpp"
+#include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/safetensors.hpp"
 
 namespace milesrt::llm {
@@ -245,12 +249,44 @@ TEST_F(ModelFiles, ConfigAndWeightErrorsNameTheFieldOrTensor) {
       dir_, {{"model.embed_tokens.weight", dtype::f32, {112, 64}, right.data(), right.size() * 4}});
   EXPECT_EQ(load_error(),
             dir_.string() + ": missing tensor 'model.layers.0.input_layernorm.weight'");
+  // Validation sees the same problem without loading anything.
+  EXPECT_EQ(model_folder_problem(dir_),
+            dir_.string() + ": missing tensor 'model.layers.0.input_layernorm.weight'");
   std::ofstream(dir_ / "config.json")
       << R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,
     "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 2})";
   EXPECT_EQ(load_error(),
             (dir_ / "config.json").string() +
                 ": field 'num_key_value_heads': 2 must divide num_attention_heads (3)");
+}
+
+// An export that cannot be written (here a file-size limit, as a full disk would) throws naming
+// the file and the reason; nothing claims a complete folder.
+TEST_F(ModelFiles, AFailedSaveNamesTheFileAndTheReason) {
+  auto model = decoder::random(config_json("qwen3"), at::kFloat, at::kCPU, 3);
+  auto save_error = [&](rlim_t limit) {
+    rlimit old{};
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+    auto* const old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = limit;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    std::string error = "<saved>";
+    try {
+      model->save(dir_ / "export");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    return error;
+  };
+  EXPECT_EQ(save_error(0), "cannot write " + (dir_ / "export" / "config.json").string() + ": " +
+                               std::strerror(EFBIG));
+  EXPECT_EQ(save_error(4096), (dir_ / "export" / "model.safetensors").string() +
+                                  ": write failed: " + std::strerror(EFBIG));
+  EXPECT_NO_THROW(model->save(dir_ / "export"));
+  EXPECT_EQ(model_folder_problem(dir_ / "export"), "");
 }
 
 // config.json's sizes are bounded (docs/limits.md, "Model folders"), each refusal naming the file

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -242,6 +243,7 @@ void write_one(const fs::path& file, const std::vector<const tensor_bytes*>& ten
   }
   std::string text = header.dump();
   while ((text.size() + 8) % 8 != 0) text += ' ';  // data starts 8-byte aligned
+  errno = 0;
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   uint64_t n = text.size();
   char len[8];
@@ -251,7 +253,10 @@ void write_one(const fs::path& file, const std::vector<const tensor_bytes*>& ten
   for (const auto* t : tensors)
     out.write(static_cast<const char*>(t->data), static_cast<std::streamsize>(t->nbytes));
   out.flush();
-  if (!out) throw safetensors_error(file.string() + ": write failed");
+  if (!out) {
+    throw safetensors_error(file.string() + ": write failed" +
+                            (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  }
 }
 
 }  // namespace
@@ -290,7 +295,14 @@ void write_safetensors(const fs::path& folder, const std::vector<tensor_bytes>& 
     write_one(folder / name, shards[i]);
     for (const auto* t : shards[i]) index["weight_map"][t->name] = name;
   }
-  std::ofstream(folder / "model.safetensors.index.json") << index.dump(2) << "\n";
+  errno = 0;
+  std::ofstream out(folder / "model.safetensors.index.json", std::ios::trunc);
+  out << index.dump(2) << "\n";
+  out.flush();
+  if (!out) {
+    throw safetensors_error((folder / "model.safetensors.index.json").string() + ": write failed" +
+                            (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  }
 }
 
 }  // namespace milesrt::llm

@@ -4,8 +4,10 @@
 // It lives beside the model (not under test/) because tests under actors/ include only
 // runtime/, kernels/, schemas and actors/lib/ (test/house.test.cpp).
 #include <ATen/ATen.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,20 @@ inline const std::string kTinyQwen3Moe =
 /// A model of `config` with random weights from `seed`, fp32 on the CPU.
 inline std::unique_ptr<decoder> tiny_model(uint64_t seed, const std::string& config = kTinyQwen3) {
   return decoder::random(config, at::kFloat, at::kCPU, seed);
+}
+
+/// A folder holding tiny_model(1) (config.json, model.safetensors), made once per test process
+/// and removed at its exit: for checks of params that validation compares with a model folder.
+inline const std::string& tiny_model_folder() {
+  struct folder {
+    std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                ("milesrt-tiny-model-" + std::to_string(::getpid()));
+    folder() { tiny_model(1)->save(dir); }
+    ~folder() { std::filesystem::remove_all(dir); }
+  };
+  static const folder f;
+  static const std::string path = f.dir.string();
+  return path;
 }
 
 }  // namespace milesrt::llm::testing
