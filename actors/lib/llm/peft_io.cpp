@@ -1,6 +1,7 @@
 #include "actors/lib/llm/peft_io.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cmath>
