@@ -123,21 +123,32 @@ fs::path async_lora_graph() {
   return f;
 }
 
-TEST(LoraGraph, AsyncScheduleTrainsAdaptersWithinTheBound) {
+// The async schedule: the engine samples up to one version ahead of training, each version of
+// the adapters adopted from the trainer's kept copy. In a step whose batch mixes versions, the
+// samples of the newest version (the weights the trainer holds) have the trainer's log-probs bit
+// for bit, and the older ones do not: the engine really samples with each new adapter.
+TEST(LoraGraph, AsyncEngineSamplesWithTheNewAdaptersWithinTheBound) {
   fs::path run = scratch("lora-async");
   auto r = run_milesrt("run '" + async_lora_graph().string() +
-                           "' --set run.steps=4 --set run.batchSize=4 "
+                           "' --set run.steps=8 --set run.batchSize=4 "
                            "--set trainer.evalInterval=0 --set publisher.handover=copy "
                            "--set publisher.keepVersions=4" +
                            paths(run),
                        "lora-async-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
-  ASSERT_EQ(steps.size(), 4u);
+  ASSERT_EQ(steps.size(), 8u);
+  int mixed = 0;
   for (const auto& s : steps) {
     EXPECT_EQ(s["counters"]["stale_violations"].get<int>(), 0);
     EXPECT_GT(s["metrics"]["grad_norm"].get<double>(), 0.0);
+    const auto& m = s["metrics"];
+    if (!m.contains("train_rollout_logprob_abs_diff_max_newest")) continue;
+    if (m["train_rollout_logprob_abs_diff_max_newest"].get<double>() != 0.0) continue;
+    mixed++;
+    EXPECT_GT(m["train_rollout_logprob_abs_diff_max_older"].get<double>(), 0.0) << s.dump();
   }
+  EXPECT_GT(mixed, 0) << "no step trained samples of the trainer's own version beside older ones";
 }
 
 TEST(LoraGraph, ValidationNamesTheLoraField) {
