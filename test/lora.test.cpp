@@ -124,9 +124,9 @@ fs::path async_lora_graph() {
 }
 
 // The async schedule: the engine samples up to one version ahead of training, each version of
-// the adapters adopted from the trainer's kept copy. In a step whose batch mixes versions, the
-// samples of the newest version (the weights the trainer holds) have the trainer's log-probs bit
-// for bit, and the older ones do not: the engine really samples with each new adapter.
+// the adapters adopted from the trainer's kept copy. Samples of the version the trainer holds have
+// its log-probs bit for bit, older ones do not: the engine really samples with each new adapter.
+// (Which steps mix versions depends on timing; every kind of step is checked.)
 TEST(LoraGraph, AsyncEngineSamplesWithTheNewAdaptersWithinTheBound) {
   fs::path run = scratch("lora-async");
   auto r = run_milesrt("run '" + async_lora_graph().string() +
@@ -138,17 +138,29 @@ TEST(LoraGraph, AsyncEngineSamplesWithTheNewAdaptersWithinTheBound) {
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 8u);
-  int mixed = 0;
+  int fresh_steps = 0, stale_steps = 0;
   for (const auto& s : steps) {
     EXPECT_EQ(s["counters"]["stale_violations"].get<int>(), 0);
     EXPECT_GT(s["metrics"]["grad_norm"].get<double>(), 0.0);
     const auto& m = s["metrics"];
-    if (!m.contains("train_rollout_logprob_abs_diff_max_newest")) continue;
-    if (m["train_rollout_logprob_abs_diff_max_newest"].get<double>() != 0.0) continue;
-    mixed++;
-    EXPECT_GT(m["train_rollout_logprob_abs_diff_max_older"].get<double>(), 0.0) << s.dump();
+    const bool stale = s["staleness"].contains("1");
+    const bool fresh = s["staleness"].contains("0");
+    const double diff = m["train_rollout_logprob_abs_diff_max"].get<double>();
+    if (fresh && !stale) {
+      fresh_steps++;
+      EXPECT_EQ(diff, 0.0) << s.dump();
+    } else if (stale && !fresh) {
+      stale_steps++;
+      EXPECT_GT(diff, 0.0) << s.dump();
+    } else {
+      fresh_steps++;
+      stale_steps++;
+      EXPECT_EQ(m["train_rollout_logprob_abs_diff_max_newest"].get<double>(), 0.0) << s.dump();
+      EXPECT_GT(m["train_rollout_logprob_abs_diff_max_older"].get<double>(), 0.0) << s.dump();
+    }
   }
-  EXPECT_GT(mixed, 0) << "no step trained samples of the trainer's own version beside older ones";
+  EXPECT_GT(fresh_steps, 0);
+  EXPECT_GT(stale_steps, 0) << "the engine never ran ahead of the trainer";
 }
 
 TEST(LoraGraph, ValidationNamesTheLoraField) {
