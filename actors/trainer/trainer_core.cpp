@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -20,10 +21,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// With samples of several weight versions (async schedules): the largest train/rollout log-prob
+/// difference over the sequences sampled entirely under the batch's newest version (the weights
+/// the trainer holds, when it is theirs) and over the others, older or mixed.
+void add_version_split(std::map<std::string, double>& m, const at::Tensor& diff,
+                       const batch_layout& layout, const std::vector<train_sequence>& batch) {
+  uint64_t newest = 0;
+  for (const auto& s : batch)
+    for (auto v : s.versions) newest = std::max(newest, v);
+  double fresh = -1, older = -1;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& v = batch[i].versions;
+    const int64_t from = layout.offsets[i], n = layout.offsets[i + 1] - from;
+    if (v.empty() || n == 0) continue;
+    const bool all_newest =
+        std::all_of(v.begin(), v.end(), [&](uint64_t x) { return x == newest; });
+    double& slot = all_newest ? fresh : older;
+    slot = std::max(slot, diff.narrow(0, from, n).max().item<double>());
+  }
+  if (fresh >= 0 && older >= 0) {
+    m["train_rollout_logprob_abs_diff_max_newest"] = fresh;
+    m["train_rollout_logprob_abs_diff_max_older"] = older;
+  }
+}
+
 /// The loss metrics of the step: RL terms as token-weighted means over micro-batches, losses
 /// averaged over the updates, and how far the first forward's log-probs are from the rollout's.
 void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
-                      const batch_layout& layout, bool sft, uint32_t updates) {
+                      const batch_layout& layout, const std::vector<train_sequence>& batch,
+                      bool sft, uint32_t updates) {
   if (sft) {
     m["sft_loss"] = t.sums["sft_loss"] / updates;
     return;
@@ -37,6 +63,7 @@ void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
     auto diff = (current - layout.rollout_logprobs).abs();
     m["train_rollout_logprob_abs_diff"] = diff.mean().item<double>();
     m["train_rollout_logprob_abs_diff_max"] = diff.max().item<double>();
+    add_version_split(m, diff, layout, batch);
   }
 }
 
@@ -172,7 +199,7 @@ std::map<std::string, double> policy_trainer::train(
   const auto old = old_logprobs(batch, layout);
   auto totals = update(batch, layout, adv, old);
   const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
-  add_loss_metrics(m, totals, layout, sft, updates);
+  add_loss_metrics(m, totals, layout, batch, sft, updates);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
   if (model_->device().is_cuda())

@@ -45,6 +45,7 @@ struct trainer_options {
 struct train_sequence {
   std::vector<int64_t> prompt, output;
   std::vector<float> rollout_logprobs;  ///< per output token (RL)
+  std::vector<uint64_t> versions;       ///< per output token, the version it was sampled under
   std::vector<float> ref_logprobs;      ///< per output token, when a reference model ran
   std::vector<float> values;            ///< per output token, when a critic ran (GAE)
   std::vector<int64_t> experts;         ///< MoE: the rollout's routing (see sample_msg)

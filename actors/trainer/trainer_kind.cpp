@@ -114,6 +114,7 @@ std::vector<train_sequence> to_sequences(const trainer_state& st,
         t.prompt = s.prompt;
         t.output = s.output;
         t.rollout_logprobs = s.logprobs;
+        t.versions = s.versions;
         t.ref_logprobs = s.ref_logprobs;
         t.values = s.values;
         t.experts = s.experts;
