@@ -23,4 +23,9 @@ struct Lora {
   merge @6 :Bool = false;
   # rollout only: serve a copy of the base with the adapters merged in (W + scale B A) instead of
   # applying them at run time; its log-probs then differ from the trainer's by rounding.
+  adapter @7 :Text;
+  # A peft adapter folder (adapter_config.json + adapter_model.safetensors) to start from instead
+  # of `seed`'s initialisation: its r, lora_alpha, use_rslora and target_modules must equal rank,
+  # alpha, useRslora and targetModules here (validation names a field that differs). The trainer
+  # and the rollout name the same folder.
 }

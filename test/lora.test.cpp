@@ -179,4 +179,68 @@ TEST(LoraGraph, ValidationNamesTheLoraField) {
   }
 }
 
+// A LoRA run's export holds the adapters in peft's format (export/adapter): peft (PyPI) loads them
+// onto the base with the log-probs milesrt scores on the merged export; a second run starts from
+// that folder on both the trainer and the engine (their log-probs agree bit for bit from step 1),
+// and one whose settings differ from the folder's is refused naming the field.
+TEST(LoraGraph, TheExportLoadsInPeftAndARunStartsFromIt) {
+  fs::path run = scratch("lora-peft");
+  auto r = run_milesrt(
+      "run graphs/grpo_lora.capnp --set run.steps=2 --set run.batchSize=4 "
+      "--set trainer.evalInterval=2" +
+          paths(run),
+      "lora-peft-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const fs::path adapter = run / "export" / "adapter";
+  ASSERT_TRUE(fs::exists(adapter / "adapter_config.json"));
+  ASSERT_TRUE(fs::exists(adapter / "adapter_model.safetensors"));
+  // peft's log-probs of base + adapter against milesrt's of the merged export.
+  const std::vector<std::vector<int64_t>> seqs = {{1, 5, 7, 9, 3, 2}, {4, 4, 8, 1, 6, 10, 12, 2}};
+  std::ofstream(run / "seqs.json") << nlohmann::json({{"sequences", seqs}}).dump();
+  const std::string cmd = std::string("'") + MILESRT_PYTHON + "' '" + source_dir() +
+                          "/test/oracle/peft_oracle.py' check '" +
+                          (setup_dir() / "model").string() + "' '" + adapter.string() + "' '" +
+                          (run / "seqs.json").string() + "' > '" + (run / "peft.json").string() +
+                          "' 2> '" + (run / "peft.err").string() + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(run / "peft.err");
+  auto peft = nlohmann::json::parse(slurp(run / "peft.json"))["logprobs"];
+  std::ofstream lines(run / "score.jsonl");
+  for (const auto& s : seqs) lines << nlohmann::json({{"ids", s}}).dump() << "\n";
+  lines.close();
+  auto sc = run_milesrt("score --model '" + (run / "export").string() + "' < '" +
+                            (run / "score.jsonl").string() + "'",
+                        "lora-peft-score");
+  ASSERT_EQ(sc.status, 0) << sc.err;
+  std::istringstream out(sc.out);
+  std::string line;
+  double worst = 0;
+  for (size_t i = 0; std::getline(out, line); ++i) {
+    ASSERT_LT(i, seqs.size());
+    std::vector<double> ours = nlohmann::json::parse(line)["logprobs"];
+    std::vector<double> theirs = peft[i];
+    ASSERT_EQ(ours.size(), theirs.size());
+    for (size_t t = 0; t < ours.size(); ++t) worst = std::max(worst, std::abs(ours[t] - theirs[t]));
+  }
+  EXPECT_LT(worst, 1e-4);
+  std::cout << "export: max |milesrt (merged) - peft (base + adapter)| = " << worst << "\n";
+  // A run that starts from the adapter: the trainer and the engine both load it.
+  fs::path again = scratch("lora-peft-again");
+  const std::string from = " --set trainer.lora.adapter=" + adapter.string() +
+                           " --set rollout.lora.adapter=" + adapter.string();
+  r = run_milesrt(
+      "run graphs/grpo_lora.capnp --set run.steps=1 --set run.batchSize=4" + paths(again) + from,
+      "lora-peft-again-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(again);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0]["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
+  // Only the engine starting from it would make the two disagree: refused settings say so first.
+  auto bad = run_milesrt("validate graphs/grpo_lora.capnp --set trainer.lora.rank=4" + from,
+                         "lora-peft-validate");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("trainer.lora.rank: 4, but the adapter " + adapter.string() + " has 8"),
+            std::string::npos)
+      << bad.err;
+}
+
 }  // namespace

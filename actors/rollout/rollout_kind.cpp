@@ -329,12 +329,10 @@ void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& prob
                        std::to_string(p.getBlockSize()) + " tokens: " + line);
   }
 }
-/// LoRA: the trainer's initial adapters (the same seed: the engine's first version is the
-/// trainer's), applied at run time or (lora.merge) merged into a copy of the base.
-void attach_lora(llm::decoder& model, schema::Lora::Reader lora) {
-  const auto lc = llm::to_lora_config(lora);
-  model.set_adapters(
-      llm::make_adapters(model.config(), lc, model.dtype(), model.device(), lora.getSeed()), lc);
+/// LoRA: the trainer's initial adapters (the same seed or peft folder: the engine's first version
+/// is the trainer's), applied at run time or (lora.merge) merged into a copy of the base.
+void attach_lora(llm::decoder& model, schema::Lora::Reader lora, const std::string& model_dir) {
+  llm::attach_initial_adapters(model, lora, model_dir);
   if (lora.getMerge()) model.serve_merged(model.params().copy(model.dtype(), model.device()));
 }
 }  // namespace
@@ -409,7 +407,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
                                          llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
-    if (p.hasLora()) attach_lora(*model, p.getLora());
+    if (p.hasLora()) attach_lora(*model, p.getLora(), std::string(p.getModel()));
     engine_config cfg;
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();

@@ -11,6 +11,7 @@
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/peft_io.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
@@ -59,7 +60,10 @@ struct trainer_state {
 void export_model(const trainer_state& st, const fs::path& dir) {
   const auto& model = st.core->model();
   if (const auto* lora = model.lora()) {
-    // TODO(lora): beside it, the adapters in peft's format (llm::save_peft_adapter).
+    // The adapters alone in peft's format, in a folder of their own: a model folder holding an
+    // adapter_config.json would be read by transformers as base + adapter (applied twice).
+    llm::save_peft_adapter(dir / "adapter", model.config(), *lora, *model.adapters(),
+                           fs::absolute(st.source_dir).string());
     auto merged = llm::merge_adapters(model.params(), model.config(), *lora, *model.adapters());
     model.save(dir, 5ull << 30, merged.get());
   } else {
@@ -363,10 +367,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     trainer_options o;
     if (p.hasLora()) {
       // The base stays frozen; only these adapters train, are checkpointed and published.
-      const auto lc = llm::to_lora_config(p.getLora());
-      model->set_adapters(llm::make_adapters(model->config(), lc, model->dtype(), model->device(),
-                                             p.getLora().getSeed()),
-                          lc);
+      llm::attach_initial_adapters(*model, p.getLora(), std::string(p.getModel()));
       o.base_model = p.getModel();
     }
     o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";

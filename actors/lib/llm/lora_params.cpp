@@ -2,6 +2,9 @@
 
 #include <filesystem>
 
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/peft_io.hpp"
+
 namespace milesrt::llm {
 
 lora_config to_lora_config(schema::Lora::Reader r) {
@@ -29,7 +32,45 @@ std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
   }
   std::vector<std::string> out;
   for (auto& p : lora_config_problems(c, m ? &*m : nullptr)) out.push_back("lora." + p);
+  if (r.hasAdapter() && r.getAdapter().size() > 0) {
+    const std::string dir = r.getAdapter();
+    try {
+      const auto theirs = read_peft_config(dir);
+      auto differs = [&](const char* field, const std::string& ours, const std::string& peft) {
+        if (ours != peft) {
+          out.push_back(std::string("lora.") + field + ": " + ours + ", but the adapter " + dir +
+                        " has " + peft);
+        }
+      };
+      auto list = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+        return "[" + s + "]";
+      };
+      differs("rank", std::to_string(c.rank), std::to_string(theirs.rank));
+      differs("alpha", std::to_string(c.alpha), std::to_string(theirs.alpha));
+      differs("useRslora", c.use_rslora ? "true" : "false", theirs.use_rslora ? "true" : "false");
+      differs("targetModules", list(c.target_modules), list(theirs.target_modules));
+      // The tensors against the base: read them (small) when the base's config is readable.
+      if (m && out.empty()) load_peft_adapter(dir, *m, model_dir, at::kFloat, at::kCPU);
+    } catch (const std::exception& e) {
+      out.push_back(std::string("lora.adapter: ") + e.what());
+    }
+  }
   return out;
+}
+
+void attach_initial_adapters(decoder& model, schema::Lora::Reader r, const std::string& model_dir) {
+  auto c = to_lora_config(r);
+  if (r.hasAdapter() && r.getAdapter().size() > 0) {
+    auto a = load_peft_adapter(std::string(r.getAdapter()), model.config(), model_dir,
+                               model.dtype(), model.device());
+    a.config.dropout = c.dropout;  // a training setting: the graph's
+    model.set_adapters(a.weights, a.config);
+    return;
+  }
+  model.set_adapters(make_adapters(model.config(), c, model.dtype(), model.device(), r.getSeed()),
+                     c);
 }
 
 }  // namespace milesrt::llm

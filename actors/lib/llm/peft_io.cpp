@@ -161,8 +161,8 @@ lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
           c.target_modules.end())
         ordered.push_back(known);
     }
-    if (ordered.size() == std::set<std::string>(c.target_modules.begin(),
-                                                c.target_modules.end()).size())
+    if (ordered.size() ==
+        std::set<std::string>(c.target_modules.begin(), c.target_modules.end()).size())
       c.target_modules = ordered;
   } else {
     refuse("target_modules", "must list module names");
@@ -237,14 +237,20 @@ peft_adapter load_peft_adapter(const fs::path& dir, const model_config& m, const
     if (t.shape != shape) {
       throw safetensors_error(weights.string() + ": tensor '" + name + "' has shape " +
                               dims(t.shape) + ", the base " + base_dir.string() + " needs " +
-                              dims(shape) + " (an adapter made for another base: " +
-                              a.base_model + ")");
+                              dims(shape) + " (an adapter made for another base: " + a.base_model +
+                              ")");
     }
     at::ScalarType type = at::kFloat;
     switch (t.type) {
-      case dtype::f32: type = at::kFloat; break;
-      case dtype::f16: type = at::kHalf; break;
-      case dtype::bf16: type = at::kBFloat16; break;
+      case dtype::f32:
+        type = at::kFloat;
+        break;
+      case dtype::f16:
+        type = at::kHalf;
+        break;
+      case dtype::bf16:
+        type = at::kBFloat16;
+        break;
     }
     auto src = at::from_blob(const_cast<uint8_t*>(t.data), shape, at::TensorOptions().dtype(type));
     const_cast<at::Tensor&>(a.weights->get(name)).copy_(src);

@@ -4,30 +4,36 @@
 #include "actors/lib/llm/peft_io.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/model.hpp"
-#include "test/support.hpp"
 
 namespace milesrt::llm {
 namespace {
-using milesrt::testing::scratch;
-using milesrt::testing::slurp;
-using milesrt::testing::source_dir;
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 class PeftIo : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = scratch("peft-io");
+    dir_ =
+        std::filesystem::temp_directory_path() / ("milesrt-peft-io-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
     ASSERT_EQ(oracle("make '" + dir_.string() + "'", dir_ / "make.log"), 0)
         << slurp(dir_ / "make.log");
     ref_ = nlohmann::json::parse(slurp(dir_ / "reference.json"));
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static int oracle(const std::string& args, const std::filesystem::path& out) {
-    const std::string cmd = std::string("'") + MILESRT_PYTHON + "' '" + source_dir() +
+    const std::string cmd = std::string("'") + MILESRT_PYTHON + "' '" + MILESRT_SOURCE_DIR +
                             "/test/oracle/peft_oracle.py' " + args + " > '" + out.string() +
                             "' 2> '" + out.string() + ".err'";
     return std::system(cmd.c_str());
@@ -136,11 +142,13 @@ TEST_F(PeftIo, WhatMilesrtCannotApplyIsRefusedNamingTheField) {
   EXPECT_EQ(with("peft_type", "PREFIX_TUNING"),
             cfg + ": field 'peft_type': '\"PREFIX_TUNING\"' is not LORA");
   EXPECT_EQ(with("target_modules", {"q_proj", "lm_head"}),
-            cfg + ": field 'target_modules': unknown module 'lm_head' (known: q_proj, k_proj, "
-                  "v_proj, o_proj, gate_proj, up_proj, down_proj)");
+            cfg +
+                ": field 'target_modules': unknown module 'lm_head' (known: q_proj, k_proj, "
+                "v_proj, o_proj, gate_proj, up_proj, down_proj)");
   EXPECT_EQ(with("target_modules", ".*attn.*"),
-            cfg + ": field 'target_modules': the pattern '.*attn.*' is not supported: list the "
-                  "module names");
+            cfg +
+                ": field 'target_modules': the pattern '.*attn.*' is not supported: list the "
+                "module names");
   EXPECT_EQ(with("r", 0), cfg + ": field 'r': must be between 1 and 4096 (it is 0)");
   EXPECT_EQ(with("lora_bias", true),
             cfg + ": field 'lora_bias': this LoRA variant is not supported");
@@ -183,11 +191,12 @@ TEST_F(PeftIo, WhatMilesrtCannotApplyIsRefusedNamingTheField) {
       load_peft_adapter(dir_ / "bad", wide, dir_ / "wide", at::kFloat, at::kCPU);
       ADD_FAILURE() << "an adapter of another base loaded";
     } catch (const std::exception& e) {
-      EXPECT_NE(std::string(e.what()).find("mlp.gate_proj.lora_B.weight' has shape [80, 4], the base " +
-                                           (dir_ / "wide").string() +
-                                           " needs [96, 4] (an adapter made for another base: "
-                                           "Qwen/Qwen3-0.6B)"),
-                std::string::npos)
+      EXPECT_NE(
+          std::string(e.what()).find("mlp.gate_proj.lora_B.weight' has shape [80, 4], the base " +
+                                     (dir_ / "wide").string() +
+                                     " needs [96, 4] (an adapter made for another base: "
+                                     "Qwen/Qwen3-0.6B)"),
+          std::string::npos)
           << e.what();
     }
   }
