@@ -6,6 +6,7 @@ $Cxx.namespace("milesrt::schema");
 
 using import "/milesrt/device.capnp".Device;
 using import "/milesrt/device.capnp".Dtype;
+using import "/milesrt/lora.capnp".Lora;
 
 struct RolloutParams {
   model @0 :Text;
@@ -46,6 +47,9 @@ struct RolloutParams {
   # rollout phase is over) its KV pool and decode graphs go back to the allocator, where the
   # trainer's step finds them; the next prompt takes the pool again and captures the graphs again
   # (rollout_kv_retake_seconds). Cached prefixes go with the pool (new weights flush them anyway).
+  lora @18 :Lora;
+  # LoRA (docs/lora.md): the same settings as the trainer's; the engine applies the adapters the
+  # publisher sends (only they travel).
 
   enum PauseMode {
     abort @0;

@@ -6,6 +6,7 @@ $Cxx.namespace("milesrt::schema");
 
 using import "/milesrt/device.capnp".Device;
 using import "/milesrt/device.capnp".Dtype;
+using import "/milesrt/lora.capnp".Lora;
 
 struct TrainerParams {
   model @0 :Text;
@@ -76,6 +77,9 @@ struct TrainerParams {
   checkpointLayers @48 :UInt32 = 0;
   # With activationCheckpointing: how many layers, from the first, are computed again in the
   # backward (selective checkpointing: the later layers keep their activations); 0 = all.
+  lora @49 :Lora;
+  # LoRA (docs/lora.md): set, only the adapters train, are checkpointed and published; the base
+  # model stays frozen and is the reference (KL) model with the adapters off.
 
   # Held-out evaluation (greedy decoding, answers checked like the math reward).
   evalData @40 :Text;

@@ -8,6 +8,7 @@
 
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "milesrt/reference.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -117,8 +118,10 @@ void register_reference_kind(kind_registry& registry) {
     auto init = std::make_shared<reference_state>();
     init->name = s.name;
     init->temperature = p.getTemperature();
-    init->model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                     llm::to_device(p.getDevice()));
+    // Frozen: the parameters a LoRA trainer or engine of this process loaded from the same
+    // folder (its base is this model with the adapters off), else its own.
+    init->model = s.store->get_or_make<llm::shared_bases>()->load(
+        std::string(p.getModel()), llm::to_dtype(p.getDtype()), llm::to_device(p.getDevice()));
     // Forward passes block: a thread of its own.
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(reference_fn, init));
   };

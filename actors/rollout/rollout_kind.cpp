@@ -9,9 +9,11 @@
 #include <set>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/weights/apply.hpp"
@@ -201,6 +203,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
             try {
               auto t0 = std::chrono::steady_clock::now();
               s.receiver.apply(*s.model, u, *s.versions);
+              s.model->refresh_merged();  // lora.merge: the new adapters into the base's copy
               reply.metrics["publish_apply_seconds"] =
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             } catch (const std::exception& ex) {
@@ -326,6 +329,12 @@ void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& prob
                        std::to_string(p.getBlockSize()) + " tokens: " + line);
   }
 }
+/// LoRA: the trainer's initial adapters (the same seed or peft folder: the engine's first version
+/// is the trainer's), applied at run time or (lora.merge) merged into a copy of the base.
+void attach_lora(llm::decoder& model, schema::Lora::Reader lora, const std::string& model_dir) {
+  llm::attach_initial_adapters(model, lora, model_dir);
+  if (lora.getMerge()) model.serve_merged(model.params().copy(model.dtype(), model.device()));
+}
 }  // namespace
 
 void register_rollout_kind(runtime::kind_registry& registry) {
@@ -365,6 +374,10 @@ void register_rollout_kind(runtime::kind_registry& registry) {
       problems.push_back("temperature: must be from 1e-05 to 100000");
     }
     check_model(p, problems);
+    if (p.hasLora()) {
+      for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
+        problems.push_back(problem);
+    }
     if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
     if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
         p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
@@ -384,10 +397,17 @@ void register_rollout_kind(runtime::kind_registry& registry) {
       throw std::invalid_argument("params.rollout.model: a model folder is required");
     runtime::progress_meter loading(
         s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
-    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                    llm::to_device(p.getDevice()));
+    // LoRA applied at run time leaves the base untouched: the process's one copy of it.
+    const bool frozen_base = p.hasLora() && !p.getLora().getMerge();
+    auto model =
+        frozen_base ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
+                                                                      llm::to_dtype(p.getDtype()),
+                                                                      llm::to_device(p.getDevice()))
+                    : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                         llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
+    if (p.hasLora()) attach_lora(*model, p.getLora(), std::string(p.getModel()));
     engine_config cfg;
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();

@@ -79,7 +79,7 @@ std::vector<at::Tensor> replay_experts(const std::vector<train_sequence>& batch,
 llm::token_scores score_sequences(const llm::decoder& model,
                                   const std::vector<train_sequence>& batch,
                                   const std::vector<size_t>& idx, const trainer_options& o,
-                                  const loss_head& head) {
+                                  const loss_head& head, adapter_pass adapters) {
   const auto& cfg = model.config();
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < cfg.num_layers; ++l) moe_layers += cfg.is_moe_layer(l) ? 1 : 0;
@@ -87,6 +87,9 @@ llm::token_scores score_sequences(const llm::decoder& model,
   const auto packed = pack(batch, idx);
   std::vector<at::Tensor> replay_t;
   llm::forward_options fo;
+  fo.adapters_off = adapters.off;
+  fo.lora_dropout = adapters.dropout;
+  fo.lora_dropout_seed = adapters.dropout_seed;
   if (replay) {
     replay_t = replay_experts(batch, idx, moe_layers, cfg.num_experts_per_tok, packed.total_rows);
     fo.replay_experts = &replay_t;

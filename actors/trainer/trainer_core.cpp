@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -19,10 +21,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// With samples of several weight versions (async schedules): the largest train/rollout log-prob
+/// difference over the sequences sampled entirely under the batch's newest version (the weights
+/// the trainer holds, when it is theirs) and over the others, older or mixed.
+void add_version_split(std::map<std::string, double>& m, const at::Tensor& diff,
+                       const batch_layout& layout, const std::vector<train_sequence>& batch) {
+  uint64_t newest = 0;
+  for (const auto& s : batch)
+    for (auto v : s.versions) newest = std::max(newest, v);
+  double fresh = -1, older = -1;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& v = batch[i].versions;
+    const int64_t from = layout.offsets[i], n = layout.offsets[i + 1] - from;
+    if (v.empty() || n == 0) continue;
+    const bool all_newest =
+        std::all_of(v.begin(), v.end(), [&](uint64_t x) { return x == newest; });
+    double& slot = all_newest ? fresh : older;
+    slot = std::max(slot, diff.narrow(0, from, n).max().item<double>());
+  }
+  if (fresh >= 0 && older >= 0) {
+    m["train_rollout_logprob_abs_diff_max_newest"] = fresh;
+    m["train_rollout_logprob_abs_diff_max_older"] = older;
+  }
+}
+
 /// The loss metrics of the step: RL terms as token-weighted means over micro-batches, losses
 /// averaged over the updates, and how far the first forward's log-probs are from the rollout's.
 void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
-                      const batch_layout& layout, bool sft, uint32_t updates) {
+                      const batch_layout& layout, const std::vector<train_sequence>& batch,
+                      bool sft, uint32_t updates) {
   if (sft) {
     m["sft_loss"] = t.sums["sft_loss"] / updates;
     return;
@@ -36,6 +63,7 @@ void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
     auto diff = (current - layout.rollout_logprobs).abs();
     m["train_rollout_logprob_abs_diff"] = diff.mean().item<double>();
     m["train_rollout_logprob_abs_diff_max"] = diff.max().item<double>();
+    add_version_split(m, diff, layout, batch);
   }
 }
 
@@ -137,8 +165,10 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
       options_(std::move(options)),
       estimator_(losses.estimators.make(options_.estimator)),
       loss_(losses.policy_losses.make(options_.policy_loss)) {
-  auto& params = model_->mutable_params();
+  // With LoRA the adapters train and the base stays frozen (no gradient buffer for it).
+  auto& params = model_->mutable_published();
   params.enable_grad();
+  if (model_->lora() != nullptr) base_hash_ = lora_base_hash(model_->params());
   // fp32 models train their own buffer; bf16 ones keep fp32 master weights beside it.
   master_ = fp32_master(params.buffer());
   adam_ = std::make_unique<adamw>(options_.optimizer, master_);
@@ -152,8 +182,9 @@ std::map<std::string, double> policy_trainer::train(
   const auto t0 = std::chrono::steady_clock::now();
   llm::reset_peak_memory(model_->device());  // the training phase starts
   const bool sft = options_.objective == "sft";
-  const auto layout = lay_out(batch, sft, options_.micro_batch_tokens);
+  auto layout = lay_out(batch, sft, options_.micro_batch_tokens);
   std::map<std::string, double> m;
+  if (!sft) layout.ref_logprobs = base_logprobs(batch, layout);
   const auto adv = sft ? at::Tensor() : advantages(batch, layout, m);
   if (lists != nullptr) {
     auto& lengths = (*lists)["response_length"];
@@ -164,15 +195,24 @@ std::map<std::string, double> policy_trainer::train(
     }
   }
   // Views made while gradients are on, whatever touched the parameters since the last step.
-  model_->mutable_params().rebuild_views();
+  model_->mutable_published().rebuild_views();
   const auto old = old_logprobs(batch, layout);
   auto totals = update(batch, layout, adv, old);
   const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
-  add_loss_metrics(m, totals, layout, sft, updates);
+  add_loss_metrics(m, totals, layout, batch, sft, updates);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
   if (model_->device().is_cuda())
     m["train_gpu_memory_peak_gib"] = llm::peak_memory_gib(model_->device());
+  // What training holds besides the model (LoRA: of the adapters alone): the trained parameters,
+  // and AdamW's two moments plus the fp32 master weights, 12 bytes a parameter.
+  const auto trained = static_cast<double>(master_.numel());
+  m["trainer_trained_params"] = trained;
+  m["trainer_optimizer_master_bytes"] =
+      static_cast<double>(adam_->exp_avg().nbytes() + adam_->exp_avg_sq().nbytes()) + trained * 4;
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) == 0)  // the process's peak resident memory (Linux: KiB)
+    m["process_peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
   add_expert_load_metrics(m, lists, batch, model_->config());
   return m;
 }
@@ -225,11 +265,18 @@ at::Tensor policy_trainer::old_logprobs(const std::vector<train_sequence>& batch
 
 void policy_trainer::save(const fs::path& dir) const {
   fs::create_directories(dir);
+  if (model_->lora() != nullptr) return save_lora(dir);
   model_->save(dir / "model");
   save_optimizer_state(dir, *adam_, master_, model_->dtype() != at::kFloat);
 }
 
 void policy_trainer::load(const fs::path& dir) {
+  if (model_->lora() != nullptr) return load_lora(dir);
+  if (fs::exists(dir / "lora.json")) {
+    throw std::runtime_error((dir / "lora.json").string() +
+                             ": a LoRA checkpoint (adapters only) cannot resume a trainer without "
+                             "lora settings");
+  }
   auto saved = llm::decoder::load(dir / "model", at::kFloat, at::Device(at::kCPU));
   const auto& names = model_->params().names();
   if (saved->params().names() != names || saved->params().shapes() != model_->params().shapes()) {

@@ -35,6 +35,9 @@ struct trainer_options {
   /// With it: how many layers, from the first, are computed again (the rest keep their
   /// activations); 0 = every layer.
   int64_t checkpoint_layers = 0;
+  /// LoRA (the model carries adapters, decoder::set_adapters): the base model's folder, which
+  /// checkpoints record beside the base's content hash.
+  std::string base_model;
 };
 
 /// One sequence of a batch: the prompt, the trained tokens (a sampled output, or an SFT target),
@@ -42,6 +45,7 @@ struct trainer_options {
 struct train_sequence {
   std::vector<int64_t> prompt, output;
   std::vector<float> rollout_logprobs;  ///< per output token (RL)
+  std::vector<uint64_t> versions;       ///< per output token, the version it was sampled under
   std::vector<float> ref_logprobs;      ///< per output token, when a reference model ran
   std::vector<float> values;            ///< per output token, when a critic ran (GAE)
   std::vector<int64_t> experts;         ///< MoE: the rollout's routing (see sample_msg)
@@ -56,6 +60,10 @@ struct update_totals;
 /// sum(T_i^2) (N all parameters, T tokens, L layers, d_attn = heads x head_dim, T_i each sequence's
 /// length), against 989 TFLOP/s (H100/H200 dense bf16).
 double train_step_flops(const std::vector<train_sequence>& batch, const llm::decoder& model);
+
+/// The content hash of a LoRA run's base model (an xxh3 over its tensors' hashes, 16 hex
+/// digits): a checkpoint of adapters records it, and resumes only against the same base.
+std::string lora_base_hash(const llm::flat_params& base);
 
 class policy_trainer {
  public:
@@ -84,9 +92,13 @@ class policy_trainer {
 
   /// Writes the model (HF folder: config.json + safetensors) to dir/model, the optimizer state to
   /// dir/optimizer.bin and, for bf16 models, the fp32 master weights to dir/master.bin; load()
-  /// reads them back (bitwise).
+  /// reads them back (bitwise). With LoRA only the adapters are saved (their fp32 master weights
+  /// in dir/master.bin) and dir/lora.json records the settings and the base by folder and content
+  /// hash: load() refuses a checkpoint of another base or other settings, naming both.
   void save(const std::filesystem::path& dir) const;
   void load(const std::filesystem::path& dir);
+  /// LoRA: the base's content hash (xxh3 over its tensors' hashes, hex); empty without LoRA.
+  const std::string& base_hash() const { return base_hash_; }
 
  private:
   /// Token advantages of an RL batch (reward_mean, advantage_abs_mean into `metrics`).
@@ -115,8 +127,16 @@ class policy_trainer {
   trainer_options options_;
   std::unique_ptr<rl::advantage_estimator> estimator_;
   std::unique_ptr<rl::policy_loss> loss_;
+  /// LoRA: the reference log-probs of a batch whose samples carry none: the base's (the
+  /// adapters off), per micro-batch, no second copy of the base.
+  at::Tensor base_logprobs(const std::vector<train_sequence>& batch,
+                           const batch_layout& layout) const;
+  void save_lora(const std::filesystem::path& dir) const;
+  void load_lora(const std::filesystem::path& dir);
+
   at::Tensor master_;  ///< fp32 master weights (the buffer itself when the model is fp32)
   std::unique_ptr<rl::adamw> adam_;
+  std::string base_hash_;
 };
 
 }  // namespace milesrt::trainer

@@ -8,8 +8,11 @@
 
 #include "actors/lib/eval/evaluation.hpp"
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/peft_io.hpp"
+#include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/local_versions.hpp"
@@ -52,9 +55,20 @@ struct trainer_state {
 };
 
 /// Writes the model as a complete Hugging Face folder: weights and config, and the tokenizer
-/// files of the folder training started from.
+/// files of the folder training started from. With LoRA the weights are the base with the
+/// adapters merged in (a model any reader loads).
 void export_model(const trainer_state& st, const fs::path& dir) {
-  st.core->model().save(dir);
+  const auto& model = st.core->model();
+  if (const auto* lora = model.lora()) {
+    // The adapters alone in peft's format, in a folder of their own: a model folder holding an
+    // adapter_config.json would be read by transformers as base + adapter (applied twice).
+    llm::save_peft_adapter(dir / "adapter", model.config(), *lora, *model.adapters(),
+                           fs::absolute(st.source_dir).string());
+    auto merged = llm::merge_adapters(model.params(), model.config(), *lora, *model.adapters());
+    model.save(dir, 5ull << 30, merged.get());
+  } else {
+    model.save(dir);
+  }
   for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                         "generation_config.json", "chat_template.jinja"}) {
     if (fs::exists(st.source_dir / f)) {
@@ -104,6 +118,7 @@ std::vector<train_sequence> to_sequences(const trainer_state& st,
         t.prompt = s.prompt;
         t.output = s.output;
         t.rollout_logprobs = s.logprobs;
+        t.versions = s.versions;
         t.ref_logprobs = s.ref_logprobs;
         t.values = s.values;
         t.experts = s.experts;
@@ -309,6 +324,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
+  if (p.hasLora()) {
+    for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel())) bad(problem);
+    if (p.getLora().getMerge()) bad("lora.merge: applies to the rollout kind only");
+  }
   return problems;
 }
 
@@ -335,11 +354,22 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       throw std::invalid_argument("params.trainer." + problem);
     runtime::progress_meter loading(
         s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
-    auto model = llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                    llm::to_device(p.getDevice()));
+    // With LoRA the base is frozen: one copy for this trainer, a LoRA engine and a reference
+    // model of the same folder in this process.
+    auto model =
+        p.hasLora() ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
+                                                                      llm::to_dtype(p.getDtype()),
+                                                                      llm::to_device(p.getDevice()))
+                    : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                         llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
     trainer_options o;
+    if (p.hasLora()) {
+      // The base stays frozen; only these adapters train, are checkpointed and published.
+      llm::attach_initial_adapters(*model, p.getLora(), std::string(p.getModel()));
+      o.base_model = p.getModel();
+    }
     o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
     o.estimator = p.getEstimator();
     if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
@@ -407,7 +437,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     }
     init->core = std::make_unique<policy_trainer>(std::move(model), o, *losses);
     // A colocated publisher (and engine) in this process reads the weights from here.
-    init->versions->add_trainer(s.name, init->core->model().shared_params());
+    // With LoRA that is the adapters alone.
+    init->versions->add_trainer(s.name, init->core->model().shared_published());
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(trainer_fn, init));
   };
   registry.add(k);

@@ -45,12 +45,16 @@ bool policy_trainer::backward_micro_batch(const std::vector<train_sequence>& bat
     finite = false;
     return at::Tensor();
   };
+  // LoRA dropout: masks from the optimizer step and the micro-batch (the same after a resume).
+  adapter_pass ap;
+  ap.dropout = model_->lora() != nullptr && model_->lora()->dropout > 0;
+  ap.dropout_seed = (adam_->steps() + 1) * 0x100000001B3ull + mb.front();
   if (options_.activation_checkpointing) {
-    auto sc = score_sequences(*model_, batch, mb, options_,
-                              loss_of);  // the forward runs the backward too
+    auto sc = score_sequences(*model_, batch, mb, options_, loss_of,
+                              ap);  // the forward runs the backward too
     if (first) totals.first_logprobs.push_back(sc.logprobs);
   } else {
-    auto sc = score_sequences(*model_, batch, mb, options_);
+    auto sc = score_sequences(*model_, batch, mb, options_, nullptr, ap);
     if (first) totals.first_logprobs.push_back(sc.logprobs.detach());
     auto loss = loss_of(sc);
     if (loss.defined() && loss.requires_grad()) loss.backward();
@@ -89,7 +93,7 @@ at::Tensor policy_trainer::micro_batch_loss(
 }
 
 void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
-  auto& params = model_->mutable_params();
+  auto& params = model_->mutable_published();
   auto grad = params.grad();
   if (!finite) {
     totals.skipped++;

@@ -6,7 +6,8 @@
 #   3. graphs/grpo_sync.capnp and graphs/grpo_async.capnp train it with GRPO from there, rewarded
 #      by the true sums; each prints its held-out accuracy, and the gain over the SFT plateau.
 # Plots (plot.svg) and metrics (metrics.jsonl, summary.json) are in runs/arith/<stage>/.
-# Usage: examples/arith/run.sh [sync|async|both]   (default both)
+# Usage: examples/arith/run.sh [sync|async|both|lora]   (default both; lora: graphs/grpo_lora.capnp,
+# GRPO training LoRA adapters of the SFT model, docs/lora.md)
 # On a GPU (.ci/gpu-learn): MILESRT_ARITH_DEVICE=cuda puts the trainer and the engine on CUDA in
 # bf16, MILESRT_ARITH_MODEL gives milesrt_arith_make a larger shape (e.g. "--hidden 256 --layers 4"),
 # MILESRT_BUILD names the build folder (default build); MILESRT_ARITH_SFT_ARGS and
@@ -57,8 +58,15 @@ run_grpo() {
   echo "$(basename "$graph" .capnp): held-out accuracy $(pct "$sft") after SFT -> $(pct "$acc") after GRPO ($(points "$sft" "$acc") points)"
   echo "$(basename "$graph" .capnp) $sft $acc" >> runs/arith/results.txt
 }
-[ "$mode" = async ] || run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
-[ "$mode" = sync ] || run_grpo graphs/grpo_async.capnp runs/arith/grpo_async
+case $mode in
+  sync) run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync ;;
+  async) run_grpo graphs/grpo_async.capnp runs/arith/grpo_async ;;
+  lora) run_grpo graphs/grpo_lora.capnp runs/arith/grpo_lora ;;
+  *)
+    run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
+    run_grpo graphs/grpo_async.capnp runs/arith/grpo_async
+    ;;
+esac
 
 elapsed=$(( $(date +%s) - start ))
 echo "== arithmetic example done in $elapsed s; plots: runs/arith/*/plot.svg"

@@ -54,6 +54,18 @@ std::string set_list(capnp::DynamicStruct::Builder target, capnp::StructSchema::
 /// Sets a scalar, text or enum field of `target` from its text form; an error message or "".
 std::string set_field(capnp::DynamicStruct::Builder target, const std::string& name,
                       const std::string& text) {
+  // A field of a struct field: `section.field` (the struct is set up when the graph has none).
+  if (auto dot = name.find('.'); dot != std::string::npos) {
+    const std::string head = name.substr(0, dot);
+    KJ_IF_MAYBE (field, target.getSchema().findFieldByName(head)) {
+      if (field->getType().which() != capnp::schema::Type::STRUCT)
+        return "field '" + head + "' is not a struct ('" + name + "')";
+      auto inner = target.has(*field) ? target.get(*field).as<capnp::DynamicStruct>()
+                                      : target.init(*field).as<capnp::DynamicStruct>();
+      return set_field(inner, name.substr(dot + 1), text);
+    }
+    return "no field '" + head + "' (fields: " + field_names(target.getSchema()) + ")";
+  }
   KJ_IF_MAYBE (field, target.getSchema().findFieldByName(name)) {
     auto type = field->getType();
     runtime::param_value v;

@@ -157,6 +157,30 @@ std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype
       new decoder(std::move(config), text.str(), std::move(params), dtype, device));
 }
 
+std::unique_ptr<decoder> decoder::with_params(const fs::path& dir,
+                                              std::shared_ptr<flat_params> params) {
+  auto config = load_config(dir);
+  std::ifstream in(dir / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (auto& [name, shape] : parameter_specs(config)) {
+    names.push_back(name);
+    shapes.push_back(shape);
+  }
+  if (!params || params->names() != names || params->shapes() != shapes)
+    throw std::invalid_argument((dir / "config.json").string() +
+                                ": the shared parameters are not this config's");
+  const auto dtype = params->buffer().scalar_type();
+  const auto device = params->buffer().device();
+  auto d =
+      std::unique_ptr<decoder>(new decoder(std::move(config), text.str(), nullptr, dtype, device));
+  d->params_ = std::move(params);
+  d->device_ = device;
+  return d;
+}
+
 std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::ScalarType dtype,
                                          at::Device device, uint64_t seed) {
   auto config = parse_config(config_json, "config");
@@ -172,16 +196,20 @@ std::unique_ptr<decoder> decoder::random(const std::string& config_json, at::Sca
       new decoder(std::move(config), config_json, std::move(params), dtype, device));
 }
 
-void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
+void decoder::save(const fs::path& dir, uint64_t max_shard_bytes,
+                   const flat_params* weights) const {
+  const flat_params& P = weights != nullptr ? *weights : *params_;
+  TORCH_CHECK(P.names() == params_->names() && P.shapes() == params_->shapes(),
+              "save: the weights do not have this model's names and shapes");
   fs::create_directories(dir);
   write_text_file(dir / "config.json", config_json_);
-  auto cpu = params_->buffer().detach().to(at::kCPU).contiguous();
+  auto cpu = P.buffer().detach().to(at::kCPU).contiguous();
   // Views into the CPU copy, in the same order and layout as the flat buffer.
   std::vector<tensor_bytes> tensors;
   int64_t offset = 0;
   const size_t elem = cpu.element_size();
-  for (const auto& name : params_->names()) {
-    const auto& v = params_->get(name);
+  for (const auto& name : P.names()) {
+    const auto& v = P.get(name);
     tensor_bytes t;
     t.name = name;
     t.type = from_scalar(v.scalar_type());
@@ -197,7 +225,8 @@ void decoder::save(const fs::path& dir, uint64_t max_shard_bytes) const {
 void decoder::set_params(std::shared_ptr<flat_params> p) {
   TORCH_CHECK(p != nullptr, "set_params: no parameters");
   TORCH_CHECK(p->names() == params_->names() && p->shapes() == params_->shapes(),
-              "set_params: the parameters do not have this model's names and shapes");
+              "set_params: the parameters do not have this model's names and shapes (LoRA "
+              "adapters for a model without LoRA settings?)");
   TORCH_CHECK(p->buffer().scalar_type() == dtype_ && p->buffer().device() == device_,
               "set_params: the parameters have another dtype or device");
   params_ = std::move(p);
@@ -360,6 +389,11 @@ struct forward_pass {
     return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps)
                          : row_ops::rms_norm(x, w, c.rms_norm_eps);
   }
+  /// y, the projection `module` of x, plus its LoRA term when the module is adapted.
+  at::Tensor adapted(at::Tensor y, int64_t layer, const char* module, const at::Tensor& x) const {
+    auto d = lora_delta(lora, layer, module, x);
+    return d.defined() ? y + d : y;
+  }
 
   const model_config& c;
   const flat_params& P;
@@ -375,6 +409,7 @@ struct forward_pass {
   std::pair<at::Tensor, at::Tensor> rope;
   varlen_batch varlen;
   bool train_kernels = false;
+  lora_view lora;  ///< the adapters this forward applies (none: the base)
   forward_result result;
 
  private:
@@ -395,7 +430,7 @@ struct forward_pass {
   at::Tensor segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                const at::Tensor& v) const;
   /// The dense MLP of x (the post-attention norm's output).
-  at::Tensor dense_ffn(const std::string& p, const at::Tensor& x) const;
+  at::Tensor dense_ffn(int64_t layer, const std::string& p, const at::Tensor& x) const;
   /// The mixture of experts of x (the post-attention norm's output).
   at::Tensor moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x, bool record);
   routing route(int64_t layer, const std::string& p, const at::Tensor& x) const;
@@ -457,7 +492,7 @@ at::Tensor forward_pass::run_layer(int64_t layer, at::Tensor h, bool record) {
   h = attention(layer, p, h);
   // MLP or mixture of experts.
   auto x = norm(h, P.get(p + "post_attention_layernorm.weight"));
-  return h + (c.is_moe_layer(layer) ? moe_ffn(layer, p, x, record) : dense_ffn(p, x));
+  return h + (c.is_moe_layer(layer) ? moe_ffn(layer, p, x, record) : dense_ffn(layer, p, x));
 }
 
 at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at::Tensor& h) const {
@@ -473,9 +508,9 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at
     k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"));
     v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"));
   }
-  q = q.view({Tp, c.num_heads, c.head_dim});
-  k = k.view({Tp, c.num_kv_heads, c.head_dim});
-  v = v.view({Tp, c.num_kv_heads, c.head_dim});
+  q = adapted(q, layer, "self_attn.q_proj", x).view({Tp, c.num_heads, c.head_dim});
+  k = adapted(k, layer, "self_attn.k_proj", x).view({Tp, c.num_kv_heads, c.head_dim});
+  v = adapted(v, layer, "self_attn.v_proj", x).view({Tp, c.num_kv_heads, c.head_dim});
   if (c.qk_norm) {
     q = norm(q, P.get(p + "self_attn.q_norm.weight"));
     k = norm(k, P.get(p + "self_attn.k_norm.weight"));
@@ -487,7 +522,8 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at
       paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
                   .reshape({T, c.num_heads * c.head_dim})
             : segment_attention(layer, q, k, v);
-  return h + linear_rows(attn, P.get(p + "self_attn.o_proj.weight"));
+  return h + adapted(linear_rows(attn, P.get(p + "self_attn.o_proj.weight")), layer,
+                     "self_attn.o_proj", attn);
 }
 
 // Attention one segment at a time (the CPU path, which keeps each position's calls
@@ -519,11 +555,12 @@ at::Tensor forward_pass::segment_attention(int64_t layer, const at::Tensor& q, c
   return at::cat(outs, 0).reshape({Tp, c.num_heads * c.head_dim});
 }
 
-at::Tensor forward_pass::dense_ffn(const std::string& p, const at::Tensor& x) const {
+at::Tensor forward_pass::dense_ffn(int64_t layer, const std::string& p, const at::Tensor& x) const {
   using row_ops::linear_rows;
-  auto gate = linear_rows(x, P.get(p + "mlp.gate_proj.weight"));
-  auto up = linear_rows(x, P.get(p + "mlp.up_proj.weight"));
-  return linear_rows(swiglu(gate, up), P.get(p + "mlp.down_proj.weight"));
+  auto gate = adapted(linear_rows(x, P.get(p + "mlp.gate_proj.weight")), layer, "mlp.gate_proj", x);
+  auto up = adapted(linear_rows(x, P.get(p + "mlp.up_proj.weight")), layer, "mlp.up_proj", x);
+  auto act = swiglu(gate, up);
+  return adapted(linear_rows(act, P.get(p + "mlp.down_proj.weight")), layer, "mlp.down_proj", act);
 }
 
 at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x,
@@ -643,7 +680,7 @@ forward_result checkpointed_forward(forward_pass& f) {
     out.backward(g);
     g = xin.grad();
   }
-  if (g.defined()) embed.index_select(0, f.ids).backward(g);
+  if (g.defined() && embed.requires_grad()) embed.index_select(0, f.ids).backward(g);
   return std::move(f.result);
 }
 
@@ -652,8 +689,11 @@ forward_result checkpointed_forward(forward_pass& f) {
 forward_result decoder::forward(const std::vector<segment>& segments,
                                 const forward_options& opt) const {
   forward_pass f(config_, *params_, segments, opt, device_, dtype_, inv_freq_);
+  if (adapters_ && !merged_base_ && !opt.adapters_off)
+    f.lora = lora_view{adapters_.get(), &lora_, opt.lora_dropout, opt.lora_dropout_seed};
   const auto& embed = params_->get("model.embed_tokens.weight");
-  if (f.paged && paged::fused_serving(config_, dtype_)) {
+  // The fused serving kernels know no adapters: an adapted model serves through the layers below.
+  if (f.paged && !f.lora && paged::fused_serving(config_, dtype_)) {
     f.result.hidden = paged::fused_forward(*params_, config_, f.batch, *opt.cache,
                                            embed.index_select(0, f.ids), f.rope);
     return std::move(f.result);
@@ -687,7 +727,8 @@ token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& tar
 
 std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector<int64_t>>& seqs,
                                                    double temperature, int64_t chunk,
-                                                   forward_result* details) const {
+                                                   forward_result* details,
+                                                   bool adapters_off) const {
   std::vector<segment> segments;
   std::vector<int64_t> rows, targets;
   int64_t row = 0;
@@ -699,7 +740,9 @@ std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector
     }
     row += static_cast<int64_t>(s.size());
   }
-  auto fr = forward(segments, {});
+  forward_options fo;
+  fo.adapters_off = adapters_off;
+  auto fr = forward(segments, fo);
   auto picked = fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(device_));
   auto scores = score_rows(picked, at::tensor(targets, at::kLong), temperature, chunk);
   std::vector<token_scores> out;

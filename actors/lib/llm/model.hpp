@@ -26,6 +26,7 @@
 
 #include "actors/lib/llm/config.hpp"
 #include "actors/lib/llm/flat_params.hpp"
+#include "actors/lib/llm/lora.hpp"
 
 namespace milesrt::kernels {
 class paged_attention;
@@ -81,6 +82,12 @@ struct forward_options {
   int64_t checkpoint_layers = 0;
   /// A prepared step (the cache must have paged kernels): `segments` are then ignored.
   const paged_step* step = nullptr;
+  /// LoRA: the base alone, the adapters left out (the reference model is the base).
+  bool adapters_off = false;
+  /// LoRA: apply the adapters' dropout (the trainer's gradient forwards only), its masks drawn
+  /// from this seed (the same seed, the same masks: exact resume, recomputed layers).
+  bool lora_dropout = false;
+  uint64_t lora_dropout_seed = 0;
 };
 
 struct forward_result {
@@ -100,12 +107,19 @@ class decoder {
   /// `dtype` on `device`. Throws config_error / safetensors_error naming the file and tensor.
   static std::unique_ptr<decoder> load(const std::filesystem::path& dir, at::ScalarType dtype,
                                        at::Device device);
+  /// The model of `dir`'s config.json on `params` (another decoder's of that folder, shared, not
+  /// copied; their dtype and device). Throws config_error, or std::invalid_argument when the
+  /// parameters are not the config's.
+  static std::unique_ptr<decoder> with_params(const std::filesystem::path& dir,
+                                              std::shared_ptr<flat_params> params);
   /// A model with random weights (norms near 1, the rest N(0, 0.02)), for benchmarks and tests.
   static std::unique_ptr<decoder> random(const std::string& config_json, at::ScalarType dtype,
                                          at::Device device, uint64_t seed);
   /// Saves config.json and model.safetensors (sharded with an index past `max_shard_bytes`) so
-  /// that transformers loads them.
-  void save(const std::filesystem::path& dir, uint64_t max_shard_bytes = 5ull << 30) const;
+  /// that transformers loads them; `weights`, when given, instead of the model's own parameters
+  /// (the same names and shapes: a LoRA model's merged copy).
+  void save(const std::filesystem::path& dir, uint64_t max_shard_bytes = 5ull << 30,
+            const flat_params* weights = nullptr) const;
 
   const model_config& config() const { return config_; }
   const flat_params& params() const { return *params_; }
@@ -114,6 +128,33 @@ class decoder {
   std::shared_ptr<flat_params> shared_params() const { return params_; }
   /// Uses `p` (same names and shapes, any buffer) as this model's parameters from now on.
   void set_params(std::shared_ptr<flat_params> p);
+  /// Attaches LoRA adapters (lora.hpp): `adapters` has exactly the names and shapes of
+  /// lora_parameter_specs(config(), c), this model's dtype and device. Every forward then applies
+  /// them, unless forward_options::adapters_off. Throws std::invalid_argument naming what differs.
+  void set_adapters(std::shared_ptr<flat_params> adapters, lora_config c);
+  /// Detaches them: the model is its base again.
+  void clear_adapters();
+  /// The attached adapters, or null.
+  std::shared_ptr<flat_params> adapters() const { return adapters_; }
+  /// The attached adapters' settings, or null without adapters.
+  const lora_config* lora() const { return adapters_ ? &lora_ : nullptr; }
+  /// Serves the adapters merged (the rollout's lora.merge): from now on the parameters hold
+  /// W + scale B A, made from `base` (a copy of the base kept for it) by refresh_merged() after
+  /// each update of the adapters, and the forward leaves the adapters out.
+  void serve_merged(std::shared_ptr<const flat_params> base);
+  /// Writes the merge of the base and the current adapters into the parameters (in place: their
+  /// address stays).
+  void refresh_merged();
+  bool merged() const { return merged_base_ != nullptr; }
+
+  /// The weights a trainer trains and a publisher moves: the adapters when attached (LoRA), else
+  /// the parameters. The weight transports read and replace these.
+  const flat_params& published() const { return adapters_ ? *adapters_ : *params_; }
+  flat_params& mutable_published() { return adapters_ ? *adapters_ : *params_; }
+  std::shared_ptr<flat_params> shared_published() const { return adapters_ ? adapters_ : params_; }
+  /// Uses `p` as the published weights (set_adapters' or set_params' checks apply).
+  void set_published(std::shared_ptr<flat_params> p);
+
   const std::string& config_json() const { return config_json_; }
   at::ScalarType dtype() const { return dtype_; }
   at::Device device() const { return device_; }
@@ -132,9 +173,11 @@ class decoder {
 
   /// Path (a) end to end: for each sequence of length L, the L-1 log-probs of tokens 1..L-1 and the
   /// entropies, from one packed forward.
+  /// With `adapters_off`, the base's (LoRA: the reference model).
   std::vector<token_scores> score_sequences(const std::vector<std::vector<int64_t>>& seqs,
                                             double temperature, int64_t chunk = 256,
-                                            forward_result* details = nullptr) const;
+                                            forward_result* details = nullptr,
+                                            bool adapters_off = false) const;
 
   /// A paged cache for this model.
   kv_cache make_cache(int64_t num_blocks, int64_t block_size) const;
@@ -151,6 +194,9 @@ class decoder {
   model_config config_;
   std::string config_json_;
   std::shared_ptr<flat_params> params_;
+  std::shared_ptr<flat_params> adapters_;  ///< LoRA (null: none)
+  lora_config lora_;
+  std::shared_ptr<const flat_params> merged_base_;  ///< serve_merged's base (null: unmerged)
   at::ScalarType dtype_;
   at::Device device_;
   at::Tensor inv_freq_;

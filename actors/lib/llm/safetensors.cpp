@@ -261,6 +261,12 @@ void write_one(const fs::path& file, const std::vector<const tensor_bytes*>& ten
 
 }  // namespace
 
+void write_safetensors_file(const fs::path& file, const std::vector<tensor_bytes>& tensors) {
+  std::vector<const tensor_bytes*> all;
+  for (const auto& t : tensors) all.push_back(&t);
+  write_one(file, all);
+}
+
 void write_safetensors(const fs::path& folder, const std::vector<tensor_bytes>& tensors,
                        uint64_t max_shard_bytes) {
   fs::create_directories(folder);

@@ -88,6 +88,11 @@ struct tensor_bytes {
   size_t nbytes = 0;
 };
 
+/// Writes `tensors` into one safetensors file (metadata {"format": "pt"}), replacing it. Throws
+/// safetensors_error naming the file and the reason when the write fails.
+void write_safetensors_file(const std::filesystem::path& file,
+                            const std::vector<tensor_bytes>& tensors);
+
 /// Writes tensors into `folder` the way transformers' save_pretrained does: model.safetensors, or
 /// model-0000i-of-0000n.safetensors shards of at most `max_shard_bytes` plus
 /// model.safetensors.index.json. Metadata {"format": "pt"}.

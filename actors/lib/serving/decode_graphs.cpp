@@ -300,7 +300,7 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
     gpu_end.record(m.stream);
     stats_.eager++;
   } else {
-    const void* params = m.model.params().buffer().data_ptr();
+    const void* params = m.model.published().buffer().data_ptr();
     if (params != m.params_ptr) {  // new weights at a new address: capture again
       m.graphs.clear();
       m.pool = {0, 0};

@@ -27,7 +27,7 @@ void receiver::apply(llm::decoder& model, const weights_update& u, local_version
   ctx.rank = rank_;
   const apply_result r = transport_->apply(model, u, ctx);
   if (r.full_copy) full_copies_++;
-  if (r.verifiable && !u.hashes.empty()) verify_weights(model.params(), u.hashes);
+  if (r.verifiable && !u.hashes.empty()) verify_weights(model.published(), u.hashes);
   // No rebuild of the views here: copies go into the buffer in place, and a shared buffer's views
   // belong to the trainer (views made under no-grad would stop its gradients).
   version_ = u.version;

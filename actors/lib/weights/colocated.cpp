@@ -37,18 +37,18 @@ apply_result colocated_transport::apply(llm::decoder& model, const weights_updat
   apply_result r;
   const auto& b = src->buffer();
   if (adopt && b.scalar_type() == model.dtype() && b.device() == model.device()) {
-    if (model.shared_params() != src) model.set_params(src);
+    if (model.shared_published() != src) model.set_published(src);
     borrowed_ = true;
     if (u.share) r.verifiable = false;  // nothing was copied (and no hashes were sent)
     return r;
   }
   // Another dtype or device, or nothing to adopt: one flat copy (with conversion) into the
   // engine's own buffer, never into a buffer it borrowed.
-  if (borrowed_ || model.shared_params() == src) {
-    model.set_params(src->copy(model.dtype(), model.device()));
+  if (borrowed_ || model.shared_published() == src) {
+    model.set_published(src->copy(model.dtype(), model.device()));
     borrowed_ = false;
   } else {
-    model.mutable_params().buffer().detach().copy_(b.detach());
+    model.mutable_published().buffer().detach().copy_(b.detach());
   }
   if (b.scalar_type() != model.dtype())
     r.verifiable = false;  // the hashes are of the trainer's dtype

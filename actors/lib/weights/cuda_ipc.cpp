@@ -163,7 +163,7 @@ bool cuda_ipc_transport::publish(const published_version& v, weights_update& u) 
 apply_result cuda_ipc_transport::apply(llm::decoder& model, const weights_update& u,
                                        const apply_context&) {
   if (!receiver_) receiver_ = std::make_unique<cuda_ipc_receiver>();
-  receiver_->apply(model.mutable_params(), u.location);
+  receiver_->apply(model.mutable_published(), u.location);
   return {};
 }
 

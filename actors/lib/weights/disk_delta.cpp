@@ -343,7 +343,7 @@ apply_result disk_delta_transport::apply(llm::decoder& model, const weights_upda
   if (!reader_) reader_ = std::make_unique<delta_reader>();
   apply_result r;
   try {
-    reader_->apply(model.mutable_params(), u.location, ctx.have, u.version);
+    reader_->apply(model.mutable_published(), u.location, ctx.have, u.version);
   } catch (const delta_error& e) {
     // Refused (corrupt or missing): ask the publisher for a full copy of this version.
     if (!u.publisher) throw;
@@ -356,7 +356,7 @@ apply_result disk_delta_transport::apply(llm::decoder& model, const weights_upda
       throw std::runtime_error(std::string(e.what()) +
                                "; the full copy could not be had: " + error);
     }
-    reader_->apply_full(model.mutable_params(), u.location, u.version);
+    reader_->apply_full(model.mutable_published(), u.location, u.version);
     r.full_copy = true;
   }
   return r;

@@ -190,7 +190,7 @@ apply_result ipc_transport::apply(llm::decoder& model, const weights_update& u,
   // The segment holds the newest version; in the async schedule that may already be a later
   // one than this update's, whose hashes then do not apply (it is verified by its checksum).
   r.verifiable =
-      reader_->apply(model.mutable_params(), u.version, std::chrono::seconds(60)) == u.version;
+      reader_->apply(model.mutable_published(), u.version, std::chrono::seconds(60)) == u.version;
   return r;
 }
 

@@ -206,7 +206,7 @@ apply_result nccl_transport::apply(llm::decoder& model, const weights_update& u,
     throw std::runtime_error("'" + u.location + "' is not an NCCL location");
   const int world = std::stoi(f[1]);
   const int64_t bucket = std::stoll(f[2]);
-  auto& p = model.mutable_params();
+  auto& p = model.mutable_published();
   if (ctx.rank < 1 || ctx.rank >= world) {
     throw std::runtime_error("this engine is rank " + std::to_string(ctx.rank) +
                              " but the publisher set up " + std::to_string(world - 1) +

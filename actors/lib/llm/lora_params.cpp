@@ -1,0 +1,76 @@
+#include "actors/lib/llm/lora_params.hpp"
+
+#include <filesystem>
+
+#include "actors/lib/llm/model.hpp"
+#include "actors/lib/llm/peft_io.hpp"
+
+namespace milesrt::llm {
+
+lora_config to_lora_config(schema::Lora::Reader r) {
+  lora_config c;
+  c.rank = r.getRank();
+  c.alpha = r.getAlpha();
+  c.dropout = r.getDropout();
+  c.use_rslora = r.getUseRslora();
+  for (auto t : r.getTargetModules()) c.target_modules.emplace_back(t.cStr(), t.size());
+  return c;
+}
+
+std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
+                                              const std::string& model_dir) {
+  const auto c = to_lora_config(r);
+  std::optional<model_config> m;
+  std::error_code ec;
+  if (!model_dir.empty() &&
+      std::filesystem::is_regular_file(std::filesystem::path(model_dir) / "config.json", ec)) {
+    try {
+      m = load_config(model_dir);
+    } catch (const std::exception&) {
+      // The model's own check names what is wrong with its config.json.
+    }
+  }
+  std::vector<std::string> out;
+  for (auto& p : lora_config_problems(c, m ? &*m : nullptr)) out.push_back("lora." + p);
+  if (r.hasAdapter() && r.getAdapter().size() > 0) {
+    const std::string dir = r.getAdapter();
+    try {
+      const auto theirs = read_peft_config(dir);
+      auto differs = [&](const char* field, const std::string& ours, const std::string& peft) {
+        if (ours != peft) {
+          out.push_back(std::string("lora.") + field + ": " + ours + ", but the adapter " + dir +
+                        " has " + peft);
+        }
+      };
+      auto list = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+        return "[" + s + "]";
+      };
+      differs("rank", std::to_string(c.rank), std::to_string(theirs.rank));
+      differs("alpha", std::to_string(c.alpha), std::to_string(theirs.alpha));
+      differs("useRslora", c.use_rslora ? "true" : "false", theirs.use_rslora ? "true" : "false");
+      differs("targetModules", list(c.target_modules), list(theirs.target_modules));
+      // The tensors against the base: read them (small) when the base's config is readable.
+      if (m && out.empty()) load_peft_adapter(dir, *m, model_dir, at::kFloat, at::kCPU);
+    } catch (const std::exception& e) {
+      out.push_back(std::string("lora.adapter: ") + e.what());
+    }
+  }
+  return out;
+}
+
+void attach_initial_adapters(decoder& model, schema::Lora::Reader r, const std::string& model_dir) {
+  auto c = to_lora_config(r);
+  if (r.hasAdapter() && r.getAdapter().size() > 0) {
+    auto a = load_peft_adapter(std::string(r.getAdapter()), model.config(), model_dir,
+                               model.dtype(), model.device());
+    a.config.dropout = c.dropout;  // a training setting: the graph's
+    model.set_adapters(a.weights, a.config);
+    return;
+  }
+  model.set_adapters(make_adapters(model.config(), c, model.dtype(), model.device(), r.getSeed()),
+                     c);
+}
+
+}  // namespace milesrt::llm

@@ -1,0 +1,30 @@
+#pragma once
+/// The graph file's `lora` section (schemas/lora.capnp, on the trainer and rollout kinds) as the
+/// model's lora_config, and its validation.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/lib/llm/lora.hpp"
+#include "milesrt/lora.capnp.h"
+
+namespace milesrt::llm {
+
+/// The settings of a `lora` section.
+lora_config to_lora_config(schema::Lora::Reader r);
+
+class decoder;
+
+/// Attaches the section's initial adapters to `model` (unmerged): read from its `adapter` folder
+/// (peft's format, peft_io.hpp) when set, else initialised from its `seed` as peft does. The
+/// trainer and its engines call this with the same section, so the engine's first version is the
+/// trainer's.
+void attach_initial_adapters(decoder& model, schema::Lora::Reader r, const std::string& model_dir);
+
+/// What is wrong with a `lora` section, each line starting "lora.<field>: "; `model_dir`, when it
+/// is a readable model folder, is checked too (the experts of MoE models are refused), and so is
+/// the `adapter` folder: readable by peft_io, for this base, with the section's settings.
+std::vector<std::string> lora_params_problems(schema::Lora::Reader r, const std::string& model_dir);
+
+}  // namespace milesrt::llm
