@@ -9,10 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/lora.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 #include "actors/trainer/trainer_core.hpp"
 #include "app/bench/bench.hpp"
@@ -27,6 +29,7 @@ struct train_options {
   std::string model, device = "cpu", dtype = "fp32", profile;
   bool optimizer_probe = false;
   int64_t checkpoint_layers = -1;
+  int64_t lora_rank = 0;
   int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
 };
 
@@ -52,6 +55,10 @@ void add_train_options(CLI::App& app, train_options& opt) {
       "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
       "gradient and weights (the gradient refilled with random values), then on fresh copies of "
       "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
+  app.add_option("--lora-rank", opt.lora_rank,
+                 "LoRA adapters of this rank (alpha 2 x rank) on every projection (the attention "
+                 "ones of a mixture-of-experts model); the base frozen; 0 = full fine-tuning")
+      ->check(CLI::Range(int64_t{0}, llm::lora_limits::max_rank));
   app.add_option("--device", opt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
 }
@@ -126,6 +133,16 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   auto model = bench_model(opt.model, opt.layers, *target, name, "bench train", ctx);
   if (!model) return cli::exit_status::bad_input;
   const int64_t vocab = model->config().vocab_size;
+  if (opt.lora_rank > 0) {
+    llm::lora_config c;
+    c.rank = opt.lora_rank;
+    c.alpha = 2.0 * double(opt.lora_rank);
+    c.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    if (model->config().num_moe_layers() == 0)
+      c.target_modules.insert(c.target_modules.end(), {"gate_proj", "up_proj", "down_proj"});
+    model->set_adapters(llm::make_adapters(model->config(), c, model->dtype(), model->device(), 1),
+                        c);
+  }
   trainer_options o;
   o.optimizer.lr = 1e-6;
   o.micro_batch_tokens = opt.micro;
@@ -139,9 +156,10 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   bench_sync(device);
   llm::reset_peak_memory(device);
   double secs = 0;
+  std::map<std::string, double> last;
   for (int64_t k = 0; k < opt.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
-    t.train(batch);
+    last = t.train(batch);
     bench_sync(device);
     secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -156,9 +174,13 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
                         {"dtype", opt.dtype},
                         {"tokens_per_step", tokens},
                         {"checkpoint_layers", opt.checkpoint_layers},
+                        {"lora_rank", opt.lora_rank},
                         {"seconds_per_step", secs / double(opt.steps)},
                         {"train_tokens_per_s", double(tokens) * double(opt.steps) / secs}};
   out.update(probe);
+  // What training holds besides the frozen model: parameters trained, optimizer + master bytes.
+  for (const char* k : {"trainer_trained_params", "trainer_optimizer_master_bytes"})
+    if (last.count(k) != 0) out[k] = last.at(k);
   if (device.is_cuda()) out["peak_gib"] = peak_gib;
   if (device.is_cuda())
     out["mfu"] = train_step_flops(batch, t.model()) * double(opt.steps) / secs / 989e12;
