@@ -14,6 +14,10 @@
 #include "actors/lib/rl/builtin.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 
+namespace milesrt::dist {
+class collectives;
+}
+
 namespace milesrt::trainer {
 
 struct trainer_options {
@@ -35,6 +39,10 @@ struct trainer_options {
   /// With it: how many layers, from the first, are computed again (the rest keep their
   /// activations); 0 = every layer.
   int64_t checkpoint_layers = 0;
+  /// Data parallelism (data_parallel.hpp): this trainer is one rank of `group` (not owned; null:
+  /// the only rank), and the gradient is summed over the ranks in buckets of this many bytes.
+  dist::collectives* group = nullptr;
+  int64_t grad_bucket_bytes = 64 << 20;
 };
 
 /// One sequence of a batch: the prompt, the trained tokens (a sampled output, or an SFT target),
