@@ -35,7 +35,7 @@ const fs::path root = MILESRT_SOURCE_DIR;
 const std::map<std::string, std::set<std::string>> kLibBelow = {
     {"llm", {}},          {"tasks", {}},        {"rl", {"llm"}},
     {"serving", {"llm"}}, {"weights", {"llm"}}, {"eval", {"llm", "serving", "tasks"}},
-    {"agent", {"llm"}},
+    {"agent", {"llm"}},   {"dist", {}},
 };
 
 /// Schemas the runtime owns (the rest belong to the kinds).

@@ -58,9 +58,12 @@ void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
     if (k != "loss") m[k] = t.weight_sum > 0 ? v / t.weight_sum : 0.0;
   }
   m["loss"] = t.sums["loss"] / updates;
-  if (layout.num_tokens > 0) {
+  if (layout.num_tokens > 0 && !t.first_logprobs.empty()) {
     auto current = at::cat(t.first_logprobs);
-    auto diff = (current - layout.rollout_logprobs).abs();
+    // A data-parallel rank compares its own sequences' tokens.
+    auto rollout = t.own_sequences.empty() ? layout.rollout_logprobs
+                                           : layout.slice(layout.rollout_logprobs, t.own_sequences);
+    auto diff = (current - rollout).abs();
     m["train_rollout_logprob_abs_diff"] = diff.mean().item<double>();
     m["train_rollout_logprob_abs_diff_max"] = diff.max().item<double>();
     add_version_split(m, diff, layout, batch);

@@ -14,6 +14,10 @@
 #include "actors/lib/rl/builtin.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 
+namespace milesrt::dist {
+class collectives;
+}
+
 namespace milesrt::trainer {
 
 struct trainer_options {
@@ -38,6 +42,10 @@ struct trainer_options {
   /// LoRA (the model carries adapters, decoder::set_adapters): the base model's folder, which
   /// checkpoints record beside the base's content hash.
   std::string base_model;
+  /// Data parallelism (data_parallel.hpp): this trainer is one rank of `group` (not owned; null:
+  /// the only rank), and the gradient is summed over the ranks in buckets of this many bytes.
+  dist::collectives* group = nullptr;
+  int64_t grad_bucket_bytes = 64 << 20;
 };
 
 /// One sequence of a batch: the prompt, the trained tokens (a sampled output, or an SFT target),

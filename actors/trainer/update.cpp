@@ -9,8 +9,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "actors/lib/dist/collectives.hpp"
 #include "actors/lib/rl/master_weights.hpp"
 #include "actors/trainer/batch_layout.hpp"
+#include "actors/trainer/data_parallel.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/trainer_core.hpp"
 
@@ -21,12 +23,25 @@ update_totals policy_trainer::update(const std::vector<train_sequence>& batch,
                                      const at::Tensor& old_logprobs) {
   update_totals totals;
   const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
+  // With data parallelism this rank runs its share of the micro-batches (data_parallel.hpp).
+  std::vector<size_t> mine;
+  if (options_.group != nullptr) {
+    mine = rank_micro_batches(layout, batch, options_.group->rank(), options_.group->world_size());
+    for (size_t i : mine)
+      for (size_t s : layout.micro_batches[i]) totals.own_sequences.push_back(s);
+  } else {
+    for (size_t i = 0; i < layout.micro_batches.size(); ++i) mine.push_back(i);
+  }
   for (uint32_t u = 0; u < updates; ++u) {
     bool finite = true;
-    for (const auto& mb : layout.micro_batches) {
-      finite = backward_micro_batch(batch, layout, advantages, old_logprobs, mb, u == 0, totals);
+    for (size_t i : mine) {
+      finite = backward_micro_batch(batch, layout, advantages, old_logprobs,
+                                    layout.micro_batches[i], u == 0, totals);
       if (!finite) break;
     }
+    if (options_.group != nullptr)
+      finite = sum_gradients(*options_.group, model_->params().grad(), finite,
+                             options_.grad_bucket_bytes);
     optimizer_step(finite, totals);
   }
   return totals;

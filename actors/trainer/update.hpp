@@ -19,6 +19,9 @@ struct update_totals {
   uint64_t skipped = 0;          ///< optimizer steps skipped (non-finite loss or gradient)
   double grad_norm = 0, lr = 0;  ///< of the last optimizer step
   std::vector<at::Tensor> first_logprobs;  ///< the first update's log-probs, per micro-batch
+  /// With data parallelism: the sequences of this rank's micro-batches, in order (what
+  /// first_logprobs covers); empty: every sequence.
+  std::vector<size_t> own_sequences;
 };
 
 }  // namespace milesrt::trainer
