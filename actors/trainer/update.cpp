@@ -40,7 +40,7 @@ update_totals policy_trainer::update(const std::vector<train_sequence>& batch,
       if (!finite) break;
     }
     if (options_.group != nullptr)
-      finite = sum_gradients(*options_.group, model_->params().grad(), finite,
+      finite = sum_gradients(*options_.group, model_->published().grad(), finite,
                              options_.grad_bucket_bytes);
     optimizer_step(finite, totals);
   }
