@@ -33,7 +33,9 @@ void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
   m["loss"] = t.sums["loss"] / updates;
   if (layout.num_tokens > 0) {
     auto current = at::cat(t.first_logprobs);
-    auto diff = (current - layout.rollout_logprobs).abs();
+    // Over the sampled tokens only: context tokens have no rollout log-prob.
+    auto diff = (current - layout.rollout_logprobs).abs().masked_select(layout.mask > 0);
+    if (diff.numel() == 0) diff = at::zeros({1}, diff.options());
     m["train_rollout_logprob_abs_diff"] = diff.mean().item<double>();
     m["train_rollout_logprob_abs_diff_max"] = diff.max().item<double>();
   }
