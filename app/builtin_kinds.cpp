@@ -9,6 +9,7 @@
 #include "actors/reference/reference_kind.hpp"
 #include "actors/reward/reward_kinds.hpp"
 #include "actors/rollout/rollout_kind.hpp"
+#include "actors/session_server/session_server_kind.hpp"
 #include "actors/trainer/trainer_kind.hpp"
 
 namespace milesrt::app {
@@ -25,6 +26,7 @@ void register_builtin_kinds(runtime::kind_registry& kinds,
   publisher::register_publisher_kind(kinds);
   reference::register_reference_kind(kinds);
   critic::register_critic_kind(kinds);
+  session_server::register_session_server_kind(kinds);
 }
 
 }  // namespace milesrt::app

@@ -30,5 +30,6 @@ struct Params {
     reference @9 :import "/milesrt/reference.capnp".ReferenceParams;
     critic @10 :import "/milesrt/critic.capnp".CriticParams;
     trajectoryBuffer @11 :import "/milesrt/buffer.capnp".TrajectoryBufferParams;
+    sessionServer @12 :import "/milesrt/session_server.capnp".SessionServerParams;
   }
 }

@@ -96,6 +96,39 @@ TEST(TwoProcesses, ARunSpreadOverTwoProcesses) {
   EXPECT_EQ(w.status, 0) << w.err;  // the worker ends with the run
 }
 
+TEST(TwoProcesses, AServiceEdgeCrossesProcesses) {
+  // Each item is doubled by toy_asker (two replicas on the worker) asking toy_doubler (two
+  // replicas in the run's process) through a service edge: handles cross as data edges' do.
+  auto dir = scratch("served");
+  std::ofstream(dir / "served.capnp")
+      << "@0xd3a1b2c3d4e5f608;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+      << "const graph :Graph = (name = \"served\", plugins = [\"" << toy_plugin() << "\"],\n"
+      << "actors = [(name = \"src\", kind = \"toy_source\"),\n"
+      << "(name = \"ask\", kind = \"toy_asker\", replicas = 2, placement = \"w1\"),\n"
+      << "(name = \"doubler\", kind = \"toy_doubler\", replicas = 2),\n"
+      << "(name = \"learner\", kind = \"toy_learner\")],\n"
+      << "edges = [(from = \"src.items\", to = \"ask.items\"),\n"
+      << "(from = \"ask.items\", to = \"learner.items\"),\n"
+      << "(from = \"learner.weights\", to = \"ask.weights\"),\n"
+      << "(from = \"ask.double\", to = \"doubler.double\")],\n"
+      << "schedule = (sync = void), run = (steps = 5, batchSize = 4, deadlineSeconds = 20));\n";
+  int port = free_port() + 1;
+  auto run = start("run '" + (dir / "served.capnp").string() + "' --quiet --listen 127.0.0.1:" +
+                       std::to_string(port) + " --run-dir '" + (dir / "run").string() + "'",
+                   "served-run");
+  auto worker = start("worker --connect 127.0.0.1:" + std::to_string(port) +
+                          " --name w1 --plugin '" + toy_plugin() + "'",
+                      "served-worker");
+  auto r = run.wait(std::chrono::seconds(60));
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(summary(dir / "run")["steps"], 5);
+  // The learner summed the doubled numbers 0..19.
+  const auto text = slurp(dir / "run" / "metrics.jsonl");
+  const auto last = nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1));
+  EXPECT_EQ(last["metrics"]["total"], 380.0) << last.dump();
+  EXPECT_EQ(worker.wait(std::chrono::seconds(30)).status, 0);
+}
+
 TEST(TwoProcesses, AKilledWorkerOfAStatefulKindFailsTheRunWithAClearError) {
   auto dir = scratch("killed");
   int port = free_port() + 1;

@@ -16,6 +16,7 @@
 #include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/serving/engine.hpp"
+#include "actors/lib/serving/generate_messages.hpp"
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
@@ -28,14 +29,19 @@ using llm::prompt_msg;
 using llm::sample_group;
 using llm::sample_msg;
 using llm::text_codec;
+using serving::generation_request;
+using serving::generation_result;
 using namespace milesrt::serving;  // the engine
 namespace {
 using namespace milesrt::runtime;
 
 using rstep_atom = caf::atom_constant<caf::atom("rstep")>;
 
-/// The stage interface plus the engine's own step messages.
-using rollout_actor = stage_actor::extend<caf::reacts_to<rstep_atom>>;
+/// The stage interface plus the engine's own step messages and the generation service
+/// (serving/generate_messages.hpp) it serves on its `generate` port.
+using rollout_actor = stage_actor::extend<
+    caf::reacts_to<rstep_atom>,
+    caf::replies_to<serving::generate_atom, generation_request>::with<generation_result>>;
 
 struct pending_group {
   caf::typed_response_promise<node_reply> promise;
@@ -43,6 +49,12 @@ struct pending_group {
   std::string label;
   std::vector<sample_msg> samples;
   sampling_params params;  ///< what its samples were asked with (a resumed sample goes on with it)
+};
+
+/// A request of the generation service: the caller's answer, and what it is sampled with.
+struct pending_call {
+  caf::typed_response_promise<generation_result> promise;
+  sampling_params params;
 };
 
 struct rollout_state {
@@ -57,6 +69,8 @@ struct rollout_state {
   /// for it, samples resumed.
   uint64_t aborted_samples = 0, dropped_groups = 0, resumed_samples = 0;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
+  /// Requests of the generation service by engine request id.
+  std::map<uint64_t, pending_call> calls;
   std::shared_ptr<weights::local_versions>
       versions;                ///< this process's trainers (colocated publishing)
   weights::receiver receiver;  ///< what this engine holds of the published versions
@@ -90,11 +104,21 @@ void add_abort_metrics(const rollout_state& st, node_reply& reply) {
   }
 }
 
+/// Answers a generation service's request with its one sample, finished or cut off ("abort").
+bool answer_call(rollout_state& st, const sample& s) {
+  auto it = st.calls.find(s.request_id);
+  if (it == st.calls.end()) return false;
+  it->second.promise.deliver(generation_result{s.output, s.logprobs, s.versions, s.finish_reason});
+  st.calls.erase(it);
+  return true;
+}
+
 /// Delivers every group whose samples are all in.
 void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self,
                       const std::vector<sample>& done) {
   auto& st = self->state;
   for (const auto& s : done) {
+    if (answer_call(st, s)) continue;
     auto it = st.groups.find(s.request_id);
     if (it == st.groups.end()) continue;
     it->second.samples.push_back(to_msg(s, st.codec.get()));
@@ -153,6 +177,15 @@ void settle_aborted(rollout_actor::stateful_pointer<rollout_state> self,
   auto& st = self->state;
   std::set<uint64_t> dropped;
   for (const auto& s : cut) {
+    if (st.calls.count(s.request_id) > 0) {
+      // A service call goes on under the new weights, or is answered as cut off.
+      if (st.resume_aborted) {
+        st.eng->resume(s, st.calls.at(s.request_id).params);
+      } else {
+        answer_call(st, s);
+      }
+      continue;
+    }
     auto it = st.groups.find(s.request_id);
     if (it == st.groups.end()) continue;
     st.aborted_samples++;
@@ -171,6 +204,43 @@ void settle_aborted(rollout_actor::stateful_pointer<rollout_state> self,
     st.groups.erase(id);
   }
   if (st.resume_aborted && !cut.empty()) schedule_step(self);
+}
+
+/// A failed engine step answers every open group and service call with its error.
+void fail_all(rollout_state& s, const std::string& what) {
+  const auto error = [&] { return caf::make_error(caf::sec::runtime_error, "rollout: " + what); };
+  for (auto& [id, g] : s.groups) g.promise.deliver(error());
+  s.groups.clear();
+  for (auto& [id, c] : s.calls) c.promise.deliver(error());
+  s.calls.clear();
+}
+
+/// The generation service: one sample of the caller's ids under the engine's current version,
+/// with the caller's sampling values (the model's end-of-sequence token always stops it).
+caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<rollout_state> self,
+                                                const generation_request& call) {
+  auto& s = self->state;
+  generate_request r;
+  r.id = s.next_request++;
+  r.prompt = call.input_ids;
+  r.params = s.base;
+  r.params.n = 1;
+  r.params.temperature = call.temperature;
+  r.params.top_p = call.top_p;
+  r.params.max_new_tokens = call.max_tokens;
+  r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), call.stop_token_ids.begin(),
+                                 call.stop_token_ids.end());
+  r.params.seed = s.base.seed * 1000003 + (uint64_t{1} << 63) + call.seed;  // apart from groups'
+  try {
+    if (s.eng->kv_released()) s.eng->retake_kv();
+    s.eng->add(r);
+  } catch (const std::exception& ex) {
+    return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+  }
+  auto promise = self->make_response_promise<generation_result>();
+  s.calls[r.id] = {promise, r.params};
+  schedule_step(self);
+  return promise;
 }
 
 rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
@@ -261,6 +331,9 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
         schedule_step(self);
         return promise;
       },
+      [=](serving::generate_atom, const generation_request& call) {
+        return serve_generation(self, call);
+      },
       [=](rstep_atom) {
         auto& s = self->state;
         s.stepping = false;
@@ -271,13 +344,10 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           deliver_complete(self, done);
           // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.
-          if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty())
+          if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty() && s.calls.empty())
             s.eng->release_kv(s.mode);
         } catch (const std::exception& ex) {
-          for (auto& [id, g] : s.groups)
-            g.promise.deliver(
-                caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what()));
-          s.groups.clear();
+          fail_all(s, ex.what());
           return;
         }
         if (!s.eng->idle()) schedule_step(self);
@@ -345,6 +415,8 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.inputs = {{"prompts", llm::port_type::prompt, "one prompt per group"},
               {"weights", weights::port_type::weights, "a new weight version from a publisher"}};
   k.outputs = {{"groups", llm::port_type::sample_group, "the samples of one prompt"}};
+  k.serves = {{"generate", serving::service_type::generate,
+               "ids in; output ids, log-probs and each token's weight version out"}};
   k.params_member = "rollout";
   k.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::RolloutParams>();
@@ -454,6 +526,9 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   // The publisher's types (weights_update) are added by the publisher kind.
   registry.add_types(
       [](caf::actor_system_config& cfg) { cfg.add_message_types<caf::id_block::milesrt_llm>(); });
+  registry.add_types([](caf::actor_system_config& cfg) {
+    cfg.add_message_types<caf::id_block::milesrt_serving>();
+  });
 }
 
 }  // namespace milesrt::rollout

@@ -20,6 +20,11 @@ void check_batch(const std::vector<train_sequence>& batch, bool sft) {
                                   " rollout log-probs for " +
                                   std::to_string(batch[i].output.size()) + " output tokens");
     }
+    if (!batch[i].mask.empty() && batch[i].mask.size() != batch[i].output.size()) {
+      throw std::invalid_argument("trainer: sequence " + std::to_string(i) + " has a mask of " +
+                                  std::to_string(batch[i].mask.size()) + " for " +
+                                  std::to_string(batch[i].output.size()) + " output tokens");
+    }
   }
 }
 
@@ -49,11 +54,15 @@ batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
   l.num_seqs = static_cast<int64_t>(batch.size());
   l.offsets = {0};
   std::vector<int64_t> seq_index;
-  std::vector<float> rollout_lp, ref_lp, values;
+  std::vector<float> rollout_lp, ref_lp, values, mask;
   bool have_ref = true, have_values = true;
   for (int64_t i = 0; i < l.num_seqs; ++i) {
     const auto& s = batch[i];
-    for (size_t t = 0; t < s.output.size(); ++t) seq_index.push_back(i);
+    for (size_t t = 0; t < s.output.size(); ++t) {
+      seq_index.push_back(i);
+      mask.push_back(s.mask.empty() || s.mask[t] ? 1.0f : 0.0f);
+      l.trained_tokens += mask.back() > 0 ? 1 : 0;
+    }
     l.offsets.push_back(l.offsets.back() + static_cast<int64_t>(s.output.size()));
     rollout_lp.insert(rollout_lp.end(), s.rollout_logprobs.begin(), s.rollout_logprobs.end());
     if (s.ref_logprobs.size() != s.output.size())
@@ -67,7 +76,7 @@ batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
   }
   const int64_t N = l.num_tokens = l.offsets.back();
   l.seq_index = N ? at::tensor(seq_index, at::kLong) : at::empty({0}, at::kLong);
-  l.mask = at::ones({N}, fopt);
+  l.mask = N ? at::tensor(mask, fopt) : at::empty({0}, fopt);
   if (!sft) l.rollout_logprobs = N ? at::tensor(rollout_lp, fopt) : at::empty({0}, fopt);
   if (have_ref && N) l.ref_logprobs = at::tensor(ref_lp, fopt);
   if (have_values && N) l.values = at::tensor(values, fopt);

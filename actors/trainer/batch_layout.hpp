@@ -16,7 +16,8 @@ struct batch_layout {
   int64_t num_tokens = 0;        ///< N
   std::vector<int64_t> offsets;  ///< [S + 1]: sequence i's tokens are [offsets[i], offsets[i+1])
   at::Tensor seq_index;          ///< [N] int64
-  at::Tensor mask;               ///< [N] fp32 ones
+  at::Tensor mask;               ///< [N] fp32: 1 trained on, 0 context (train_sequence::mask)
+  int64_t trained_tokens = 0;    ///< tokens the mask keeps (the token_mean normalizer)
   at::Tensor rollout_logprobs;   ///< [N] (RL); undefined for SFT
   at::Tensor ref_logprobs;       ///< [N] when every sequence carries them, else undefined
   at::Tensor values;             ///< [N] when every sequence carries them, else undefined

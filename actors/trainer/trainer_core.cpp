@@ -60,13 +60,19 @@ void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
   m["loss"] = t.sums["loss"] / updates;
   if (layout.num_tokens > 0 && !t.first_logprobs.empty()) {
     auto current = at::cat(t.first_logprobs);
-    // A data-parallel rank compares its own sequences' tokens.
-    auto rollout = t.own_sequences.empty() ? layout.rollout_logprobs
-                                           : layout.slice(layout.rollout_logprobs, t.own_sequences);
-    auto diff = (current - rollout).abs();
+    // A data-parallel rank compares its own sequences' tokens; over the sampled tokens only:
+    // context tokens have no rollout log-prob.
+    const bool own = !t.own_sequences.empty();
+    auto rollout =
+        own ? layout.slice(layout.rollout_logprobs, t.own_sequences) : layout.rollout_logprobs;
+    auto mask = own ? layout.slice(layout.mask, t.own_sequences) : layout.mask;
+    auto per_token = (current - rollout).abs().masked_fill(mask <= 0, 0.0);
+    auto diff = per_token.masked_select(mask > 0);
+    if (diff.numel() == 0) diff = at::zeros({1}, diff.options());
     m["train_rollout_logprob_abs_diff"] = diff.mean().item<double>();
     m["train_rollout_logprob_abs_diff_max"] = diff.max().item<double>();
-    add_version_split(m, diff, layout, batch);
+    // By version: per token in the layout's order (a rank's own share has another order).
+    if (!own) add_version_split(m, per_token, layout, batch);
   }
 }
 

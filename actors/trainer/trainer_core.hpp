@@ -57,6 +57,9 @@ struct train_sequence {
   std::vector<float> ref_logprobs;      ///< per output token, when a reference model ran
   std::vector<float> values;            ///< per output token, when a critic ran (GAE)
   std::vector<int64_t> experts;         ///< MoE: the rollout's routing (see sample_msg)
+  /// Per output token: 1 trained on, 0 context (an environment's tokens in a multi-turn
+  /// trajectory: a tool's or user's message). Empty: every output token is trained on.
+  std::vector<uint8_t> mask;
   float reward = 0;
   int64_t group = 0;  ///< samples of one prompt share a group
 };

@@ -122,6 +122,7 @@ std::vector<train_sequence> to_sequences(const trainer_state& st,
         t.ref_logprobs = s.ref_logprobs;
         t.values = s.values;
         t.experts = s.experts;
+        t.mask = s.mask;
         t.reward = s.reward;
         t.group = static_cast<int64_t>(g);
         out.push_back(std::move(t));

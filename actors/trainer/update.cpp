@@ -81,7 +81,7 @@ at::Tensor policy_trainer::micro_batch_loss(
     const batch_layout& layout, const at::Tensor& advantages, const at::Tensor& old_logprobs,
     const std::vector<size_t>& mb, const llm::token_scores& sc, update_totals& totals) const {
   auto mask = layout.slice(layout.mask, mb);
-  const double global_tokens = std::max(1.0, static_cast<double>(layout.num_tokens));
+  const double global_tokens = std::max(1.0, static_cast<double>(layout.trained_tokens));
   if (options_.objective == "sft") {
     auto loss = rl::sft_loss(sc.logprobs, mask, global_tokens);
     totals.sums["sft_loss"] += loss.item<double>();

@@ -103,6 +103,11 @@ struct kind_descriptor {
   enum role role = role::stage;
   std::vector<port_spec> inputs;
   std::vector<port_spec> outputs;
+  /// Service ports (runtime/core/services.hpp), outside the schedule's data flow: a `serves` port
+  /// answers requests of its type; a `uses` port is joined by one edge to a `serves` port of the
+  /// same type, and the runtime hands the actor that server's replicas (`uses_atom`).
+  std::vector<port_spec> serves;
+  std::vector<port_spec> uses;
   /// Declared parameters, for kinds configured through ActorSpec.params.custom.
   std::vector<param_spec> params;
   /// For built-in kinds with their own params struct: the ActorSpec.params union member.

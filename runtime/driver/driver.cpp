@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "runtime/core/services.hpp"
 #include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime {
@@ -33,6 +34,16 @@ void finish(driver self, bool ok, const std::string& error) {
   report_live(self, true, ok ? "finished" : "failed", error);
   if (st.opts.on_finish) st.opts.on_finish(out);
   self->quit();
+}
+
+void bind_services(driver self, size_t node) {
+  auto& st = self->state;
+  for (const auto& s : st.plan.services) {
+    if (node != all_nodes && s.user != node && s.server != node) continue;
+    const std::vector<caf::actor>& servers = st.nodes[s.server].plan.replicas;
+    for (const auto& user : st.nodes[s.user].plan.replicas)
+      if (user) self->send(user, uses_atom::value, s.port, servers);
+  }
 }
 
 namespace {
@@ -69,6 +80,8 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
   for (auto& n : st.nodes)
     for (auto& a : n.plan.replicas) self->monitor(a);
   self->set_down_handler([=](caf::down_msg& dm) { on_actor_down(self, dm); });
+  // Before any request of the driver: a user's mailbox holds its servers before its first work.
+  bind_services(self, all_nodes);
   self->send(self, start_atom::value);
   return {
       [=](start_atom) {

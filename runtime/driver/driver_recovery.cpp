@@ -45,6 +45,7 @@ static void replace_replica(driver self, size_t i, uint32_t r, caf::actor fresh)
   auto& n = s.nodes[i];
   n.plan.replicas[r] = std::move(fresh);
   self->monitor(n.plan.replicas[r]);
+  bind_services(self, i);
   s.durable.counters.restarts++;
   auto open = std::move(n.tickets[r]);
   n.tickets[r].clear();

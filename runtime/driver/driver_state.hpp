@@ -208,6 +208,10 @@ inline uint64_t waiting_for_learner(driver self) {
 
 // driver.cpp
 void finish(driver self, bool ok, const std::string& error);
+/// Hands each user of a service the server's replicas (runtime/core/services.hpp): the users of
+/// the edges that touch `node` (either end), or of every service edge for all_nodes.
+constexpr size_t all_nodes = SIZE_MAX;
+void bind_services(driver self, size_t node);
 
 // driver_flow.cpp
 bool feeds_batches(driver self, const edge_plan& e);

@@ -39,6 +39,15 @@ struct edge_plan {
   uint32_t capacity = 0;
 };
 
+/// A service edge: every replica of `user` is handed all the replicas of `server` for its `uses`
+/// port (runtime/core/services.hpp); no work item travels on it.
+struct service_plan {
+  size_t user = 0;
+  std::string port;
+  size_t server = 0;
+  std::string server_port;
+};
+
 struct schedule_plan {
   bool async = false;
   uint32_t max_staleness = 0;
@@ -49,6 +58,7 @@ struct graph_plan {
   std::string graph_name;
   std::vector<node_plan> nodes;
   std::vector<edge_plan> edges;
+  std::vector<service_plan> services;
   /// The sources (at least one), in graph order, and their weights (> 0): each admission is
   /// shared out among them in proportion (a smooth weighted round robin).
   std::vector<size_t> sources;

@@ -135,6 +135,11 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     graph::endpoint from, to;
     graph::parse_endpoint(edge.getFrom(), from);
     graph::parse_endpoint(edge.getTo(), to);
+    const size_t user = index.at(from.actor);
+    if (graph::is_service_edge(*plan.nodes[user].kind, from.port)) {
+      plan.services.push_back({user, from.port, index.at(to.actor), to.port});
+      continue;
+    }
     plan.edges.push_back(
         {index.at(from.actor), from.port, index.at(to.actor), to.port, edge.getCapacity()});
   }

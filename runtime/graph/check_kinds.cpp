@@ -67,6 +67,10 @@ std::string union_member(schema::ActorSpec::Reader actor) {
 
 }  // namespace
 
+bool is_service_edge(const kind_descriptor& kind, const std::string& from_port) {
+  return find_port(kind.uses, from_port) != nullptr;
+}
+
 std::string params_member_problem(const kind_descriptor& kind) {
   if (kind.params_member.empty()) return "";
   auto params =
@@ -245,11 +249,61 @@ kinds_by_actor check_actors(schema::Graph::Reader graph, const runtime::kind_reg
   return kind_of;
 }
 
-/// Edges: ports exist on the kinds and carry the same type. Returns who feeds whom.
+/// Whether an edge (parsed, both actors of known kinds) is a service edge.
+bool service_edge(const kinds_by_actor& kind_of, const endpoint& from) {
+  auto it = kind_of.find(from.actor);
+  return it != kind_of.end() && is_service_edge(*it->second, from.port);
+}
+
+/// A service edge: the user's `uses` port to a `serves` port of the server, of one type, no
+/// capacity (requests are the user's own, not work items the schedule counts).
+void check_service_edge(schema::Edge::Reader edge, const endpoint& from, const endpoint& to,
+                        const kind_descriptor& user, const kind_descriptor& server,
+                        const std::string& where, const reporter& report) {
+  const port_spec* up = find_port(user.uses, from.port);
+  const port_spec* sp = find_port(server.serves, to.port);
+  if (sp == nullptr) {
+    report(where, "field 'to': " + from.actor + "." + from.port + " uses a service, but actor '" +
+                      to.actor + "' (kind " + server.name + ") serves no port '" + to.port +
+                      "' (serves: " + port_list(server.serves) + ")");
+  } else if (up->type != sp->type) {
+    report(where, "service type mismatch: " + from.actor + "." + from.port + " uses '" + up->type +
+                      "' but " + to.actor + "." + to.port + " serves '" + sp->type + "'");
+  }
+  if (from.actor == to.actor) report(where, "an actor cannot use a service of its own");
+  if (edge.getCapacity() != 0) {
+    report(where, "field 'capacity': a service edge carries requests, not work items (0 only)");
+  }
+}
+
+/// Each `uses` port of each actor is joined to exactly one server.
+void check_uses_joined(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
+                       const std::map<std::string, unsigned>& joined, const reporter& report) {
+  for (auto actor : graph.getActors()) {
+    auto it = kind_of.find(actor.getName());
+    if (it == kind_of.end()) continue;
+    for (const auto& p : it->second->uses) {
+      const std::string key = std::string(actor.getName()) + "." + p.name;
+      auto n = joined.find(key);
+      const unsigned count = n == joined.end() ? 0 : n->second;
+      if (count != 1) {
+        report("actor '" + std::string(actor.getName()) + "'",
+               "port '" + p.name + "' uses a service of type '" + p.type + "': " +
+                   (count == 0 ? "no edge joins it to a server (add (from = \"" + key +
+                                     "\", to = \"SERVER.PORT\"))"
+                               : std::to_string(count) + " edges join it, one may"));
+      }
+    }
+  }
+}
+
+/// Edges: ports exist on the kinds and carry the same type. Returns who feeds whom (a service's
+/// user feeds its server: the server is driven by its users' requests).
 std::map<std::string, std::set<std::string>> check_edges(schema::Graph::Reader graph,
                                                          const kinds_by_actor& kind_of,
                                                          const reporter& report) {
   std::map<std::string, std::set<std::string>> downstream;
+  std::map<std::string, unsigned> joined;
   unsigned i = 0;
   for (auto edge : graph.getEdges()) {
     endpoint from, to;
@@ -257,25 +311,38 @@ std::map<std::string, std::set<std::string>> check_edges(schema::Graph::Reader g
     if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
     auto fk = kind_of.find(from.actor), tk = kind_of.find(to.actor);
     if (fk == kind_of.end() || tk == kind_of.end()) continue;
+    downstream[from.actor].insert(to.actor);
+    if (is_service_edge(*fk->second, from.port)) {
+      joined[from.actor + "." + from.port]++;
+      check_service_edge(edge, from, to, *fk->second, *tk->second, where, report);
+      continue;
+    }
     const port_spec* op = find_port(fk->second->outputs, from.port);
     const port_spec* ip = find_port(tk->second->inputs, to.port);
     if (op == nullptr) {
       report(where, "field 'from': actor '" + from.actor + "' (kind " + fk->second->name +
                         ") has no output port '" + from.port +
-                        "' (outputs: " + port_list(fk->second->outputs) + ")");
+                        "' (outputs: " + port_list(fk->second->outputs) +
+                        (fk->second->uses.empty() ? "" : "; uses: " + port_list(fk->second->uses)) +
+                        ")");
     }
     if (ip == nullptr) {
+      const bool served = find_port(tk->second->serves, to.port) != nullptr;
       report(where, "field 'to': actor '" + to.actor + "' (kind " + tk->second->name +
                         ") has no input port '" + to.port +
-                        "' (inputs: " + port_list(tk->second->inputs) + ")");
+                        "' (inputs: " + port_list(tk->second->inputs) + ")" +
+                        (served ? "; '" + to.port +
+                                      "' is a service it serves: join a uses port "
+                                      "to it, not an output"
+                                : ""));
     }
     if (op != nullptr && ip != nullptr && op->type != ip->type) {
       report(where, "port type mismatch: " + from.actor + "." + from.port + " carries '" +
                         op->type + "' but " + to.actor + "." + to.port + " takes '" + ip->type +
                         "'");
     }
-    downstream[from.actor].insert(to.actor);
   }
+  check_uses_joined(graph, kind_of, joined, report);
   return downstream;
 }
 
@@ -334,14 +401,16 @@ void check_roles(schema::Graph::Reader graph, const roles& r, const reporter& re
 
 /// The buffer sits between the stages and the learner: it alone feeds the learner, and it feeds
 /// nothing else.
-void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner,
-                        const std::string& buffer, const reporter& report) {
+void check_buffer_edges(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
+                        const std::string& learner, const std::string& buffer,
+                        const reporter& report) {
   unsigned e = 0;
   bool feeds_learner = false;
   for (auto edge : graph.getEdges()) {
     endpoint from, to;
     std::string where = edge_where(e++, edge);
     if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
+    if (service_edge(kind_of, from)) continue;
     if (to.actor == learner && from.actor != buffer) {
       report(where, "the learner '" + learner + "' takes its batches from the buffer '" + buffer +
                         "' only: route " + from.actor + "." + from.port +
@@ -360,14 +429,15 @@ void check_buffer_edges(schema::Graph::Reader graph, const std::string& learner,
 
 /// An edge into the learner (or its buffer actor) bounds what the learner's buffer holds, which
 /// must be a whole batch.
-void check_feed_capacity(schema::Graph::Reader graph, const std::string& feed,
-                         const reporter& report) {
+void check_feed_capacity(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
+                         const std::string& feed, const reporter& report) {
   const uint32_t batch = graph.getRun().getBatchSize();
   unsigned e = 0;
   for (auto edge : graph.getEdges()) {
-    endpoint to;
+    endpoint from, to;
     std::string where = edge_where(e++, edge);
     if (!parse_endpoint(edge.getTo(), to) || to.actor != feed) continue;
+    if (parse_endpoint(edge.getFrom(), from) && service_edge(kind_of, from)) continue;
     if (edge.getCapacity() != 0 && edge.getCapacity() < batch) {
       report(where,
              "field 'capacity': " + std::to_string(edge.getCapacity()) +
@@ -411,6 +481,7 @@ void check_in_graph(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
     if (!parse_endpoint(edge.getFrom(), from) || !parse_endpoint(edge.getTo(), to)) continue;
     auto fk = kind_of.find(from.actor), tk = kind_of.find(to.actor);
     if (fk == kind_of.end() || tk == kind_of.end()) continue;
+    if (is_service_edge(*fk->second, from.port)) continue;
     ctx[to.actor].upstream.push_back({from.actor, fk->second->name, placement[from.actor]});
     ctx[from.actor].downstream.push_back({to.actor, tk->second->name, placement[to.actor]});
   }
@@ -446,9 +517,10 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
   const roles r = roles_of(graph, kind_of);
   check_roles(graph, r, report);
   if (!r.learners.empty() && r.buffers.size() == 1)
-    check_buffer_edges(graph, r.learners[0], r.buffers[0], report);
+    check_buffer_edges(graph, kind_of, r.learners[0], r.buffers[0], report);
   if (!r.learners.empty())
-    check_feed_capacity(graph, r.buffers.size() == 1 ? r.buffers[0] : r.learners[0], report);
+    check_feed_capacity(graph, kind_of, r.buffers.size() == 1 ? r.buffers[0] : r.learners[0],
+                        report);
   if (!r.sources.empty()) check_reachable(graph, r.sources, downstream, report);
   check_in_graph(graph, kind_of, report);
   return out;

@@ -33,6 +33,10 @@ capnp::DynamicStruct::Reader params_struct(schema::ActorSpec::Reader actor,
 /// /milesrt/kinds.capnp declares) has no such member; "" when it has, or the kind takes none.
 std::string params_member_problem(const runtime::kind_descriptor& kind);
 
+/// Whether an edge leaving `from_port` of an actor of `kind` is a service edge: the port is one of
+/// the kind's `uses` ports (the edge then ends at a `serves` port; runtime/core/services.hpp).
+bool is_service_edge(const runtime::kind_descriptor& kind, const std::string& from_port);
+
 /// Parses `text` as a value of type `t`; false when it is not one.
 bool parse_param(const std::string& text, runtime::param_type t, runtime::param_value& out);
 

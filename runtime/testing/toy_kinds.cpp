@@ -373,6 +373,7 @@ void register_kinds(runtime::kind_registry& registry) {
   registry.add(source);
 
   register_stages(registry, item, version);
+  register_service_kinds(registry, item, version);
 
   kind_descriptor learner;
   learner.name = "toy_learner";

@@ -192,16 +192,23 @@ extend_result session::extend_ids(const std::vector<llm::token_id>& ids) {
 
 void session::append_sampled(const std::vector<llm::token_id>& ids,
                              const std::vector<float>& logprobs, uint64_t version, ojson reply) {
-  if (ids.size() != logprobs.size())
+  append_sampled(ids, logprobs, std::vector<uint64_t>(ids.size(), version), std::move(reply));
+}
+
+void session::append_sampled(const std::vector<llm::token_id>& ids,
+                             const std::vector<float>& logprobs,
+                             const std::vector<uint64_t>& versions, ojson reply) {
+  if (ids.size() != logprobs.size() || ids.size() != versions.size())
     throw std::invalid_argument("agent::session::append_sampled: " + std::to_string(ids.size()) +
-                                " ids but " + std::to_string(logprobs.size()) + " log-probs");
+                                " ids but " + std::to_string(logprobs.size()) + " log-probs and " +
+                                std::to_string(versions.size()) + " versions");
   if (mode_ == mode::messages && reply.is_null())
     throw std::invalid_argument(
         "agent::session::append_sampled: a session of messages needs the reply message");
   tokens_.ids.insert(tokens_.ids.end(), ids.begin(), ids.end());
   tokens_.origins.insert(tokens_.origins.end(), ids.size(), token_origin::sampled);
   tokens_.logprobs.insert(tokens_.logprobs.end(), logprobs.begin(), logprobs.end());
-  tokens_.versions.insert(tokens_.versions.end(), ids.size(), version);
+  tokens_.versions.insert(tokens_.versions.end(), versions.begin(), versions.end());
   text_ += tok_->decode(ids);
   if (!reply.is_null()) messages_.push_back(std::move(reply));
   ++turns_;

@@ -84,6 +84,10 @@ class session {
   /// (a bug of the caller).
   void append_sampled(const std::vector<llm::token_id>& ids, const std::vector<float>& logprobs,
                       uint64_t version, nlohmann::ordered_json reply = nullptr);
+  /// The same with each token's own version (a turn sampled across a weight update).
+  void append_sampled(const std::vector<llm::token_id>& ids, const std::vector<float>& logprobs,
+                      const std::vector<uint64_t>& versions,
+                      nlohmann::ordered_json reply = nullptr);
 
   const session_tokens& tokens() const { return tokens_; }
   /// The conversation so far (the client's messages and the replies), for a session of messages.

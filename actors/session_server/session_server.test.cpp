@@ -1,0 +1,274 @@
+// The session_server kind in a graph under the real driver, with a scripted generation service
+// in place of a rollout: sessions opened in a group, tool-calling turns, the group ended and
+// trained on with its mask; the error table; 429 while the schedule admits no new group.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/tokenizer/tokenizer.hpp"
+#include "actors/lib/serving/generate_messages.hpp"
+#include "actors/session_server/session_server_kind.hpp"
+#include "runtime/core/interfaces.hpp"
+#include "runtime/driver/run.hpp"
+#include "runtime/graph/check_kinds.hpp"
+#include "runtime/graph/validate.hpp"
+#include "runtime/http/http_test_client.hpp"
+
+namespace milesrt::session_server {
+namespace {
+namespace fs = std::filesystem;
+using namespace milesrt::runtime;
+using json = nlohmann::json;
+using verb = boost::beast::http::verb;
+
+const std::string kModel = std::string(MILESRT_TOKENIZER_DATA) + "/qwen3";
+
+struct trained {
+  std::mutex m;
+  std::vector<llm::sample_group> groups;
+};
+
+/// A generation service that answers from a script: a tool call first, then text.
+void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
+  kind_descriptor gen;
+  gen.name = "scripted_generator";
+  gen.role = role::stage;
+  gen.serves = {{"generate", serving::service_type::generate, ""}};
+  gen.spawn = [](caf::actor_system& sys, const actor_setup&) {
+    auto tok = llm::tokenizer::load(kModel).tok;
+    return sys.spawn([tok](caf::stateful_actor<int>* self) -> caf::behavior {
+      return {
+          [=](serving::generate_atom, const serving::generation_request&) {
+            const char* text =
+                self->state++ % 2 == 0
+                    ? "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n"
+                      "</tool_call><|im_end|>"
+                    : "The answer is 3.<|im_end|>";
+            serving::generation_result r;
+            auto ids = tok->encode(text);
+            r.output_ids.assign(ids.begin(), ids.end());
+            r.logprobs.assign(r.output_ids.size(), -0.5f);
+            r.versions.assign(r.output_ids.size(), 7);
+            r.finish_reason = "stop";
+            return r;
+          },
+          [=](snapshot_atom, const std::string&) { return actor_state{}; },
+          [=](restore_atom, const std::string&, const actor_state&) { return true; },
+      };
+    });
+  };
+  kinds.add(gen);
+
+  kind_descriptor learner;
+  learner.name = "group_learner";
+  learner.role = role::learner;
+  learner.inputs = {{"groups", llm::port_type::scored_group, ""}};
+  learner.spawn = [log](caf::actor_system& sys, const actor_setup&) {
+    return sys.spawn([log](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
+      return {
+          [=](train_atom, uint64_t, const std::vector<envelope>& batch) {
+            std::lock_guard<std::mutex> lock(log->m);
+            for (const auto& e : batch)
+              log->groups.push_back(e.payload.get_as<llm::sample_group>(0));
+            train_reply r;
+            r.version = ++self->state;
+            return r;
+          },
+          [=](snapshot_atom, const std::string&) { return actor_state{}; },
+          [=](restore_atom, const std::string&, const actor_state&) { return true; },
+      };
+    });
+  };
+  kinds.add(learner);
+}
+
+class SessionServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("milesrt-session-server-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    register_session_server_kind(kinds_);
+    register_test_kinds(kinds_, log_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  /// Starts the graph (steps of one group each) in the background; returns the server's port.
+  uint16_t start(int steps) {
+    auto file = dir_ / "g.capnp";
+    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+                        << "const graph :Graph = (name = \"sessions\", actors = [\n"
+                        << "(name = \"server\", kind = \"session_server\", params = (sessionServer "
+                           "= (model = \""
+                        << kModel << "\", maxNewTokens = 64))),\n"
+                        << "(name = \"gen\", kind = \"scripted_generator\"),\n"
+                        << "(name = \"learner\", kind = \"group_learner\")],\n"
+                        << "edges = [(from = \"server.groups\", to = \"learner.groups\"),\n"
+                        << "(from = \"server.generate\", to = \"gen.generate\")],\n"
+                        << "schedule = (sync = void), run = (steps = " << steps
+                        << ", batchSize = 1, deadlineSeconds = 60));\n";
+    auto loaded = graph::load_graph(file, graph::default_import_dirs());
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+    graph_ = std::move(loaded.graph);
+    auto problems = graph::validate_kinds(*graph_, kinds_);
+    EXPECT_TRUE(problems.empty()) << problems[0].text;
+    cfg_.add_message_types<caf::id_block::milesrt_runtime>();
+    cfg_.add_message_types<caf::id_block::milesrt_llm>();
+    kinds_.register_types(cfg_);
+    sys_ = std::make_unique<caf::actor_system>(cfg_);
+    outcome_ = std::async(std::launch::async, [this] {
+      run_request req;
+      req.run_dir = dir_ / "run";
+      req.progress = nullptr;
+      return run_graph(*sys_, *graph_, kinds_, req);
+    });
+    for (int i = 0; i < 200 && !fs::exists(dir_ / "run" / "server.json"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(dir_ / "run" / "server.json");
+    port_ = json::parse(in)["port"].get<uint16_t>();
+    // The driver's first ask opens admission.
+    for (int i = 0; i < 200; ++i) {
+      auto h = call(verb::get, "/health");
+      if (h.status == 200 && json::parse(h.body)["admitting"].get<bool>()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return port_;
+  }
+
+  runtime::testing::http_reply call(verb method, const std::string& target,
+                                    const std::string& body = "") {
+    return runtime::testing::http_call(port_, method, target, body,
+                                       {{"Content-Type", "application/json"}});
+  }
+  json post(const std::string& target, const json& body, int status = 200) {
+    auto r = call(verb::post, target, body.dump());
+    EXPECT_EQ(r.status, status) << target << ": " << r.body << r.error;
+    return r.body.empty() ? json() : json::parse(r.body, nullptr, false);
+  }
+
+  fs::path dir_;
+  kind_registry kinds_;
+  std::shared_ptr<trained> log_ = std::make_shared<trained>();
+  caf::actor_system_config cfg_;
+  std::unique_ptr<graph::loaded_graph> graph_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::future<run_outcome> outcome_;
+  uint16_t port_ = 0;
+};
+
+const json kTools = json::array(
+    {{{"type", "function"},
+      {"function",
+       {{"name", "add"},
+        {"parameters",
+         {{"type", "object"},
+          {"properties", {{"a", {{"type", "integer"}}}, {"b", {{"type", "integer"}}}}}}}}}}});
+
+TEST_F(SessionServer, AGroupOfToolCallingSessionsEndsAndTrainsWithItsMask) {
+  port_ = start(1);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto s = post("/sessions", {{"group", "q1"}});
+    ids.push_back(s["id"]);
+    EXPECT_EQ(s["base_url"],
+              "http://127.0.0.1:" + std::to_string(port_) + "/sessions/" + ids.back() + "/v1");
+  }
+  for (const auto& id : ids) {
+    json messages = json::array({{{"role", "user"}, {"content", "What is 1 + 2?"}}});
+    auto a = post("/sessions/" + id + "/v1/chat/completions",
+                  {{"messages", messages}, {"tools", kTools}});
+    ASSERT_EQ(a["choices"][0]["finish_reason"], "tool_calls") << a.dump();
+    auto call_msg = a["choices"][0]["message"];
+    EXPECT_EQ(call_msg["tool_calls"][0]["function"]["name"], "add");
+    messages.push_back(call_msg);
+    messages.push_back(
+        {{"role", "tool"}, {"tool_call_id", call_msg["tool_calls"][0]["id"]}, {"content", "3"}});
+    auto b = post("/sessions/" + id + "/v1/chat/completions",
+                  {{"messages", messages}, {"tools", kTools}});
+    EXPECT_EQ(b["choices"][0]["message"]["content"], "The answer is 3.") << b.dump();
+    auto info = json::parse(call(verb::get, "/sessions/" + id).body);
+    EXPECT_EQ(info["turns"], 2);
+  }
+  post("/sessions/" + ids[0] + "/end", {{"reward", 1.0}});
+  post("/sessions/" + ids[1] + "/end", {{"reward", 0.0}});
+  auto o = outcome_.get();
+  ASSERT_TRUE(o.ok) << o.error;
+  std::lock_guard<std::mutex> lock(log_->m);
+  ASSERT_EQ(log_->groups.size(), 1u);
+  const auto& g = log_->groups[0];
+  ASSERT_EQ(g.samples.size(), 2u);
+  EXPECT_EQ(g.label, "q1");
+  EXPECT_EQ(g.samples[0].reward, 1.0f);
+  for (const auto& s : g.samples) {
+    ASSERT_EQ(s.mask.size(), s.output.size());
+    ASSERT_EQ(s.logprobs.size(), s.output.size());
+    size_t sampled = 0;
+    for (size_t i = 0; i < s.mask.size(); ++i) {
+      sampled += s.mask[i];
+      EXPECT_EQ(s.logprobs[i], s.mask[i] ? -0.5f : 0.0f) << i;
+      EXPECT_EQ(s.versions[i], 7u);
+    }
+    EXPECT_GT(sampled, 0u);
+    EXPECT_LT(sampled, s.mask.size());  // the tool's answer is context
+    EXPECT_EQ(s.mask.front(), 1);       // the output begins with the first sampled token
+  }
+}
+
+TEST_F(SessionServer, BadRequestsGetTheirErrorsAndTheServerKeepsServing) {
+  port_ = start(2);
+  EXPECT_EQ(call(verb::get, "/health").status, 200);
+  auto r = call(verb::post, "/sessions", "{not json");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(call(verb::post, "/sessions/nope/v1/chat/completions",
+                 R"({"messages": [{"role": "user", "content": "hi"}]})")
+                .status,
+            404);
+  auto id = post("/sessions", json::object())["id"].get<std::string>();
+  auto bad = json::parse(call(verb::post, "/sessions/" + id + "/v1/chat/completions",
+                              R"({"messages": [{"role": "user", "content": "hi"}], "n": 2})")
+                             .body);
+  EXPECT_EQ(bad["error"]["param"], "n") << bad.dump();
+  EXPECT_EQ(call(verb::post, "/sessions/" + id + "/v1/chat/completions", "[1, 2").status, 400);
+  json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  post("/sessions/" + id + "/v1/chat/completions", {{"messages", messages}});
+  // Messages that do not extend the session: 409 naming the first that differs.
+  auto c = call(verb::post, "/sessions/" + id + "/v1/chat/completions",
+                json{{"messages", json::array({{{"role", "user"}, {"content", "bye"}}})}}.dump());
+  EXPECT_EQ(c.status, 409) << c.body;
+  // A second group while the driver's one ask is taken: 429 with Retry-After.
+  auto other = post("/sessions", json::object())["id"].get<std::string>();
+  auto busy = call(verb::post, "/sessions/" + other + "/v1/chat/completions",
+                   json{{"messages", messages}}.dump());
+  EXPECT_EQ(busy.status, 429) << busy.body;
+  EXPECT_EQ(busy.headers["retry-after"], "1");
+  post("/sessions/" + id + "/end", json::object());
+  EXPECT_EQ(call(verb::post, "/sessions/" + id + "/end", "{}").status, 409);
+  // After the first step the driver asks again: the other session's turn runs.
+  runtime::testing::http_reply later;
+  for (int i = 0; i < 100; ++i) {
+    later = call(verb::post, "/sessions/" + other + "/v1/chat/completions",
+                 json{{"messages", messages}}.dump());
+    if (later.status != 429) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(later.status, 200) << later.body;
+  EXPECT_EQ(call(verb::get, "/sessions/" + other + "/v1/models").status, 200);
+  EXPECT_EQ(call(verb::delete_, "/sessions/" + other).status, 200);
+  EXPECT_EQ(call(verb::get, "/sessions/" + other).status, 200);
+  auto third = post("/sessions", json::object())["id"].get<std::string>();
+  post("/sessions/" + third + "/v1/chat/completions", {{"messages", messages}});
+  post("/sessions/" + third + "/end", {{"reward", 0.5}});
+  auto o = outcome_.get();
+  ASSERT_TRUE(o.ok) << o.error;
+}
+
+}  // namespace
+}  // namespace milesrt::session_server

@@ -1,0 +1,128 @@
+#include "actors/session_server/session_server_kind.hpp"
+
+#include <caf/all.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "actors/lib/agent/openai_api.hpp"
+#include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/tokenizer/chat_template.hpp"
+#include "actors/lib/llm/tokenizer/tokenizer.hpp"
+#include "actors/lib/serving/generate_messages.hpp"
+#include "actors/session_server/session_server.hpp"
+#include "milesrt/session_server.capnp.h"
+
+namespace milesrt::session_server {
+namespace {
+using namespace milesrt::runtime;
+namespace fs = std::filesystem;
+
+bool loopback(const std::string& address) {
+  return address == "127.0.0.1" || address == "::1" || address.rfind("127.", 0) == 0;
+}
+
+std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+  auto p = reader.as<schema::SessionServerParams>();
+  std::vector<std::string> problems;
+  const std::string model = p.getModel();
+  if (model.empty()) {
+    problems.push_back("model: required (the rollout's model folder, for its tokenizer)");
+  } else if (!fs::is_regular_file(fs::path(model) / "tokenizer.json")) {
+    problems.push_back("model: '" + model + "' has no tokenizer.json");
+  }
+  const std::string chat = p.getChatTemplate();
+  if (!chat.empty() && !fs::is_regular_file(chat))
+    problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template)");
+  if (!loopback(p.getAddress()) && p.getBearerToken().size() == 0) {
+    problems.push_back("address: '" + std::string(p.getAddress()) +
+                       "' is not loopback: set bearerToken so that every request must carry it");
+  }
+  for (auto [field, v] : {std::pair{"idleTimeoutSeconds", p.getIdleTimeoutSeconds()},
+                          std::pair{"groupTimeoutSeconds", p.getGroupTimeoutSeconds()}}) {
+    if (!(v > 0) || !std::isfinite(v) || v > 1e7)
+      problems.push_back(std::string(field) + ": must be > 0 and at most 1e7 seconds");
+  }
+  if (p.getMaxOpenSessions() == 0) problems.push_back("maxOpenSessions: must be at least 1");
+  if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
+  if (p.getBodyLimit() < 1024) problems.push_back("bodyLimit: must be at least 1024 bytes");
+  return problems;
+}
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+/// The HTTP server, bound now (so that a port in use fails the actor's start), JSON errors.
+std::shared_ptr<http_server> bind_server(schema::SessionServerParams::Reader p) {
+  http_server_options o;
+  o.address = p.getAddress();
+  o.port = p.getPort();
+  o.bearer_secret = p.getBearerToken();
+  o.body_limit = p.getBodyLimit();
+  o.error_page = [](unsigned status, const std::string& message) {
+    return http_response(status, "application/json", agent::error_body(status, message).dump());
+  };
+  return std::make_shared<http_server>(std::move(o));
+}
+
+caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
+  auto p = s.params_struct->as<schema::SessionServerParams>();
+  server_config cfg;
+  auto tok = llm::tokenizer::load(std::string(p.getModel()));
+  if (!tok.tok) throw std::invalid_argument("params.sessionServer.model: " + tok.error);
+  auto tmpl = llm::chat_template::load(std::string(p.getChatTemplate()), *tok.tok);
+  if (!tmpl.tmpl) {
+    throw std::invalid_argument(
+        "params.sessionServer.chatTemplate: " +
+        (tmpl.error.empty() ? "the model has no chat template" : tmpl.error));
+  }
+  cfg.tok = tok.tok;
+  cfg.tmpl = tmpl.tmpl;
+  cfg.limits.max_open = p.getMaxOpenSessions();
+  cfg.limits.idle_timeout = millis(p.getIdleTimeoutSeconds());
+  cfg.limits.group_timeout = millis(p.getGroupTimeoutSeconds());
+  cfg.limits.partial_groups = p.getPartialGroups();
+  cfg.limits.max_tokens = p.getMaxTokens();
+  cfg.model_name = p.getModelName();
+  cfg.max_new_tokens = p.getMaxNewTokens();
+  cfg.retry_after_seconds = std::max<uint32_t>(1, p.getRetryAfterSeconds());
+  cfg.seed = s.seed * 7919 + 17;
+  auto http = bind_server(p);
+  std::string host = http->address();
+  if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  cfg.url = "http://" + host + ":" + std::to_string(http->port());
+  // Where clients (and tests) find the server when its port was left to the system.
+  std::error_code ec;
+  fs::create_directories(s.run_dir, ec);
+  std::ofstream(s.run_dir / (s.name + ".json"))
+      << nlohmann::json{{"url", cfg.url}, {"port", http->port()}}.dump() << "\n";
+  if (s.progress)
+    std::fprintf(s.progress, "actor '%s': sessions at %s\n", s.name.c_str(), cfg.url.c_str());
+  return spawn_session_server(sys, std::move(cfg), std::move(http));
+}
+
+}  // namespace
+
+void register_session_server_kind(runtime::kind_registry& registry) {
+  kind_descriptor k;
+  k.name = "session_server";
+  k.summary = "serves agent sessions over HTTP (OpenAI chat completions); ended groups are items";
+  k.role = role::source;
+  k.outputs = {{"groups", llm::port_type::scored_group,
+                "the sessions of one group, ended, with their rewards and sampled-token masks"}};
+  k.uses = {{"generate", serving::service_type::generate, "a rollout's generation service"}};
+  k.params_member = "sessionServer";
+  k.check_params = check;
+  k.spawn = spawn;
+  registry.add(k);
+  // The groups it emits are the LLM layers' sample groups (the rollout adds the same block).
+  registry.add_types([](caf::actor_system_config& cfg) {
+    cfg.add_message_types<caf::id_block::milesrt_llm>();
+    cfg.add_message_types<caf::id_block::milesrt_serving>();
+  });
+}
+
+}  // namespace milesrt::session_server

@@ -1,0 +1,75 @@
+// End to end: `milesrt run graphs/agent_sessions.capnp` (a session server fronting the rollout,
+// the trainer learning from ended session groups) driven over loopback by the unmodified
+// `openai` Python package (test/sessions/openai_client.py): chat completions, streaming, tools,
+// two sessions per group, bad requests each answered with their 4xx JSON error; every group ended
+// is a training step, and the run ends when its steps are done.
+#include <ATen/ATen.h>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/lib/llm/model.hpp"
+#include "test/support.hpp"
+
+namespace {
+using namespace milesrt::testing;
+
+/// dir/model: a random one-layer Qwen3 over the 33.5k-token tokenizer the build trains (with the
+/// Qwen3 chat template), with that tokenizer.
+fs::path model_folder(const fs::path& dir) {
+  auto model_dir = dir / "model";
+  auto model = milesrt::llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520,
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+    "tie_word_embeddings": true, "hidden_act": "silu"})",
+                                             at::kFloat, at::kCPU, 9);
+  model->save(model_dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, model_dir / f);
+  return model_dir;
+}
+
+bool have_openai() {
+  return std::system(("'" + std::string(MILESRT_PYTHON) + "' -c 'import openai' >/dev/null 2>&1")
+                         .c_str()) == 0;
+}
+
+TEST(Sessions, TheOpenAiClientDrivesSessionsThatTrain) {
+  // .ci/install brings the openai package; without it this is a skip (the GPU machine has none).
+  if (!have_openai()) GTEST_SKIP() << "the Python package openai is not installed";
+  auto dir = scratch("sessions");
+  const auto model = model_folder(dir).string();
+  const auto run = dir / "run";
+  auto server = start("run graphs/agent_sessions.capnp --quiet --run-dir '" + run.string() +
+                          "' --set server.model=" + model + " --set rollout.model=" + model +
+                          " --set trainer.model=" + model +
+                          " --set run.steps=2 --set run.batchSize=1 --set rollout.kvBlocks=256",
+                      "sessions-run");
+  for (int i = 0; i < 600 && !fs::exists(run / "server.json") && !server.ended(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(run / "server.json")) << slurp(server.dir / "err");
+  const auto url = nlohmann::json::parse(slurp(run / "server.json"))["url"].get<std::string>();
+  auto out = scratch("sessions-client");
+  const std::string cmd = "'" + std::string(MILESRT_PYTHON) + "' '" + source_dir() +
+                          "/test/sessions/openai_client.py' " + url + " 2 >'" +
+                          (out / "out").string() + "' 2>&1";
+  const int raw = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 0) << slurp(out / "out");
+  EXPECT_NE(slurp(out / "out").find("ok"), std::string::npos) << slurp(out / "out");
+  auto r = server.wait(std::chrono::seconds(120));
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto summary = nlohmann::json::parse(slurp(run / "summary.json"));
+  EXPECT_EQ(summary["steps"], 2);
+  // The steps trained on the groups the server handed out, and said so in their metrics.
+  std::stringstream metrics(slurp(run / "metrics.jsonl"));
+  int steps = 0;
+  double complete = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto m = nlohmann::json::parse(line);
+    complete = std::max(complete, m["metrics"].value("session_groups_complete", 0.0));
+    ++steps;
+  }
+  EXPECT_GE(complete, 1.0);
+  EXPECT_EQ(steps, 2);
+}
+
+}  // namespace
