@@ -405,6 +405,50 @@ void attach_lora(llm::decoder& model, schema::Lora::Reader lora, const std::stri
   llm::attach_initial_adapters(model, lora, model_dir);
   if (lora.getMerge()) model.serve_merged(model.params().copy(model.dtype(), model.device()));
 }
+/// Checks of the params beyond their types, the model folder and the LoRA section.
+std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reader) {
+  auto p = reader.as<schema::RolloutParams>();
+  std::vector<std::string> problems;
+  if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
+  const std::string chat = p.getChatTemplate();
+  if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
+  if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
+  if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
+  if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1))
+    problems.push_back("kvMemoryFraction: must be in [0, 1]");
+  using limits = serving::request_limits;
+  if (p.getSamplesPerPrompt() == 0 || p.getSamplesPerPrompt() > limits::max_n) {
+    problems.push_back("samplesPerPrompt: must be from 1 to " + std::to_string(limits::max_n) +
+                       ", got " + std::to_string(p.getSamplesPerPrompt()));
+  }
+  if (p.getMaxNewTokens() == 0 || p.getMaxNewTokens() > limits::max_new_tokens) {
+    problems.push_back("maxNewTokens: must be from 1 to " + std::to_string(limits::max_new_tokens) +
+                       ", got " + std::to_string(p.getMaxNewTokens()));
+  }
+  if (!(p.getTemperature() > 0)) {
+    problems.push_back("temperature: must be > 0");
+  } else if (!(p.getTemperature() >= limits::min_temperature &&
+               p.getTemperature() <= limits::max_temperature)) {
+    problems.push_back("temperature: must be from 1e-05 to 100000");
+  }
+  check_model(p, problems);
+  if (p.hasLora()) {
+    for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
+      problems.push_back(problem);
+  }
+  if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
+  if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
+      p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
+    problems.push_back(
+        "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
+  }
+  // The template compiles when the actor starts (errors then name its line); here only the file.
+  if (!chat.empty() && !std::filesystem::is_regular_file(chat)) {
+    problems.push_back("chatTemplate: '" + chat +
+                       "' is not a file (a Jinja chat template, .jinja)");
+  }
+  return problems;
+}
 }  // namespace
 
 void register_rollout_kind(runtime::kind_registry& registry) {
@@ -418,51 +462,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.serves = {{"generate", serving::service_type::generate,
                "ids in; output ids, log-probs and each token's weight version out"}};
   k.params_member = "rollout";
-  k.check_params = [](capnp::DynamicStruct::Reader reader) {
-    auto p = reader.as<schema::RolloutParams>();
-    std::vector<std::string> problems;
-    if (p.getModel().size() == 0)
-      problems.push_back("model: required (a Hugging Face model folder)");
-    const std::string chat = p.getChatTemplate();
-    if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
-    if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
-    if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
-    if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1))
-      problems.push_back("kvMemoryFraction: must be in [0, 1]");
-    using limits = serving::request_limits;
-    if (p.getSamplesPerPrompt() == 0 || p.getSamplesPerPrompt() > limits::max_n) {
-      problems.push_back("samplesPerPrompt: must be from 1 to " + std::to_string(limits::max_n) +
-                         ", got " + std::to_string(p.getSamplesPerPrompt()));
-    }
-    if (p.getMaxNewTokens() == 0 || p.getMaxNewTokens() > limits::max_new_tokens) {
-      problems.push_back("maxNewTokens: must be from 1 to " +
-                         std::to_string(limits::max_new_tokens) + ", got " +
-                         std::to_string(p.getMaxNewTokens()));
-    }
-    if (!(p.getTemperature() > 0)) {
-      problems.push_back("temperature: must be > 0");
-    } else if (!(p.getTemperature() >= limits::min_temperature &&
-                 p.getTemperature() <= limits::max_temperature)) {
-      problems.push_back("temperature: must be from 1e-05 to 100000");
-    }
-    check_model(p, problems);
-    if (p.hasLora()) {
-      for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
-        problems.push_back(problem);
-    }
-    if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
-    if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
-        p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
-      problems.push_back(
-          "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
-    }
-    // The template compiles when the actor starts (errors then name its line); here only the file.
-    if (!chat.empty() && !std::filesystem::is_regular_file(chat)) {
-      problems.push_back("chatTemplate: '" + chat +
-                         "' is not a file (a Jinja chat template, .jinja)");
-    }
-    return problems;
-  };
+  k.check_params = check_rollout_params;
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();
     if (p.getModel().size() == 0)
