@@ -5,8 +5,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "actors/lib/dist/gloo_collectives.hpp"
+#include "actors/lib/dist/testing_ranks.hpp"
 #include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/trainer_core.hpp"
@@ -21,17 +20,7 @@
 namespace milesrt::trainer {
 namespace {
 
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using dist::testing::free_port;
 
 train_sequence seq(int prompt_len, int output_len, int salt, float reward, int64_t group) {
   train_sequence s;
