@@ -252,21 +252,25 @@ INSTANTIATE_TEST_SUITE_P(Families, LoraPaths,
                                            std::make_tuple(std::string("qwen3_moe"), int64_t{3}),
                                            std::make_tuple(std::string("qwen3_moe"), int64_t{8})));
 
+// Dense (every module) and MoE (attention and every expert's gate_up_proj and down_proj).
 TEST(Lora, GradientsReachOnlyTheAdapters) {
-  auto m = testing::tiny_model(5);
-  auto c = config_of(4);
-  m->set_adapters(trained_adapters(*m, c, 3), c);
-  m->adapters()->enable_grad();
-  auto seqs = sequences(32);
-  auto sc = m->score_sequences(seqs, 1.0);
-  at::Tensor loss = at::zeros({});
-  for (auto& s : sc) loss = loss - s.logprobs.sum();
-  loss.backward();
-  EXPECT_FALSE(m->params().grad().defined()) << "the base got a gradient buffer";
-  for (const auto& name : m->params().names())
-    EXPECT_FALSE(m->params().get(name).requires_grad()) << name;
-  for (const auto& name : m->adapters()->names())
-    EXPECT_GT(m->adapters()->get(name).grad().abs().sum().item<double>(), 0.0) << name;
+  for (const bool moe : {false, true}) {
+    auto m = testing::tiny_model(5, moe ? testing::kTinyQwen3Moe : testing::kTinyQwen3);
+    auto c = moe ? config_of(4, {"q_proj", "o_proj"}) : config_of(4);
+    if (moe) c.target_parameters = lora_parameter_names();
+    m->set_adapters(trained_adapters(*m, c, 3), c);
+    m->adapters()->enable_grad();
+    auto seqs = sequences(32);
+    auto sc = m->score_sequences(seqs, 1.0);
+    at::Tensor loss = at::zeros({});
+    for (auto& s : sc) loss = loss - s.logprobs.sum();
+    loss.backward();
+    EXPECT_FALSE(m->params().grad().defined()) << "the base got a gradient buffer";
+    for (const auto& name : m->params().names())
+      EXPECT_FALSE(m->params().get(name).requires_grad()) << name;
+    for (const auto& name : m->adapters()->names())
+      EXPECT_GT(m->adapters()->get(name).grad().abs().sum().item<double>(), 0.0) << name;
+  }
 }
 
 TEST(Lora, DropoutOnlyWhereAskedAndTheSameSeedGivesTheSameMasks) {
