@@ -73,8 +73,7 @@ def make(out):
 
 def make_moe(out, seqs, ref):
     torch.manual_seed(4)
-    # moe_intermediate_size 2I != hidden_size: peft tells a fused parameter's in from its out by
-    # the shapes.
+    # 2I != hidden_size, so a mix-up of a fused parameter's in and out would show in the shapes.
     cfg = transformers.Qwen3MoeConfig(vocab_size=151, hidden_size=48, intermediate_size=80,
                                       moe_intermediate_size=32, num_experts=4,
                                       num_experts_per_tok=2, decoder_sparse_step=1,
