@@ -53,6 +53,7 @@ nlohmann::json lora_record(const llm::lora_config& c, const std::string& base_mo
           {"alpha", c.alpha},
           {"use_rslora", c.use_rslora},
           {"target_modules", c.target_modules},
+          {"target_parameters", c.target_parameters},
           {"elements", elements}};
 }
 
@@ -92,11 +93,14 @@ void policy_trainer::load_lora(const fs::path& dir) {
                              "); this run's base is '" + options_.base_model + "' (hash " +
                              base_hash_ + ")");
   }
-  for (const char* field : {"rank", "alpha", "use_rslora", "target_modules", "elements"}) {
-    if (saved.value(field, nlohmann::json()) != want[field]) {
-      throw std::runtime_error(file.string() + ": lora." + field + " is " +
-                               saved.value(field, nlohmann::json()).dump() + " there, " +
-                               want[field].dump() + " in this run");
+  for (const char* field :
+       {"rank", "alpha", "use_rslora", "target_modules", "target_parameters", "elements"}) {
+    auto got = saved.value(field, nlohmann::json());
+    // Checkpoints written before target_parameters existed adapted no experts.
+    if (got.is_null() && std::string(field) == "target_parameters") got = nlohmann::json::array();
+    if (got != want[field]) {
+      throw std::runtime_error(file.string() + ": lora." + field + " is " + got.dump() +
+                               " there, " + want[field].dump() + " in this run");
     }
   }
   rl::load_optimizer_state(dir, *adam_);

@@ -4,7 +4,10 @@
                                    peft LoRA adapters of it with non-zero B (OUT/adapter: every
                                    linear module, r 4; OUT/adapter_rslora: q_proj, v_proj with
                                    use_rslora), and OUT/reference.json: sequences and the log-probs
-                                   of base + each adapter
+                                   of base + each adapter; likewise a random Qwen3-MoE base in
+                                   OUT/moe_base with OUT/moe_adapter: target_parameters on the
+                                   fused experts (mlp.experts.gate_up_proj, mlp.experts.down_proj)
+                                   and q_proj, v_proj
   peft_oracle.py check BASE ADAPTER SEQS.json
                                    loads BASE with the peft adapter folder ADAPTER and prints
                                    {"logprobs": [...]} of the sequences in SEQS.json
@@ -63,8 +66,34 @@ def make(out):
         model.save_pretrained(os.path.join(out, name))
         ref[name] = logprobs(model.eval(), seqs)
     ref["base"] = logprobs(base, seqs)
+    make_moe(out, seqs, ref)
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(ref, f)
+
+
+def make_moe(out, seqs, ref):
+    torch.manual_seed(4)
+    # 2I != hidden_size, so a mix-up of a fused parameter's in and out would show in the shapes.
+    cfg = transformers.Qwen3MoeConfig(vocab_size=151, hidden_size=48, intermediate_size=80,
+                                      moe_intermediate_size=32, num_experts=4,
+                                      num_experts_per_tok=2, decoder_sparse_step=1,
+                                      norm_topk_prob=True, num_hidden_layers=2,
+                                      num_attention_heads=6, num_key_value_heads=2, head_dim=16,
+                                      max_position_embeddings=512, rms_norm_eps=1e-6,
+                                      tie_word_embeddings=True,
+                                      rope_parameters={"rope_type": "default", "rope_theta": 1e6})
+    base = transformers.Qwen3MoeForCausalLM(cfg).float().eval()
+    base.save_pretrained(os.path.join(out, "moe_base"))
+    ref["moe_base"] = logprobs(base, seqs)
+    # peft's ParamWrapper requires lora_dropout 0.
+    lora = peft.LoraConfig(r=3, lora_alpha=5, lora_dropout=0.0, init_lora_weights=False,
+                           target_modules=["q_proj", "v_proj"],
+                           target_parameters=["mlp.experts.gate_up_proj",
+                                              "mlp.experts.down_proj"])
+    model = transformers.Qwen3MoeForCausalLM.from_pretrained(os.path.join(out, "moe_base")).eval()
+    model = peft.get_peft_model(model, lora)
+    model.save_pretrained(os.path.join(out, "moe_adapter"))
+    ref["moe_adapter"] = logprobs(model.eval(), seqs)
 
 
 def check(base_dir, adapter_dir, seqs_file):

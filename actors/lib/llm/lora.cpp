@@ -25,6 +25,20 @@ const std::vector<std::string>& lora_module_names() {
   return names;
 }
 
+const std::vector<std::string>& lora_parameter_names() {
+  static const std::vector<std::string> names = {"mlp.experts.gate_up_proj",
+                                                 "mlp.experts.down_proj"};
+  return names;
+}
+
+std::string lora_expert_tensor_name(int64_t layer, const std::string& parameter,
+                                    const lora_config& c, char which) {
+  // peft wraps the experts module once per parameter; the inner wrapper (gate_up_proj when both
+  // are targeted) is the outer one's base_layer.
+  const bool inner = c.target_parameters.size() == 2 && parameter == "mlp.experts.gate_up_proj";
+  return lora_tensor_name(layer, inner ? "mlp.experts.base_layer" : "mlp.experts", which);
+}
+
 std::string lora_module_path(const std::string& module) {
   const bool attention =
       module == "q_proj" || module == "k_proj" || module == "v_proj" || module == "o_proj";
@@ -52,6 +66,16 @@ std::pair<int64_t, int64_t> module_dims(const model_config& m, const std::string
   return {h, m.intermediate_size};  // gate_proj, up_proj
 }
 
+/// [in, out] of one expert's slice of a targeted expert parameter.
+std::pair<int64_t, int64_t> parameter_dims(const model_config& m, const std::string& parameter) {
+  const int64_t h = m.hidden_size, i = m.moe_intermediate_size;
+  return parameter == "mlp.experts.down_proj" ? std::pair{i, h} : std::pair{h, 2 * i};
+}
+
+bool targets(const std::vector<std::string>& list, const std::string& name) {
+  return std::find(list.begin(), list.end(), name) != list.end();
+}
+
 std::string known_modules() {
   std::string s;
   for (const auto& n : lora_module_names()) s += (s.empty() ? "" : ", ") + n;
@@ -70,7 +94,7 @@ std::vector<std::string> lora_config_problems(const lora_config& c, const model_
     problems.push_back("alpha: must be finite and > 0");
   if (!std::isfinite(c.dropout) || c.dropout < 0 || c.dropout >= 1)
     problems.push_back("dropout: must be in [0, 1)");
-  if (c.target_modules.empty()) {
+  if (c.target_modules.empty() && c.target_parameters.empty()) {
     problems.push_back("targetModules: must name at least one module (" + known_modules() + ")");
   }
   std::set<std::string> seen;
@@ -86,8 +110,25 @@ std::vector<std::string> lora_config_problems(const lora_config& c, const model_
       // target_parameters (docs/lora.md), which milesrt does not implement.
       problems.push_back("targetModules: '" + t +
                          "' would adapt the experts of a mixture-of-experts model, which milesrt "
-                         "does not support (target q_proj, k_proj, v_proj, o_proj)");
+                         "is adapted through targetParameters (mlp.experts.gate_up_proj, "
+                         "mlp.experts.down_proj)");
     }
+  }
+  std::set<std::string> seen_parameters;
+  for (const auto& t : c.target_parameters) {
+    if (!targets(lora_parameter_names(), t)) {
+      problems.push_back("targetParameters: unknown parameter '" + t +
+                         "' (known: mlp.experts.gate_up_proj, mlp.experts.down_proj)");
+    } else if (!seen_parameters.insert(t).second) {
+      problems.push_back("targetParameters: '" + t + "' is named twice");
+    } else if (m != nullptr && m->num_moe_layers() == 0) {
+      problems.push_back("targetParameters: '" + t +
+                         "' names the experts of mixture-of-experts layers; the model has none");
+    }
+  }
+  if (!c.target_parameters.empty() && c.dropout != 0) {
+    // peft's ParamWrapper refuses it too: dropout cannot be factored out of a merged weight.
+    problems.push_back("dropout: must be 0 with targetParameters (as peft requires)");
   }
   return problems;
 }
@@ -107,6 +148,14 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> lora_parameter_specs(
       const auto path = lora_module_path(module);
       specs.push_back({lora_tensor_name(layer, path, 'A'), {c.rank, in}});
       specs.push_back({lora_tensor_name(layer, path, 'B'), {out, c.rank}});
+    }
+    if (!m.is_moe_layer(layer)) continue;
+    const int64_t re = c.rank * m.num_experts;
+    for (const auto& parameter : lora_parameter_names()) {
+      if (!targets(c.target_parameters, parameter)) continue;
+      const auto [in, out] = parameter_dims(m, parameter);
+      specs.push_back({lora_expert_tensor_name(layer, parameter, c, 'A'), {re, in}});
+      specs.push_back({lora_expert_tensor_name(layer, parameter, c, 'B'), {out, re}});
     }
   }
   return specs;
@@ -147,6 +196,29 @@ std::shared_ptr<flat_params> merge_adapters(const flat_params& base, const model
       auto merged = W.to(at::kFloat) + at::mm(B.to(at::kFloat), A.to(at::kFloat)) * c.scale();
       W.copy_(merged);
     }
+    if (!m.is_moe_layer(layer)) continue;
+    const int64_t I = m.moe_intermediate_size, E = m.num_experts;
+    for (const auto& parameter : c.target_parameters) {
+      const auto& A = adapters.get(lora_expert_tensor_name(layer, parameter, c, 'A'));
+      const auto& B = adapters.get(lora_expert_tensor_name(layer, parameter, c, 'B'));
+      const auto ep = "model.layers." + std::to_string(layer) + ".mlp.experts.";
+      for (int64_t e = 0; e < E; ++e) {
+        auto delta = at::mm(B.to(at::kFloat).view({B.size(0), c.rank, E}).select(2, e),
+                            A.to(at::kFloat).narrow(0, e * c.rank, c.rank)) *
+                     c.scale();
+        const auto x = ep + std::to_string(e) + ".";
+        auto add = [&](const std::string& name, const at::Tensor& d) {
+          auto& W = const_cast<at::Tensor&>(out->get(x + name));
+          W.copy_(W.to(at::kFloat) + d);
+        };
+        if (parameter == "mlp.experts.down_proj") {
+          add("down_proj.weight", delta);
+        } else {
+          add("gate_proj.weight", delta.narrow(0, 0, I));
+          add("up_proj.weight", delta.narrow(0, I, I));
+        }
+      }
+    }
   }
   return out;
 }
@@ -169,6 +241,19 @@ at::Tensor lora_delta(const lora_view& v, int64_t layer, const std::string& modu
     in = x * (keep / (1.0 - p)).to(x.scalar_type()).to(x.device());
   }
   return row_ops::linear_rows(row_ops::linear_rows(in, A), B) * v.config->scale();
+}
+
+at::Tensor lora_expert_delta(const lora_view& v, int64_t layer, const std::string& parameter,
+                             int64_t expert, const at::Tensor& x) {
+  if (!v || !targets(v.config->target_parameters, parameter)) return at::Tensor();
+  const int64_t r = v.config->rank;
+  const auto& A = v.adapters->get(lora_expert_tensor_name(layer, parameter, *v.config, 'A'));
+  const auto& B = v.adapters->get(lora_expert_tensor_name(layer, parameter, *v.config, 'B'));
+  const int64_t E = B.size(1) / r;
+  // peft's reshapes: A (E, r, in) by rows, B (out, r, E) by columns.
+  auto a = A.narrow(0, expert * r, r);
+  auto b = B.view({B.size(0), r, E}).select(2, expert).contiguous();
+  return row_ops::linear_rows(row_ops::linear_rows(x, a), b) * v.config->scale();
 }
 
 // -- the decoder's adapters ---------------------------------------------------------------------

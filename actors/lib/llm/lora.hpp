@@ -29,6 +29,11 @@ struct lora_config {
   bool use_rslora = false;
   /// Short module names: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj.
   std::vector<std::string> target_modules;
+  /// The fused expert tensors of MoE layers, as peft's target_parameters names them:
+  /// mlp.experts.gate_up_proj ([E, 2I, H]), mlp.experts.down_proj ([E, H, I]). Each gets one A
+  /// [r * E, in] and one B [out, r * E]; expert e's delta is scale * B_e A_e with A_e = A's rows
+  /// e*r .. e*r+r-1 and B_e = B's columns j*E + e (j < r), as peft's ParamWrapper reshapes them.
+  std::vector<std::string> target_parameters;
   /// alpha / rank, or alpha / sqrt(rank) with use_rslora (peft's scaling).
   double scale() const;
 };
@@ -41,9 +46,13 @@ struct lora_limits {
 /// The module names LoRA may target, in forward order.
 const std::vector<std::string>& lora_module_names();
 
+/// The expert parameters LoRA may target (target_parameters), in forward order.
+const std::vector<std::string>& lora_parameter_names();
+
 /// What is wrong with `c` for model `m`, one line per problem, each starting with the field's name
-/// in the graph file (`rank`, `alpha`, `dropout`, `targetModules`); empty when nothing is.
-/// `m` may be null (the model is not read yet): then only what needs no model is checked.
+/// in the graph file (`rank`, `alpha`, `dropout`, `targetModules`, `targetParameters`); empty when
+/// nothing is. `m` may be null (the model is not read yet): then only what needs no model is
+/// checked.
 std::vector<std::string> lora_config_problems(const lora_config& c, const model_config* m);
 
 /// The adapters' names and shapes in buffer order (layer by layer, modules in forward order, A
@@ -55,6 +64,13 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> lora_parameter_specs(
 /// peft's name of one adapter matrix: `base_model.model.model.layers.{layer}.{module_path}.lora_A
 /// .weight` (`which` 'A' or 'B'); module_path is e.g. `self_attn.q_proj`, `mlp.down_proj`.
 std::string lora_tensor_name(int64_t layer, const std::string& module_path, char which);
+
+/// peft's name of one expert adapter matrix of `parameter` (`mlp.experts.gate_up_proj` or
+/// `mlp.experts.down_proj`): peft nests one wrapper per parameter, so with both targeted
+/// gate_up_proj's is `...layers.{layer}.mlp.experts.base_layer.lora_A.weight` and down_proj's
+/// `...mlp.experts.lora_A.weight`; with one alone, `...mlp.experts.lora_A.weight`.
+std::string lora_expert_tensor_name(int64_t layer, const std::string& parameter,
+                                    const lora_config& c, char which);
 
 /// The path of a short module name inside a layer: q_proj -> self_attn.q_proj, up_proj ->
 /// mlp.up_proj.
@@ -87,5 +103,12 @@ struct lora_view {
 /// checkpointing draws the same mask).
 at::Tensor lora_delta(const lora_view& v, int64_t layer, const std::string& module_path,
                       const at::Tensor& x);
+
+/// The adapter term of expert `expert` of `parameter` (`mlp.experts.gate_up_proj`: [rows, 2I],
+/// gate then up; `mlp.experts.down_proj`: [rows, H]) in `layer` for x [rows, in], through
+/// row_ops::linear_rows; undefined when the parameter is not targeted. No dropout (peft has none
+/// for parameters; validation refuses it).
+at::Tensor lora_expert_delta(const lora_view& v, int64_t layer, const std::string& parameter,
+                             int64_t expert, const at::Tensor& x);
 
 }  // namespace milesrt::llm

@@ -174,6 +174,24 @@ TEST(Lora, SettingsProblemsNameTheField) {
   EXPECT_NE(first(c, &moe->config()).find("'up_proj' would adapt the experts"), std::string::npos);
   c = config_of(8, {"q_proj", "v_proj"});
   EXPECT_EQ(first(c, &moe->config()), "");
+  // ... through targetParameters, peft's names of the fused expert tensors.
+  c.target_parameters = {"mlp.experts.down_proj"};
+  EXPECT_EQ(first(c, &moe->config()), "");
+  c.target_modules = {};
+  EXPECT_EQ(first(c, &moe->config()), "");
+  c.dropout = 0.1;
+  EXPECT_EQ(first(c, &moe->config()),
+            "dropout: must be 0 with targetParameters (as peft requires)");
+  c.dropout = 0;
+  c.target_parameters = {"mlp.experts.gate_proj"};
+  EXPECT_EQ(first(c, &moe->config()),
+            "targetParameters: unknown parameter 'mlp.experts.gate_proj' (known: "
+            "mlp.experts.gate_up_proj, mlp.experts.down_proj)");
+  c.target_parameters = {"mlp.experts.down_proj"};
+  auto dense = testing::tiny_model(1);
+  EXPECT_EQ(first(c, &dense->config()),
+            "targetParameters: 'mlp.experts.down_proj' names the experts of mixture-of-experts "
+            "layers; the model has none");
   try {
     lora_parameter_specs(moe->config(), config_of(8, {"gate_proj"}));
     ADD_FAILURE() << "MoE experts accepted";
@@ -208,9 +226,12 @@ class LoraPaths : public ::testing::TestWithParam<std::tuple<std::string, int64_
 // for every module adapted, at an odd rank and a usual one, with and without q/k/v biases.
 TEST_P(LoraPaths, TrainingAndServingPathsAgreeBitwise) {
   const auto& [family, rank] = GetParam();
-  auto m = family == "qwen2" ? decoder::random(kTinyQwen2, at::kFloat, at::kCPU, 4)
-                             : testing::tiny_model(4);
-  auto c = config_of(rank);
+  const bool moe = family == "qwen3_moe";
+  auto m = family == "qwen2"
+               ? decoder::random(kTinyQwen2, at::kFloat, at::kCPU, 4)
+               : testing::tiny_model(4, moe ? testing::kTinyQwen3Moe : testing::kTinyQwen3);
+  auto c = moe ? config_of(rank, {"q_proj", "k_proj", "v_proj", "o_proj"}) : config_of(rank);
+  if (moe) c.target_parameters = lora_parameter_names();  // every expert's gate_up and down
   c.use_rslora = rank == 3;
   m->set_adapters(trained_adapters(*m, c, 9), c);
   auto seqs = sequences(m->config().vocab_size);
@@ -227,23 +248,29 @@ TEST_P(LoraPaths, TrainingAndServingPathsAgreeBitwise) {
 INSTANTIATE_TEST_SUITE_P(Families, LoraPaths,
                          ::testing::Values(std::make_tuple(std::string("qwen3"), int64_t{3}),
                                            std::make_tuple(std::string("qwen3"), int64_t{16}),
-                                           std::make_tuple(std::string("qwen2"), int64_t{8})));
+                                           std::make_tuple(std::string("qwen2"), int64_t{8}),
+                                           std::make_tuple(std::string("qwen3_moe"), int64_t{3}),
+                                           std::make_tuple(std::string("qwen3_moe"), int64_t{8})));
 
+// Dense (every module) and MoE (attention and every expert's gate_up_proj and down_proj).
 TEST(Lora, GradientsReachOnlyTheAdapters) {
-  auto m = testing::tiny_model(5);
-  auto c = config_of(4);
-  m->set_adapters(trained_adapters(*m, c, 3), c);
-  m->adapters()->enable_grad();
-  auto seqs = sequences(32);
-  auto sc = m->score_sequences(seqs, 1.0);
-  at::Tensor loss = at::zeros({});
-  for (auto& s : sc) loss = loss - s.logprobs.sum();
-  loss.backward();
-  EXPECT_FALSE(m->params().grad().defined()) << "the base got a gradient buffer";
-  for (const auto& name : m->params().names())
-    EXPECT_FALSE(m->params().get(name).requires_grad()) << name;
-  for (const auto& name : m->adapters()->names())
-    EXPECT_GT(m->adapters()->get(name).grad().abs().sum().item<double>(), 0.0) << name;
+  for (const bool moe : {false, true}) {
+    auto m = testing::tiny_model(5, moe ? testing::kTinyQwen3Moe : testing::kTinyQwen3);
+    auto c = moe ? config_of(4, {"q_proj", "o_proj"}) : config_of(4);
+    if (moe) c.target_parameters = lora_parameter_names();
+    m->set_adapters(trained_adapters(*m, c, 3), c);
+    m->adapters()->enable_grad();
+    auto seqs = sequences(32);
+    auto sc = m->score_sequences(seqs, 1.0);
+    at::Tensor loss = at::zeros({});
+    for (auto& s : sc) loss = loss - s.logprobs.sum();
+    loss.backward();
+    EXPECT_FALSE(m->params().grad().defined()) << "the base got a gradient buffer";
+    for (const auto& name : m->params().names())
+      EXPECT_FALSE(m->params().get(name).requires_grad()) << name;
+    for (const auto& name : m->adapters()->names())
+      EXPECT_GT(m->adapters()->get(name).grad().abs().sum().item<double>(), 0.0) << name;
+  }
 }
 
 TEST(Lora, DropoutOnlyWhereAskedAndTheSameSeedGivesTheSameMasks) {
@@ -312,6 +339,43 @@ TEST(Lora, MergedServingDiffersFromUnmergedByRoundingOnly) {
   auto base = m->score_sequences(seqs, 1.0);
   for (size_t s = 0; s < seqs.size(); ++s)
     EXPECT_TRUE(at::allclose(zero[s].logprobs, base[s].logprobs, 0, 1e-6));
+}
+
+// The experts' adapters in peft's fused layout: expert e's delta of gate_up_proj is
+// B[:, j*E + e] A[e*r + j] (j < r), gate's rows then up's. The merged weights (each expert's
+// gate_proj, up_proj, down_proj) give the forward's log-probs up to rounding, so the forward and
+// the merge read the layout alike; and each expert's adapter changes the log-probs.
+TEST(Lora, ExpertAdaptersMergeAsTheForwardAppliesThem) {
+  auto m = testing::tiny_model(7, testing::kTinyQwen3Moe);
+  auto c = config_of(4, {"q_proj"});
+  c.target_parameters = lora_parameter_names();
+  const auto specs = lora_parameter_specs(m->config(), c);
+  ASSERT_EQ(specs.size(), 2u * 2 * 3);  // two layers: q_proj, gate_up_proj, down_proj
+  EXPECT_EQ(specs[2].first, "base_model.model.model.layers.0.mlp.experts.base_layer.lora_A.weight");
+  EXPECT_EQ(specs[2].second, (std::vector<int64_t>{16, 32}));  // [r * E, hidden]
+  EXPECT_EQ(specs[3].second, (std::vector<int64_t>{64, 16}));  // [2 * moe_intermediate, r * E]
+  EXPECT_EQ(specs[4].first, "base_model.model.model.layers.0.mlp.experts.lora_A.weight");
+  EXPECT_EQ(specs[4].second, (std::vector<int64_t>{16, 32}));  // [r * E, moe_intermediate]
+  EXPECT_EQ(specs[5].second, (std::vector<int64_t>{32, 16}));  // [hidden, r * E]
+  auto alone = c;
+  alone.target_parameters = {"mlp.experts.gate_up_proj"};
+  EXPECT_EQ(lora_parameter_specs(m->config(), alone)[2].first,
+            "base_model.model.model.layers.0.mlp.experts.lora_A.weight");
+  auto seqs = sequences(32);
+  auto base = m->score_sequences(seqs, 1.0);
+  m->set_adapters(trained_adapters(*m, c, 5), c);
+  auto unmerged = m->score_sequences(seqs, 1.0);
+  m->serve_merged(m->params().copy(at::kFloat, at::kCPU));
+  auto merged = m->score_sequences(seqs, 1.0);
+  double worst = 0, change = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    worst = std::max(worst, (merged[s].logprobs - unmerged[s].logprobs).abs().max().item<double>());
+    change = std::max(change, (base[s].logprobs - unmerged[s].logprobs).abs().max().item<double>());
+  }
+  std::cout << "MoE experts, merged vs unmerged: max |diff| = " << worst
+            << " (adapters vs base: " << change << ")\n";
+  EXPECT_LT(worst, 1e-5);
+  EXPECT_GT(change, 1e-3);
 }
 
 TEST(Lora, SetAdaptersRefusesOtherSettingsNamingTheTensor) {

@@ -14,6 +14,7 @@ lora_config to_lora_config(schema::Lora::Reader r) {
   c.dropout = r.getDropout();
   c.use_rslora = r.getUseRslora();
   for (auto t : r.getTargetModules()) c.target_modules.emplace_back(t.cStr(), t.size());
+  for (auto t : r.getTargetParameters()) c.target_parameters.emplace_back(t.cStr(), t.size());
   return c;
 }
 
@@ -51,6 +52,7 @@ std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
       differs("alpha", std::to_string(c.alpha), std::to_string(theirs.alpha));
       differs("useRslora", c.use_rslora ? "true" : "false", theirs.use_rslora ? "true" : "false");
       differs("targetModules", list(c.target_modules), list(theirs.target_modules));
+      differs("targetParameters", list(c.target_parameters), list(theirs.target_parameters));
       // The tensors against the base: read them (small) when the base's config is readable.
       if (m && out.empty()) load_peft_adapter(dir, *m, model_dir, at::kFloat, at::kCPU);
     } catch (const std::exception& e) {

@@ -434,7 +434,8 @@ struct forward_pass {
   /// The mixture of experts of x (the post-attention norm's output).
   at::Tensor moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x, bool record);
   routing route(int64_t layer, const std::string& p, const at::Tensor& x) const;
-  at::Tensor moe_by_expert(const std::string& p, const at::Tensor& x, const routing& r) const;
+  at::Tensor moe_by_expert(int64_t layer, const std::string& p, const at::Tensor& x,
+                           const routing& r) const;
 };
 
 forward_pass::forward_pass(const model_config& config, const flat_params& params,
@@ -566,9 +567,11 @@ at::Tensor forward_pass::dense_ffn(int64_t layer, const std::string& p, const at
 at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x,
                                  bool record) {
   const routing r = route(layer, p, x);
-  // On the GPU without autograd: no host synchronisation.
-  auto out = grouped_experts(x, P, p, c) ? moe_grouped(x, r.weights, r.chosen, P, p, c)
-                                         : moe_by_expert(p, x, r);
+  // On the GPU without autograd: no host synchronisation. The grouped GEMMs know no adapters.
+  const bool expert_adapters = lora && !lora.config->target_parameters.empty();
+  auto out = !expert_adapters && grouped_experts(x, P, p, c)
+                 ? moe_grouped(x, r.weights, r.chosen, P, p, c)
+                 : moe_by_expert(layer, p, x, r);
   if (record) {
     result.experts.push_back(r.chosen.narrow(0, 0, T));
     result.router_probs.push_back(r.probs.narrow(0, 0, T));
@@ -605,7 +608,7 @@ forward_pass::routing forward_pass::route(int64_t layer, const std::string& p,
 
 // Each expert runs once on its rows; the weighted outputs are then added slot by slot, so each
 // token's sum has the same order whatever else is in the batch.
-at::Tensor forward_pass::moe_by_expert(const std::string& p, const at::Tensor& x,
+at::Tensor forward_pass::moe_by_expert(int64_t layer, const std::string& p, const at::Tensor& x,
                                        const routing& r) const {
   using row_ops::linear_rows;
   auto moe_out = at::zeros_like(x);
@@ -622,9 +625,18 @@ at::Tensor forward_pass::moe_by_expert(const std::string& p, const at::Tensor& x
     auto idx = at::tensor(rs, at::kLong).to(device);
     auto xe = row_ops::pad_rows(x.index_select(0, idx));
     const std::string ep = p + "mlp.experts." + std::to_string(e) + ".";
-    auto ye = linear_rows(at::silu(linear_rows(xe, P.get(ep + "gate_proj.weight"))) *
-                              linear_rows(xe, P.get(ep + "up_proj.weight")),
-                          P.get(ep + "down_proj.weight"));
+    auto gate = linear_rows(xe, P.get(ep + "gate_proj.weight"));
+    auto up = linear_rows(xe, P.get(ep + "up_proj.weight"));
+    // peft's gate_up_proj adapter: one delta [rows, 2I], gate's half then up's.
+    if (auto d = lora_expert_delta(lora, layer, "mlp.experts.gate_up_proj", e, xe); d.defined()) {
+      const int64_t I = c.moe_intermediate_size;
+      gate = gate + d.narrow(1, 0, I);
+      up = up + d.narrow(1, I, I);
+    }
+    auto act = at::silu(gate) * up;
+    auto ye = linear_rows(act, P.get(ep + "down_proj.weight"));
+    if (auto d = lora_expert_delta(lora, layer, "mlp.experts.down_proj", e, act); d.defined())
+      ye = ye + d;
     for (int64_t s = 0; s < c.num_experts_per_tok; ++s) {
       std::vector<int64_t> sel_rows, sel_idx;
       for (size_t j = 0; j < rows.size(); ++j) {

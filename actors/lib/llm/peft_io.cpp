@@ -55,24 +55,27 @@ void save_peft_adapter(const fs::path& dir, const model_config& m, const lora_co
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error("cannot create " + dir.string() + ": " + ec.message());
-  nlohmann::json cfg = {{"peft_type", "LORA"},
-                        {"task_type", "CAUSAL_LM"},
-                        {"base_model_name_or_path", base_model},
-                        {"r", c.rank},
-                        {"lora_alpha", c.alpha},
-                        {"lora_dropout", c.dropout},
-                        {"use_rslora", c.use_rslora},
-                        {"target_modules", c.target_modules},
-                        {"bias", "none"},
-                        {"use_dora", false},
-                        {"fan_in_fan_out", false},
-                        {"modules_to_save", nullptr},
-                        {"layers_to_transform", nullptr},
-                        {"layers_pattern", nullptr},
-                        {"rank_pattern", nlohmann::json::object()},
-                        {"alpha_pattern", nlohmann::json::object()},
-                        {"init_lora_weights", true},
-                        {"inference_mode", true}};
+  nlohmann::json cfg = {
+      {"peft_type", "LORA"},
+      {"task_type", "CAUSAL_LM"},
+      {"base_model_name_or_path", base_model},
+      {"r", c.rank},
+      {"lora_alpha", c.alpha},
+      {"lora_dropout", c.dropout},
+      {"use_rslora", c.use_rslora},
+      {"target_modules", c.target_modules},
+      {"target_parameters",
+       c.target_parameters.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.target_parameters)},
+      {"bias", "none"},
+      {"use_dora", false},
+      {"fan_in_fan_out", false},
+      {"modules_to_save", nullptr},
+      {"layers_to_transform", nullptr},
+      {"layers_pattern", nullptr},
+      {"rank_pattern", nlohmann::json::object()},
+      {"alpha_pattern", nlohmann::json::object()},
+      {"init_lora_weights", true},
+      {"inference_mode", true}};
   write_text_file(dir / kConfigFile, cfg.dump(2) + "\n");
   const auto cpu = adapters.buffer().detach().to(at::kCPU, at::kFloat).contiguous();
   std::vector<tensor_bytes> tensors;
@@ -131,8 +134,6 @@ lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
   if (is_set(field("rank_pattern"))) refuse("rank_pattern", "per-module ranks are not supported");
   if (is_set(field("alpha_pattern")))
     refuse("alpha_pattern", "per-module alphas are not supported");
-  if (is_set(field("target_parameters")))
-    refuse("target_parameters", "LoRA on parameters (fused experts) is not supported");
   if (is_set(field("exclude_modules"))) refuse("exclude_modules", "is not supported");
   // Variants that change the adapted forward (initialisation-only settings, such as loftq_config
   // or init_lora_weights, do not matter once the weights are saved).
@@ -164,8 +165,23 @@ lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
     if (ordered.size() ==
         std::set<std::string>(c.target_modules.begin(), c.target_modules.end()).size())
       c.target_modules = ordered;
-  } else {
+  } else if (!targets.is_null()) {
     refuse("target_modules", "must list module names");
+  }
+  const auto parameters = field("target_parameters");
+  if (parameters.is_array()) {
+    std::vector<std::string> listed;
+    for (const auto& t : parameters) {
+      if (!t.is_string()) refuse("target_parameters", "must list parameter names");
+      listed.push_back(t.get<std::string>());
+    }
+    // In forward order, as for target_modules; unknown or repeated names stay for the check below.
+    for (const auto& known : lora_parameter_names())
+      if (std::find(listed.begin(), listed.end(), known) != listed.end())
+        c.target_parameters.push_back(known);
+    if (c.target_parameters.size() != listed.size()) c.target_parameters = listed;
+  } else if (!parameters.is_null()) {
+    refuse("target_parameters", "must list parameter names");
   }
   if (auto problems = lora_config_problems(c, nullptr); !problems.empty()) {
     // lora_config_problems names the graph's fields; say peft's.
@@ -173,7 +189,8 @@ lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
     const std::pair<const char*, const char*> names[] = {{"rank", "r"},
                                                          {"alpha", "lora_alpha"},
                                                          {"dropout", "lora_dropout"},
-                                                         {"targetModules", "target_modules"}};
+                                                         {"targetModules", "target_modules"},
+                                                         {"targetParameters", "target_parameters"}};
     for (const auto& [ours, theirs] : names) {
       const std::string prefix = std::string(ours) + ": ";
       if (p.rfind(prefix, 0) == 0) {

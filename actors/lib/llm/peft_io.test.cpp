@@ -122,6 +122,72 @@ TEST_F(PeftIo, AnExportLoadsInPeftAndBackWithTheSameLogProbs) {
   for (size_t s = 0; s < a.size(); ++s) EXPECT_TRUE(at::equal(a[s].logprobs, b[s].logprobs));
 }
 
+// peft's LoRA on transformers' fused experts (target_parameters = mlp.experts.gate_up_proj
+// [E, 2I, H] and mlp.experts.down_proj [E, H, I]) plus q_proj, v_proj, on a Qwen3-MoE base.
+TEST_F(PeftIo, APeftAdapterOfFusedExpertsLoadsWithPeftsLogProbs) {
+  auto model = decoder::load(dir_ / "moe_base", at::kFloat, at::kCPU);
+  const double base_gap = worst(*model, ref_["moe_base"]);
+  EXPECT_LT(base_gap, 1e-4) << "the MoE base alone differs from transformers'";
+  auto a = load_peft_adapter(dir_ / "moe_adapter", model->config(), dir_ / "moe_base", at::kFloat,
+                             at::kCPU);
+  EXPECT_EQ(a.config.target_parameters,
+            (std::vector<std::string>{"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}));
+  EXPECT_EQ(a.config.target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+  const double before = worst(*model, ref_["moe_adapter"]);
+  model->set_adapters(a.weights, a.config);
+  const double w = worst(*model, ref_["moe_adapter"]);
+  EXPECT_LT(w, 1e-4);
+  EXPECT_GT(before, 1e-3) << "the adapter changes nothing";
+  std::cout << "moe_adapter: max |milesrt - peft| = " << w << " (base alone: " << before << ")\n";
+  // Without the attention modules, the experts' adapters alone still change the log-probs.
+  auto experts_only = a.config;
+  experts_only.target_modules = {};
+  auto only = make_adapters(model->config(), experts_only, at::kFloat, at::kCPU, 1);
+  for (const auto& name : only->names())
+    const_cast<at::Tensor&>(only->get(name)).copy_(a.weights->get(name));
+  model->set_adapters(only, experts_only);
+  EXPECT_GT(worst(*model, ref_["moe_base"]), 1e-3) << "the experts' adapters change nothing";
+}
+
+// milesrt's own expert adapters exported in peft's format: peft loads them with milesrt's
+// log-probs (both parameters, and gate_up_proj alone: peft names a lone wrapper differently),
+// and they load back bit for bit.
+TEST_F(PeftIo, AnExportOfExpertAdaptersLoadsInPeftAndBack) {
+  std::ofstream(dir_ / "seqs.json") << nlohmann::json({{"sequences", sequences()}}).dump();
+  const std::vector<std::vector<std::string>> variants = {
+      {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}, {"mlp.experts.gate_up_proj"}};
+  for (const auto& parameters : variants) {
+    auto model = decoder::load(dir_ / "moe_base", at::kFloat, at::kCPU);
+    lora_config c;
+    c.rank = 2;
+    c.alpha = 3;
+    c.target_modules = {"o_proj"};
+    c.target_parameters = parameters;
+    auto adapters = make_adapters(model->config(), c, at::kFloat, at::kCPU, 7);
+    {
+      at::NoGradGuard no_grad;
+      const_cast<at::Tensor&>(adapters->buffer()).normal_(0, 0.1);  // B non-zero too
+    }
+    model->set_adapters(adapters, c);
+    const auto out = dir_ / ("moe_export" + std::to_string(parameters.size()));
+    save_peft_adapter(out, model->config(), c, *adapters, (dir_ / "moe_base").string());
+    ASSERT_EQ(oracle("check '" + (dir_ / "moe_base").string() + "' '" + out.string() + "' '" +
+                         (dir_ / "seqs.json").string() + "'",
+                     dir_ / "check_moe.json"),
+              0)
+        << slurp(dir_ / "check_moe.json.err");
+    auto peft = nlohmann::json::parse(slurp(dir_ / "check_moe.json"));
+    const double w = worst(*model, peft["logprobs"]);
+    EXPECT_LT(w, 1e-4) << parameters.size() << " parameters";
+    EXPECT_GT(worst(*model, ref_["moe_base"]), 1e-3) << "the adapters change nothing";
+    std::cout << "MoE export (" << parameters.size() << " parameters): max |milesrt - peft| = " << w
+              << "\n";
+    auto back = load_peft_adapter(out, model->config(), dir_ / "moe_base", at::kFloat, at::kCPU);
+    EXPECT_EQ(back.config.target_parameters, parameters);
+    EXPECT_TRUE(at::equal(back.weights->buffer(), adapters->buffer()));
+  }
+}
+
 TEST_F(PeftIo, WhatMilesrtCannotApplyIsRefusedNamingTheField) {
   const auto good = nlohmann::json::parse(slurp(dir_ / "adapter" / "adapter_config.json"));
   const auto cfg = (dir_ / "bad" / "adapter_config.json").string();
@@ -150,6 +216,14 @@ TEST_F(PeftIo, WhatMilesrtCannotApplyIsRefusedNamingTheField) {
                 ": field 'target_modules': the pattern '.*attn.*' is not supported: list the "
                 "module names");
   EXPECT_EQ(with("r", 0), cfg + ": field 'r': must be between 1 and 4096 (it is 0)");
+  EXPECT_EQ(with("target_parameters", {"mlp.experts.down_proj"}),
+            cfg + ": for the base " + (dir_ / "base").string() +
+                ": targetParameters: 'mlp.experts.down_proj' names the experts of "
+                "mixture-of-experts layers; the model has none");
+  EXPECT_EQ(with("target_parameters", {"mlp.experts.w1"}),
+            cfg +
+                ": field 'target_parameters': unknown parameter 'mlp.experts.w1' (known: "
+                "mlp.experts.gate_up_proj, mlp.experts.down_proj)");
   EXPECT_EQ(with("lora_bias", true),
             cfg + ": field 'lora_bias': this LoRA variant is not supported");
   // Fewer targets than the file holds: its extra tensors are not silently dropped.
