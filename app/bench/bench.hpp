@@ -46,5 +46,8 @@ std::optional<bench_target> bench_target_of(const std::string& device, const std
 std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers,
                                           const bench_target& t, std::string& name, const char* cmd,
                                           cli::context& ctx);
+/// `--lora-rank`: attaches new LoRA adapters of rank `rank` (alpha 2 x rank, seed 1) on every
+/// projection (the attention ones of a mixture-of-experts model); the base is left as it is.
+void attach_bench_adapters(llm::decoder& model, int64_t rank);
 
 }  // namespace milesrt::app

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/lib/llm/lora.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "app/bench/bench.hpp"
 #include "app/commands.hpp"
@@ -40,6 +41,16 @@ std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers
     cli::print_error(ctx.err, cmd, e.what());
     return nullptr;
   }
+}
+
+void attach_bench_adapters(llm::decoder& model, int64_t rank) {
+  llm::lora_config c;
+  c.rank = rank;
+  c.alpha = 2.0 * double(rank);
+  c.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  if (model.config().num_moe_layers() == 0)
+    c.target_modules.insert(c.target_modules.end(), {"gate_proj", "up_proj", "down_proj"});
+  model.set_adapters(llm::make_adapters(model.config(), c, model.dtype(), model.device(), 1), c);
 }
 
 cli::command make_bench_command() {

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "actors/lib/llm/lora.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/tensor_hash.hpp"
@@ -74,7 +75,7 @@ int run_receiver(llm::decoder& engine) {
       const double t1 = bench_now_s();
       std::cout << "applied " << (t1 - t0) * 1e3 << std::endl;
       if (hashes != "-") {  // verified after answering: the publisher times the hand-over alone
-        weights::verify_weights(engine.params(), split(hashes));
+        weights::verify_weights(engine.published(), split(hashes));
         std::cout << "verified " << (bench_now_s() - t1) * 1e3 << std::endl;
       }
     } catch (const std::exception& e) {
@@ -136,7 +137,7 @@ struct receiver_process {
 
 struct publish_options {
   std::string model, device = "cuda", dtype = "bf16";
-  int64_t layers = 0, steps = 5;
+  int64_t layers = 0, steps = 5, lora_rank = 0;
   bool receiver = false, ipc = true;
 };
 
@@ -185,12 +186,12 @@ struct publish_bench {
       c.have = v - 1;
       eng->apply(*engine, u, c);
       bench_sync(dev);
-      if (engine->shared_params() != pv.weights)
+      if (engine->shared_published() != pv.weights)
         throw std::logic_error("bench publish: the engine did not adopt the published buffer");
     });
     if (verify_ms != nullptr) {
       const double t0 = bench_now_s();
-      weights::verify_weights(engine->params(), hashes);
+      weights::verify_weights(engine->published(), hashes);
       *verify_ms = (bench_now_s() - t0) * 1e3;
     }
     return ms;
@@ -203,6 +204,8 @@ struct publish_bench {
                                      "--device", opt.device, "--dtype", opt.dtype};
     if (!opt.model.empty()) args.insert(args.end(), {"--model", opt.model});
     if (opt.layers > 0) args.insert(args.end(), {"--layers", std::to_string(opt.layers)});
+    if (opt.lora_rank > 0)
+      args.insert(args.end(), {"--lora-rank", std::to_string(opt.lora_rank)});
     receiver_process rx(args);
     auto pub = weights::make_transport(Transport::IPC, dev, {});
     const std::string hash_list = join(hashes);
@@ -257,14 +260,17 @@ cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
   std::string name;
   auto trainer_model = bench_model(opt.model, opt.layers, *target, name, "bench publish", ctx);
   if (!trainer_model) return cli::exit_status::bad_input;
+  // LoRA: what is published is the adapters alone (both sides start from the same seed).
+  if (opt.lora_rank > 0) attach_bench_adapters(*trainer_model, opt.lora_rank);
   if (opt.receiver)
     return run_receiver(*trainer_model) == 0 ? cli::exit_status::ok : cli::exit_status::run_failed;
   at::NoGradGuard no_grad;
-  publish_bench b{opt, target->device, trainer_model->shared_params(), nullptr, {}, 0};
+  publish_bench b{opt, target->device, trainer_model->shared_published(), nullptr, {}, 0};
   const auto& buf = b.trainer->buffer();
   const double bytes = double(buf.numel()) * double(buf.element_size());
   b.engine = bench_model(opt.model, opt.layers, *target, name, "bench publish", ctx);
   if (!b.engine) return cli::exit_status::bad_input;
+  if (opt.lora_rank > 0) attach_bench_adapters(*b.engine, opt.lora_rank);
 
   auto dst = at::empty_like(buf);
   const double copy_ms = b.time_of([&](uint64_t) { dst.copy_(buf); });
@@ -278,6 +284,7 @@ cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
                         {"model", name},
                         {"device", opt.device},
                         {"dtype", opt.dtype},
+                        {"lora_rank", opt.lora_rank},
                         {"bytes_gb", bytes / 1e9},
                         {"parameters", b.trainer->buffer().numel()},
                         {"tensors", b.trainer->names().size()},
@@ -313,6 +320,10 @@ cli::runner define_bench_publish(CLI::App& app, cli::context& ctx) {
   app.add_option("--dtype", opt->dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--steps", opt->steps, "timed versions per way (after one warm-up version)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--lora-rank", opt->lora_rank,
+                 "publish LoRA adapters of this rank (alpha 2 x rank) on every projection instead "
+                 "of the whole model, as a LoRA trainer does; 0 = the whole model")
+      ->check(CLI::Range(int64_t{0}, llm::lora_limits::max_rank));
   app.add_flag("!--no-ipc", opt->ipc, "leave out the CUDA IPC row (no second process)");
   app.add_flag("--receiver", opt->receiver, "internal: be the receiving engine of the ipc row")
       ->group("");

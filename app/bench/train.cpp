@@ -133,16 +133,7 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   auto model = bench_model(opt.model, opt.layers, *target, name, "bench train", ctx);
   if (!model) return cli::exit_status::bad_input;
   const int64_t vocab = model->config().vocab_size;
-  if (opt.lora_rank > 0) {
-    llm::lora_config c;
-    c.rank = opt.lora_rank;
-    c.alpha = 2.0 * double(opt.lora_rank);
-    c.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj"};
-    if (model->config().num_moe_layers() == 0)
-      c.target_modules.insert(c.target_modules.end(), {"gate_proj", "up_proj", "down_proj"});
-    model->set_adapters(llm::make_adapters(model->config(), c, model->dtype(), model->device(), 1),
-                        c);
-  }
+  if (opt.lora_rank > 0) attach_bench_adapters(*model, opt.lora_rank);
   trainer_options o;
   o.optimizer.lr = 1e-6;
   o.micro_batch_tokens = opt.micro;

@@ -12,6 +12,21 @@
 namespace milesrt::kernels {
 namespace {
 
+// Correctly rounded fp32 division and square root (as the CPU reference's), computed in fp64 and
+// rounded once: for fp32 operands the result is the same bits as __fdiv_rn / __fsqrt_rn (double
+// rounding is innocuous for division and square root when 53 >= 2 * 24 + 2), but fp32 operands never
+// reach fp64's slow-path ranges, whereas tiny or subnormal fp32 operands (the second moments of
+// small real gradients) send __fdiv_rn / __fsqrt_rn to their slow subroutines. Zeros, the one
+// fp32 value fp64 would still treat apart, take the select. `b` > 0 (the callers' denominators).
+__device__ __forceinline__ float div_rn(float a, float b) {
+  const double q = __ddiv_rn(a == 0.f ? 1.0 : double(a), double(b));
+  return a == 0.f ? a : __double2float_rn(q);  // 0 / b keeps a's sign
+}
+__device__ __forceinline__ float sqrt_rn(float v) {
+  const double r = __dsqrt_rn(v == 0.f ? 1.0 : double(v));
+  return v == 0.f ? v : __double2float_rn(r);  // sqrt(+-0) = +-0
+}
+
 __device__ __forceinline__ void update(const adamw_args& a, float coef, float decay, int64_t i,
                                        float g) {
   g *= coef;
@@ -20,8 +35,8 @@ __device__ __forceinline__ void update(const adamw_args& a, float coef, float de
   const float m = __fadd_rn(m0, __fmul_rn(1.f - a.beta1, __fsub_rn(g, m0)));
   const float v =
       __fadd_rn(__fmul_rn(a.beta2, a.exp_avg_sq[i]), __fmul_rn(__fmul_rn(1.f - a.beta2, g), g));
-  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), a.bc2_sqrt), a.eps);
-  p = __fsub_rn(p, __fmul_rn(a.step_size, __fdiv_rn(m, denom)));
+  const float denom = __fadd_rn(div_rn(sqrt_rn(v), a.bc2_sqrt), a.eps);
+  p = __fsub_rn(p, __fmul_rn(a.step_size, div_rn(m, denom)));
   a.master[i] = p;
   a.exp_avg[i] = m;
   a.exp_avg_sq[i] = v;
@@ -83,8 +98,8 @@ __global__ void adamw_kernel(adamw_args a) {
       const float mk = __fadd_rn(m0, __fmul_rn(1.f - a.beta1, __fsub_rn(gk, m0)));
       const float vk =
           __fadd_rn(__fmul_rn(a.beta2, vp[k]), __fmul_rn(__fmul_rn(1.f - a.beta2, gk), gk));
-      const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), a.bc2_sqrt), a.eps);
-      pk = __fsub_rn(pk, __fmul_rn(a.step_size, __fdiv_rn(mk, denom)));
+      const float denom = __fadd_rn(div_rn(sqrt_rn(vk), a.bc2_sqrt), a.eps);
+      pk = __fsub_rn(pk, __fmul_rn(a.step_size, div_rn(mk, denom)));
       pp[k] = pk;
       mp[k] = mk;
       vp[k] = vk;

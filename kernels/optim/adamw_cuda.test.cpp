@@ -16,7 +16,8 @@ namespace {
 
 // The one-pass step on the GPU equals its CPU reference bit for bit (every operation is rounded
 // as on the CPU: no contraction into FMAs), for bf16 and fp32 gradients, with clipping, the bf16
-// weights refreshed and the gradient zeroed.
+// weights refreshed and the gradient zeroed; also where the state and the gradient are zero, tiny
+// or subnormal (the kernel's division and square root take their fp64 route there).
 TEST(AdamWCuda, OnePassStepEqualsTheCpuReferenceBitForBit) {
 #ifndef MILESRT_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA kernels";
@@ -32,6 +33,21 @@ TEST(AdamWCuda, OnePassStepEqualsTheCpuReferenceBitForBit) {
     m[i] = 0.01f * d(gen);
     v[i] = 1e-4f * std::abs(d(gen));
     g32[i] = 3.f * d(gen);
+    switch (i % 8) {
+      case 0:  // an unused row: nothing yet
+        g32[i] = m[i] = v[i] = 0.f;
+        break;
+      case 1:  // tiny gradients: subnormal second moments
+        g32[i] *= 1e-19f;
+        v[i] = 1e-40f * std::abs(d(gen));
+        break;
+      case 2:  // subnormal first moments, negative zero
+        m[i] = (i % 16 == 2) ? -0.f : 1e-39f * d(gen);
+        g32[i] = 0.f;
+        break;
+      default:
+        break;
+    }
     g16[i] = float_to_bf16_bits(g32[i]);
   }
   for (bool bf16 : {true, false}) {

@@ -32,7 +32,8 @@ def main():
     p.add_argument("--response", type=int, default=256)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--lr", type=float, default=1e-6)
-    p.add_argument("--profile", help="write the kernel time table of one step here")
+    p.add_argument("--profile", help="write the kernel time table of one step here (and its Chrome "
+                   "trace beside it, PROFILE.json, for trace_table.py)")
     p.add_argument("--compile", choices=["none", "default", "max-autotune"], default="none")
     p.add_argument("--master", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first (compiles)")
@@ -97,6 +98,7 @@ def main():
             torch.cuda.synchronize()
         with open(args.profile, "w") as f:
             f.write(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40))
+        prof.export_chrome_trace(args.profile + ".json")
     n_params = sum(q.numel() for q in params)
     tokens = S * (P + R)
     heads_dim = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
