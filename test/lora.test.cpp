@@ -172,6 +172,10 @@ TEST(LoraGraph, ValidationNamesTheLoraField) {
            {"rollout.lora.alpha=-1", "rollout.lora.alpha: must be finite and > 0"},
            {"trainer.lora.dropout=1", "trainer.lora.dropout: must be in [0, 1)"},
            {"trainer.lora.merge=true", "trainer.lora.merge: applies to the rollout kind only"},
+           // The engine would serve other adapters than the trainer trains and publishes.
+           {"rollout.lora.rank=4",
+            "actor 'trainer': params.trainer.lora: 'rank 8, alpha 16, useRslora false"},
+           {"trainer.lora.seed=3", "' on actor 'rollout' (lora); every actor stating lora"},
        }) {
     auto r = run_milesrt("validate graphs/grpo_lora.capnp --set " + c.set, "lora-validate");
     EXPECT_EQ(r.status, 2) << c.set;

@@ -463,6 +463,10 @@ void register_rollout_kind(runtime::kind_registry& registry) {
                "ids in; output ids, log-probs and each token's weight version out"}};
   k.params_member = "rollout";
   k.check_params = check_rollout_params;
+  k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
+    auto p = r.as<schema::RolloutParams>();
+    return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())}};
+  };
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();
     if (p.getModel().size() == 0)

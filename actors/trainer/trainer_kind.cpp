@@ -349,6 +349,10 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       {"weights", weights::port_type::trained_weights, "where the new version's weights are"}};
   k.params_member = "trainer";
   k.check_params = [losses](capnp::DynamicStruct::Reader r) { return check(r, *losses); };
+  k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
+    auto p = r.as<schema::TrainerParams>();
+    return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())}};
+  };
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
     for (const auto& problem : check(*s.params_struct, *losses))

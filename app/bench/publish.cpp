@@ -204,8 +204,7 @@ struct publish_bench {
                                      "--device", opt.device, "--dtype", opt.dtype};
     if (!opt.model.empty()) args.insert(args.end(), {"--model", opt.model});
     if (opt.layers > 0) args.insert(args.end(), {"--layers", std::to_string(opt.layers)});
-    if (opt.lora_rank > 0)
-      args.insert(args.end(), {"--lora-rank", std::to_string(opt.lora_rank)});
+    if (opt.lora_rank > 0) args.insert(args.end(), {"--lora-rank", std::to_string(opt.lora_rank)});
     receiver_process rx(args);
     auto pub = weights::make_transport(Transport::IPC, dev, {});
     const std::string hash_list = join(hashes);

@@ -97,6 +97,13 @@ struct actor_in_graph {
   std::vector<graph_neighbour> downstream;  ///< actors this one has an edge into
 };
 
+/// A setting every actor of a graph that states it must agree on (see
+/// kind_descriptor::graph_settings): its name, the params field it comes from (for the message)
+/// and its value as the user would read it.
+struct graph_setting {
+  std::string name, field, value;
+};
+
 struct kind_descriptor {
   std::string name;
   std::string summary;
@@ -119,6 +126,10 @@ struct kind_descriptor {
   /// once every kind and edge is known: one "field: problem" line per problem.
   std::function<std::vector<std::string>(capnp::DynamicStruct::Reader, const actor_in_graph&)>
       check_in_graph;
+  /// Settings that must be equal on every actor of the graph stating the same name (what one
+  /// actor produces and another must be built to consume, say): validation names each actor
+  /// whose value differs from the first stating it.
+  std::function<std::vector<graph_setting>(capnp::DynamicStruct::Reader)> graph_settings;
   actor_factory spawn;
   /// A dead actor of this kind is replaced by a fresh one (its state is not restored; it gets the
   /// newest publication, then the work its predecessor had not answered) instead of failing the

@@ -504,6 +504,33 @@ void check_in_graph(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
   }
 }
 
+/// The kinds' graph_settings: every actor stating a setting states the value the first one does.
+void check_settings_agree(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
+                          const reporter& report) {
+  struct stated {
+    std::string actor, field, value;
+  };
+  std::map<std::string, stated> first;
+  for (auto actor : graph.getActors()) {
+    const std::string name = actor.getName();
+    const kind_descriptor* kind = kind_of.at(name);
+    const std::string member = union_member(actor);
+    if (!kind->graph_settings || kind->params_member.empty() ||
+        !params_member_problem(*kind).empty() ||
+        (member != "none" && member != kind->params_member))
+      continue;
+    std::shared_ptr<capnp::MallocMessageBuilder> storage;
+    for (auto& s : kind->graph_settings(params_struct(actor, kind->params_member, storage))) {
+      auto [it, added] = first.emplace(s.name, stated{name, s.field, s.value});
+      if (added || it->second.value == s.value) continue;
+      report("actor '" + name + "'",
+             "params." + kind->params_member + "." + s.field + ": '" + s.value + "' here but '" +
+                 it->second.value + "' on actor '" + it->second.actor + "' (" + it->second.field +
+                 "); every actor stating " + s.name + " must state the same");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
@@ -523,6 +550,7 @@ std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kin
                         report);
   if (!r.sources.empty()) check_reachable(graph, r.sources, downstream, report);
   check_in_graph(graph, kind_of, report);
+  check_settings_agree(graph, kind_of, report);
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "actors/lib/llm/lora_params.hpp"
 
 #include <filesystem>
+#include <sstream>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/peft_io.hpp"
@@ -16,6 +17,24 @@ lora_config to_lora_config(schema::Lora::Reader r) {
   for (auto t : r.getTargetModules()) c.target_modules.emplace_back(t.cStr(), t.size());
   for (auto t : r.getTargetParameters()) c.target_parameters.emplace_back(t.cStr(), t.size());
   return c;
+}
+
+std::string lora_agreement(bool has_section, schema::Lora::Reader r) {
+  if (!has_section) return "none";
+  auto list = [](capnp::List<capnp::Text>::Reader l) {
+    std::string out;
+    for (auto t : l) out += (out.empty() ? "" : ",") + std::string(t.cStr(), t.size());
+    return out.empty() ? std::string("-") : out;
+  };
+  std::ostringstream s;
+  s << "rank " << r.getRank() << ", alpha " << r.getAlpha() << ", useRslora "
+    << (r.getUseRslora() ? "true" : "false") << ", targetModules " << list(r.getTargetModules())
+    << ", targetParameters " << list(r.getTargetParameters());
+  if (r.hasAdapter() && r.getAdapter().size() > 0)
+    s << ", adapter " << std::string(r.getAdapter().cStr());
+  else
+    s << ", seed " << r.getSeed();
+  return s.str();
 }
 
 std::vector<std::string> lora_params_problems(schema::Lora::Reader r,

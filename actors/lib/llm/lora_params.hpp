@@ -16,6 +16,13 @@ lora_config to_lora_config(schema::Lora::Reader r);
 
 class decoder;
 
+/// What a trainer and the engines it publishes to must agree on, as one line ("none" without a
+/// section): rank, alpha, rsLoRA, the targets and where the first adapters come from (seed or
+/// adapter folder). Dropout (the trainer's) and merge (an engine's) may differ. The trainer and
+/// rollout kinds state it as their graph setting "lora", so validation refuses a graph whose
+/// engines would serve other adapters than the trainer trains.
+std::string lora_agreement(bool has_section, schema::Lora::Reader r);
+
 /// Attaches the section's initial adapters to `model` (unmerged): read from its `adapter` folder
 /// (peft's format, peft_io.hpp) when set, else initialised from its `seed` as peft does. The
 /// trainer and its engines call this with the same section, so the engine's first version is the
