@@ -90,7 +90,8 @@ class SessionGraph : public ::testing::Test {
         << "@0xb1c2d3e4f5a6b7d9;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
         << "const graph :Graph = (name = \"sessions\", actors = [\n"
         << "(name = \"server\", kind = \"session_server\", params = (sessionServer = (model = \""
-        << model_ << "\", maxNewTokens = " << max_new_tokens << ", scoreUnrewarded = true" << extra << "))),\n"
+        << model_ << "\", maxNewTokens = " << max_new_tokens << ", scoreUnrewarded = true" << extra
+        << "))),\n"
         << "(name = \"rollout\", kind = \"rollout\", params = (rollout = (model = \"" << model_
         << "\", kvBlocks = 1024))),\n"
         << "(name = \"reward\", kind = \"math_reward\", params = (mathReward = (correct = 1, "
@@ -189,8 +190,8 @@ TEST_F(SessionGraph, SessionsEndedWithoutARewardAreScoredByTheGraphsRewardActor)
   for (int i = 0; i < 2; ++i)
     q1.push_back(post("/sessions", {{"group", "q1"}, {"metadata", {{"label", "5"}}}})["id"]);
   // A label that differs from its group's is refused, naming the field.
-  auto clash = call(verb::post, "/sessions",
-                    json{{"group", "q1"}, {"metadata", {{"label", "6"}}}}.dump());
+  auto clash =
+      call(verb::post, "/sessions", json{{"group", "q1"}, {"metadata", {{"label", "6"}}}}.dump());
   EXPECT_EQ(clash.status, 400) << clash.body;
   EXPECT_EQ(json::parse(clash.body)["error"]["param"], "metadata");
   EXPECT_EQ(call(verb::post, "/sessions", R"({"metadata": {"label": 5}})").status, 400);
@@ -243,8 +244,9 @@ TEST_F(SessionGraph, AStopStringEndsTheTurnAtTheTokenThatCompletedIt) {
   // output so far, decoded) holds one, and that token is kept, in the answer and the session.
   const std::vector<std::string> stops = {"e", "a", "o", "i"};
   auto a = post("/sessions", {{"group", "t"}})["id"].get<std::string>();
-  auto cut = post("/sessions/" + a + "/generate",
-                  {{"input_ids", prompt_ids("Tell me a story.")}, {"max_tokens", 32}, {"stop", stops}});
+  auto cut =
+      post("/sessions/" + a + "/generate",
+           {{"input_ids", prompt_ids("Tell me a story.")}, {"max_tokens", 32}, {"stop", stops}});
   auto out = cut["output_ids"].get<std::vector<int64_t>>();
   ASSERT_EQ(cut["finish_reason"], "stop") << cut.dump();
   ASSERT_FALSE(out.empty());
@@ -267,8 +269,9 @@ TEST_F(SessionGraph, AStopStringEndsTheTurnAtTheTokenThatCompletedIt) {
 }
 
 TEST_F(SessionGraph, TheOpenAiClientStreamsTokensAsSampledAndALeavingClientsTurnIsDropped) {
-  if (std::system(("'" + std::string(MILESRT_PYTHON) + "' -c 'import openai' >/dev/null 2>&1")
-                      .c_str()) != 0)
+  if (std::system(
+          ("'" + std::string(MILESRT_PYTHON) + "' -c 'import openai' >/dev/null 2>&1").c_str()) !=
+      0)
     GTEST_SKIP() << "the Python package openai is not installed";
   start(1, 1, 256);
   auto out = dir_ / "client.out";
@@ -299,7 +302,8 @@ TEST_F(SessionGraph, SixtyFourConcurrentSessionsLoseDuplicateAndMixNothing) {
     runtime::testing::http_client client(port_);
     auto send = [&](const std::string& target, const json& body) {
       for (int attempt = 0; attempt < 3000; ++attempt) {
-        auto a = client.call(verb::post, target, body.dump(), {{"Content-Type", "application/json"}});
+        auto a =
+            client.call(verb::post, target, body.dump(), {{"Content-Type", "application/json"}});
         if (a.status != 429) return a;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }

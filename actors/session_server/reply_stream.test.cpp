@@ -15,8 +15,8 @@ std::string streamed_content(const std::string& text, tool_call_format f,
   std::string sent;
   for (size_t n = 1; n <= text.size(); ++n) {
     auto now = settle_text(text.substr(0, n), f, false, stop).content;
-    EXPECT_EQ(now.compare(0, sent.size(), sent), 0) << "'" << now << "' does not extend '" << sent
-                                                    << "' at " << n;
+    EXPECT_EQ(now.compare(0, sent.size(), sent), 0)
+        << "'" << now << "' does not extend '" << sent << "' at " << n;
     sent = now;
   }
   return sent;

@@ -29,8 +29,9 @@ std::unique_ptr<agent::session> two_turns(const llm::tokenizer& tok, const std::
   };
   auto a = sampled(first);
   ids.insert(ids.end(), a.begin(), a.end());
-  auto env = tok.encode("\n<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
-                        "<|im_start|>assistant\n");
+  auto env = tok.encode(
+      "\n<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\n");
   ids.insert(ids.end(), env.begin(), env.end());
   EXPECT_FALSE(s->extend_ids(ids).error);
   sampled(second);
@@ -41,8 +42,8 @@ TEST(Trajectory, AnUnrewardedGroupCarriesItsLabelAndEachSessionsLastTurn) {
   auto tok = qwen3();
   agent::finished_group g;
   g.group = "q7";
-  g.sessions.push_back({"a", two_turns(*tok, "I will add.", "The answer is 5."), std::nullopt,
-                        {{"label", "5"}}});
+  g.sessions.push_back(
+      {"a", two_turns(*tok, "I will add.", "The answer is 5."), std::nullopt, {{"label", "5"}}});
   g.sessions.push_back({"b", two_turns(*tok, "Adding.", "It is 6."), 1.0, {{"label", "5"}}});
   EXPECT_TRUE(has_unrewarded(g));
   EXPECT_EQ(group_label(g), "5");
