@@ -35,4 +35,8 @@ struct SessionServerParams {
   # The Retry-After of a 429 while the schedule admits no new group.
   modelName @13 :Text = "milesrt";
   # The name GET /models lists and answers carry.
+  scoreUnrewarded @14 :Bool = false;
+  # True: a group with a session ended without a reward goes out on the `unscored` port, for the
+  # graph's reward actor to score (every session of it, against the sessions' metadata.label);
+  # false: such a session trains with reward 0.
 }

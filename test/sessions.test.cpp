@@ -3,30 +3,13 @@
 // `openai` Python package (test/sessions/openai_client.py): chat completions, streaming, tools,
 // two sessions per group, bad requests each answered with their 4xx JSON error; every group ended
 // is a training step, and the run ends when its steps are done.
-#include <ATen/ATen.h>
-
 #include <nlohmann/json.hpp>
 
-#include "actors/lib/llm/model.hpp"
+#include "test/session_model.hpp"
 #include "test/support.hpp"
 
 namespace {
 using namespace milesrt::testing;
-
-/// dir/model: a random one-layer Qwen3 over the 33.5k-token tokenizer the build trains (with the
-/// Qwen3 chat template), with that tokenizer.
-fs::path model_folder(const fs::path& dir) {
-  auto model_dir = dir / "model";
-  auto model = milesrt::llm::decoder::random(R"({"model_type": "qwen3", "vocab_size": 33520,
-    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-    "tie_word_embeddings": true, "hidden_act": "silu"})",
-                                             at::kFloat, at::kCPU, 9);
-  model->save(model_dir);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(fs::path(MILESRT_TOKENIZER_DATA) / "qwen3" / f, model_dir / f);
-  return model_dir;
-}
 
 bool have_openai() {
   return std::system(("'" + std::string(MILESRT_PYTHON) + "' -c 'import openai' >/dev/null 2>&1")
@@ -37,7 +20,7 @@ TEST(Sessions, TheOpenAiClientDrivesSessionsThatTrain) {
   // .ci/install brings the openai package; without it this is a skip (the GPU machine has none).
   if (!have_openai()) GTEST_SKIP() << "the Python package openai is not installed";
   auto dir = scratch("sessions");
-  const auto model = model_folder(dir).string();
+  const auto model = session_model_folder(dir).string();
   const auto run = dir / "run";
   auto server = start("run graphs/agent_sessions.capnp --quiet --run-dir '" + run.string() +
                           "' --set server.model=" + model + " --set rollout.model=" + model +
@@ -70,6 +53,43 @@ TEST(Sessions, TheOpenAiClientDrivesSessionsThatTrain) {
   }
   EXPECT_GE(complete, 1.0);
   EXPECT_EQ(steps, 2);
+}
+
+// Example (b): examples/agent_loop/agent.py, an external agent loop on the `openai` package,
+// drives tool-using sessions through `milesrt run examples/agent_loop/agent_loop.capnp` and ends
+// them without rewards; the graph's math_reward scores them and the trainer trains on them.
+TEST(Sessions, TheAgentLoopExampleTrainsOnItsSessions) {
+  if (!have_openai()) GTEST_SKIP() << "the Python package openai is not installed";
+  auto dir = scratch("agent-loop");
+  const auto model = session_model_folder(dir).string();
+  const auto run = dir / "run";
+  auto server =
+      start("run examples/agent_loop/agent_loop.capnp --quiet --run-dir '" + run.string() +
+                "' --set server.model=" + model + " --set rollout.model=" + model +
+                " --set trainer.model=" + model + " --set run.steps=2 --set run.batchSize=1",
+            "agent-loop-run");
+  auto out = scratch("agent-loop-client");
+  const std::string cmd = "'" + std::string(MILESRT_PYTHON) + "' '" + source_dir() +
+                          "/examples/agent_loop/agent.py' '" + (run / "server.json").string() +
+                          "' 2 2 >'" + (out / "out").string() + "' 2>&1";
+  const int raw = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 0) << slurp(out / "out");
+  EXPECT_NE(slurp(out / "out").find("done"), std::string::npos) << slurp(out / "out");
+  EXPECT_NE(slurp(out / "out").find("group q1"), std::string::npos) << slurp(out / "out");
+  auto r = server.wait(std::chrono::seconds(300));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(run / "summary.json"))["steps"], 2);
+  // Both groups went through the reward actor (its metrics) before the trainer.
+  std::stringstream metrics(slurp(run / "metrics.jsonl"));
+  double unscored = 0;
+  int scored_steps = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    auto m = nlohmann::json::parse(line)["metrics"];
+    unscored = std::max(unscored, m.value("session_groups_unscored", 0.0));
+    scored_steps += m.contains("answer_found") ? 1 : 0;
+  }
+  EXPECT_EQ(unscored, 2.0);
+  EXPECT_EQ(scored_steps, 2);
 }
 
 }  // namespace

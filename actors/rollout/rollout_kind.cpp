@@ -55,6 +55,10 @@ struct pending_group {
 struct pending_call {
   caf::typed_response_promise<generation_result> promise;
   sampling_params params;
+  /// Streaming: the requester, its stream id (0: none) and the tokens it has been sent.
+  caf::strong_actor_ptr to;
+  uint64_t stream_id = 0;
+  size_t sent = 0;
 };
 
 struct rollout_state {
@@ -111,6 +115,20 @@ bool answer_call(rollout_state& st, const sample& s) {
   it->second.promise.deliver(generation_result{s.output, s.logprobs, s.versions, s.finish_reason});
   st.calls.erase(it);
   return true;
+}
+
+/// Sends each streamed service call the tokens its sample gained since the last partial.
+void send_partials(rollout_actor::stateful_pointer<rollout_state> self) {
+  auto& st = self->state;
+  for (auto& [id, c] : st.calls) {
+    if (c.stream_id == 0 || !c.to) continue;
+    sample s = st.eng->output_since(id, c.sent);
+    if (s.output.empty()) continue;
+    c.sent += s.output.size();
+    caf::anon_send(caf::actor_cast<caf::actor>(c.to), serving::generate_atom::value,
+                   serving::generation_partial{c.stream_id, std::move(s.output),
+                                               std::move(s.logprobs), std::move(s.versions)});
+  }
 }
 
 /// Delivers every group whose samples are all in.
@@ -230,6 +248,7 @@ caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<
   r.params.max_new_tokens = call.max_tokens;
   r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), call.stop_token_ids.begin(),
                                  call.stop_token_ids.end());
+  r.params.stop_strings = call.stop;
   r.params.seed = s.base.seed * 1000003 + (uint64_t{1} << 63) + call.seed;  // apart from groups'
   try {
     if (s.eng->kv_released()) s.eng->retake_kv();
@@ -237,8 +256,10 @@ caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<
   } catch (const std::exception& ex) {
     return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
   }
+  // Before the promise, which takes the request's sender over.
+  caf::strong_actor_ptr requester = self->current_sender();
   auto promise = self->make_response_promise<generation_result>();
-  s.calls[r.id] = {promise, r.params};
+  s.calls[r.id] = {promise, r.params, std::move(requester), call.stream_id, 0};
   schedule_step(self);
   return promise;
 }
@@ -343,6 +364,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           s.busy_seconds +=
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           deliver_complete(self, done);
+          send_partials(self);
           // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.
           if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty() && s.calls.empty())
             s.eng->release_kv(s.mode);

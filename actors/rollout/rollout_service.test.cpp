@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 #include <filesystem>
+#include <future>
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
@@ -112,6 +113,64 @@ TEST_F(RolloutService, StopsAtTheCallersStopIds) {
   auto b = call(r);
   EXPECT_EQ(b.output_ids, std::vector<int64_t>{a.output_ids[0]});
   EXPECT_EQ(b.finish_reason, "stop");
+}
+
+TEST_F(RolloutService, AStreamedRequestSendsItsTokensAsSampledBeforeItsResult) {
+  generation_request r;
+  r.input_ids = {5, 9, 17, 3, 64};
+  r.max_tokens = 7;
+  r.seed = 11;
+  const auto whole = call(r);
+  ASSERT_EQ(whole.output_ids.size(), 7u);
+  // A requester that logs what reaches it, in arrival order: partials, then the result.
+  struct log {
+    std::vector<serving::generation_partial> partials;
+    generation_result result;
+    size_t partials_before_result = 0;
+    bool done = false;
+  };
+  auto seen = std::make_shared<log>();
+  std::promise<void> finished;
+  auto done = finished.get_future();
+  r.stream_id = 42;
+  sys_->spawn([&, seen, r](caf::event_based_actor* self) -> caf::behavior {
+    self->request(rollout_, std::chrono::seconds(60), generate_atom::value, r)
+        .then(
+            [&, seen, self](generation_result& g) {
+              seen->result = std::move(g);
+              seen->partials_before_result = seen->partials.size();
+              seen->done = true;
+              finished.set_value();
+              self->quit();
+            },
+            [&, self](caf::error&) {
+              finished.set_value();
+              self->quit();
+            });
+    return {[seen](generate_atom, serving::generation_partial& p) {
+      seen->partials.push_back(std::move(p));
+    }};
+  });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  ASSERT_TRUE(seen->done);
+  // One partial per decode step, every token once, in order, all before the result; the same
+  // tokens as unstreamed (the stream id changes nothing sampled).
+  EXPECT_GE(seen->partials_before_result, 2u);
+  generation_result joined;
+  for (const auto& p : seen->partials) {
+    EXPECT_EQ(p.stream_id, 42u);
+    joined.output_ids.insert(joined.output_ids.end(), p.output_ids.begin(), p.output_ids.end());
+    joined.logprobs.insert(joined.logprobs.end(), p.logprobs.begin(), p.logprobs.end());
+    joined.versions.insert(joined.versions.end(), p.versions.begin(), p.versions.end());
+  }
+  EXPECT_EQ(seen->partials_before_result, seen->partials.size());
+  // The last step's token comes with the result only (it finished the sample in that step).
+  ASSERT_LE(joined.output_ids.size(), whole.output_ids.size());
+  EXPECT_GE(joined.output_ids.size() + 1, whole.output_ids.size());
+  EXPECT_TRUE(
+      std::equal(joined.output_ids.begin(), joined.output_ids.end(), whole.output_ids.begin()));
+  EXPECT_TRUE(std::equal(joined.logprobs.begin(), joined.logprobs.end(), whole.logprobs.begin()));
+  EXPECT_EQ(seen->result.output_ids, whole.output_ids);
 }
 
 TEST_F(RolloutService, ABadRequestIsAnErrorNamingTheField) {

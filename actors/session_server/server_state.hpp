@@ -14,6 +14,8 @@
 #include <set>
 #include <string>
 
+#include "actors/lib/serving/generate_messages.hpp"
+#include "actors/session_server/reply_stream.hpp"
 #include "actors/session_server/session_server.hpp"
 #include "runtime/core/messages.hpp"
 #include "runtime/core/services.hpp"
@@ -62,6 +64,16 @@ struct server_counts {
   uint64_t turns = 0, turns_discarded = 0, turns_refused = 0, generate_failures = 0;
   uint64_t tool_calls = 0, tool_calls_malformed = 0, empty_sessions = 0, empty_groups = 0;
   uint64_t groups_out = 0;
+  /// Groups sent to the graph's reward actor (a session ended without a reward).
+  uint64_t groups_unscored = 0;
+};
+
+/// A chat turn streamed as it is sampled: its answer, the tokens so far, how to read them.
+struct streaming_turn {
+  std::shared_ptr<reply_stream> out;
+  std::vector<llm::token_id> ids;
+  bool think_open = false;  ///< the prompt opened a `<think>` block
+  std::vector<std::string> stop;
 };
 
 struct server_state {
@@ -79,9 +91,13 @@ struct server_state {
   std::optional<ask> produce;
   std::map<std::string, std::string> group_of;           ///< session id -> group key
   std::map<std::string, std::set<std::string>> members;  ///< group key -> session ids
-  std::set<std::string> admitted;       ///< groups under way that count against the driver's asks
-  std::deque<runtime::envelope> ready;  ///< ended groups not yet handed to the driver
-  std::set<std::string> busy;           ///< sessions with a turn in flight
+  std::set<std::string> admitted;  ///< groups under way that count against the driver's asks
+  std::map<std::string, std::string> labels;  ///< group key -> its sessions' metadata.label
+  /// Ended groups not yet handed to the driver, each on its port ("groups" or "unscored").
+  std::deque<runtime::output> ready;
+  std::set<std::string> busy;                  ///< sessions with a turn in flight
+  std::map<uint64_t, streaming_turn> streams;  ///< by the generation request's stream id
+  uint64_t next_stream = 0;
   uint64_t next_group = 0;
   uint64_t last_version = 0;  ///< the newest weight version a turn was sampled under
   server_counts counts;
@@ -97,6 +113,8 @@ void settle(server_actor self);
 
 // session_routes.cpp
 void serve_call(server_actor self, http_call call);
+/// Tokens of a streamed turn as the engine sampled them: the settled text goes to its client.
+void stream_partial(server_actor self, const serving::generation_partial& partial);
 runtime::http_response json_response(unsigned status, const json& body);
 runtime::http_response error_response(unsigned status, const std::string& message,
                                       const std::string& param = "");

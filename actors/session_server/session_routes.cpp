@@ -2,11 +2,13 @@
 // a turn (chat completions, or ids for harnesses that tokenize themselves) sampled through the
 // generation service and appended to its session's exact tokens.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "actors/lib/agent/openai_api.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
+#include "actors/session_server/reply_stream.hpp"
 #include "actors/session_server/server_state.hpp"
 
 namespace milesrt::session_server {
@@ -58,6 +60,22 @@ void answer_session_error(const http_call& call, const agent::session_error& e) 
   call.responder.respond(json_response(status, body));
 }
 
+/// What is wrong with a new session's metadata ("" when nothing): an object, whose `label` (the
+/// reference a reward actor judges against) is a string and that of its group's other sessions.
+std::string label_problem(server_actor self, const std::string& group, const json& metadata,
+                          std::string& label) {
+  if (metadata.is_null()) return "";
+  if (!metadata.is_object()) return "metadata: expected an object";
+  if (!metadata.contains("label") || metadata["label"].is_null()) return "";
+  if (!metadata["label"].is_string()) return "metadata.label: expected a string";
+  label = metadata["label"].get<std::string>();
+  if (group.empty()) return "";
+  auto it = self->state.labels.find("g:" + group);
+  if (it == self->state.labels.end() || it->second == label) return "";
+  return "metadata.label: '" + label + "' differs from group '" + group + "''s label '" +
+         it->second + "'";
+}
+
 void open_session(server_actor self, const http_call& call) {
   auto& st = self->state;
   auto body = object_body(call);
@@ -71,12 +89,18 @@ void open_session(server_actor self, const http_call& call) {
     group = (*body)["group"].get<std::string>();
   }
   json metadata = body->contains("metadata") ? (*body)["metadata"] : json(nullptr);
+  std::string label;
+  if (auto problem = label_problem(self, group, metadata, label); !problem.empty()) {
+    call.responder.respond(error_response(400, problem, "metadata"));
+    return;
+  }
   std::string id;
   if (auto e = st.table->open(group, metadata, clock::now(), id)) {
     answer_table_error(self, call, *e);
     return;
   }
   const std::string key = group.empty() ? "s:" + id : "g:" + group;
+  if (!label.empty()) st.labels[key] = label;
   st.group_of[id] = key;
   st.members[key].insert(id);
   call.responder.respond(json_response(
@@ -133,8 +157,12 @@ void end_or_remove(server_actor self, const http_call& call, bool end) {
   settle(self);
 }
 
-/// The session of a turn, admitted and not busy; null when refused (answered).
-agent::session* turn_session(server_actor self, const http_call& call) {
+/// The shared start of a turn (chat or generate): its session, open, admitted by the schedule
+/// and without a turn in flight, and `req`'s sampling fields from `sampling`; null when refused
+/// (answered: 404/409/429/503, or 400 naming the sampling field at fault).
+agent::session* start_turn(server_actor self, const http_call& call,
+                           const agent::sampling_request& sampling,
+                           serving::generation_request& req) {
   auto& st = self->state;
   const auto& id = call.request.param("id");
   agent::table_error e;
@@ -145,6 +173,12 @@ agent::session* turn_session(server_actor self, const http_call& call) {
   }
   if (st.busy.count(id) > 0) {
     call.responder.respond(error_response(409, "session '" + id + "' has a turn in flight"));
+    return nullptr;
+  }
+  if (sampling.max_tokens > st.cfg.max_new_tokens) {
+    const std::string problem =
+        "max_tokens: at most " + std::to_string(st.cfg.max_new_tokens) + " on this server";
+    call.responder.respond(error_response(400, problem, "max_tokens"));
     return nullptr;
   }
   if (!admit_turn(self, id)) {
@@ -158,44 +192,39 @@ agent::session* turn_session(server_actor self, const http_call& call) {
     call.responder.respond(error_response(503, "no generation service joined"));
     return nullptr;
   }
+  req.temperature = sampling.temperature;
+  req.top_p = sampling.top_p;
+  req.max_tokens = sampling.max_tokens == 0 ? st.cfg.max_new_tokens : sampling.max_tokens;
+  req.stop = sampling.stop;
+  req.seed = st.cfg.seed * 1000003 + st.counts.turns * 7919 + s->tokens().size();
   return s;
 }
 
-/// The generation request of a turn; "" or the error of its sampling fields.
-std::string make_request(server_actor self, const agent::session& s,
-                         const agent::sampling_request& sampling,
-                         serving::generation_request& out) {
-  const auto& cfg = self->state.cfg;
-  if (!sampling.stop.empty())
-    return "stop: stop strings are not supported (the model's end of turn stops)";
-  if (sampling.max_tokens > cfg.max_new_tokens)
-    return "max_tokens: at most " + std::to_string(cfg.max_new_tokens) + " on this server";
-  out.input_ids.assign(s.tokens().ids.begin(), s.tokens().ids.end());
-  out.temperature = sampling.temperature;
-  out.top_p = sampling.top_p;
-  out.max_tokens = sampling.max_tokens == 0 ? cfg.max_new_tokens : sampling.max_tokens;
-  out.seed = cfg.seed * 1000003 + self->state.counts.turns * 7919 + s.tokens().size();
-  return "";
-}
-
-/// Samples the turn, then calls `done` with the result (the session looked up again: it may have
-/// gone meanwhile), or answers the failure.
+/// Samples the turn of `s` (its tokens are the input), then calls `done` with the result (the
+/// session looked up again: it may have gone meanwhile), or answers the failure. A turn whose
+/// client went away meanwhile is not appended (`turns_discarded`).
 template <class Done>
-void sample_turn(server_actor self, const http_call& call, serving::generation_request req,
-                 Done done) {
+void sample_turn(server_actor self, const http_call& call, const agent::session& s,
+                 serving::generation_request req, Done done) {
   auto& st = self->state;
   const std::string id = call.request.param("id");
+  const uint64_t stream_id = req.stream_id;
+  req.input_ids.assign(s.tokens().ids.begin(), s.tokens().ids.end());
   st.busy.insert(id);
   self->request(st.links.pick("generate"), st.cfg.generate_deadline, serving::generate_atom::value,
                 std::move(req))
       .then(
-          [self, call, id, done](serving::generation_result& r) mutable {
+          [self, call, id, stream_id, done](serving::generation_result& r) mutable {
             auto& s = self->state;
             s.busy.erase(id);
+            auto streamed = s.streams.find(stream_id);
+            auto out = streamed == s.streams.end() ? nullptr : streamed->second.out;
+            if (streamed != s.streams.end()) s.streams.erase(streamed);
             agent::table_error e;
             agent::session* sess = s.table->find(id, clock::now(), e);
             if (sess == nullptr || call.responder.disconnected()) {
               s.counts.turns_discarded++;  // the client went, or the session did
+              if (sess == nullptr && out && out->opened()) out->fail(409, e.message);
               if (sess == nullptr) answer_table_error(self, call, e);
               return;
             }
@@ -203,43 +232,28 @@ void sample_turn(server_actor self, const http_call& call, serving::generation_r
             for (auto v : r.versions) s.last_version = std::max(s.last_version, v);
             done(*sess, r);
           },
-          [self, call, id](caf::error& err) {
+          [self, call, id, stream_id](caf::error& err) {
             auto& s = self->state;
             s.busy.erase(id);
             s.counts.generate_failures++;
-            call.responder.respond(
-                error_response(503, "generation failed: " + self->system().render(err)));
+            const std::string message = "generation failed: " + self->system().render(err);
+            auto it = s.streams.find(stream_id);
+            if (it != s.streams.end() && it->second.out->opened()) {
+              it->second.out->fail(503, message);
+            } else {
+              call.responder.respond(error_response(503, message));
+            }
+            s.streams.erase(stream_id);
           });
 }
 
-void stream_reply(server_actor self, const http_call& call, const std::string& cid,
-                  const agent::parsed_reply& parsed, const std::string& finish,
-                  const agent::usage_counts& usage, bool include_usage) {
-  const auto& model = self->state.cfg.model_name;
-  const int64_t created = unix_now();
-  auto stream = call.responder.stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-  auto chunk = [&](json delta, const std::string& f) {
-    stream.event(agent::chunk_body(cid, model, created, std::move(delta), f).dump());
-  };
-  chunk({{"role", "assistant"}, {"content", ""}}, "");
-  if (!parsed.reasoning.empty()) chunk({{"reasoning_content", parsed.reasoning}}, "");
-  if (!parsed.content.empty()) chunk({{"content", parsed.content}}, "");
-  for (size_t i = 0; i < parsed.tool_calls.size(); ++i) {
-    json call_delta = parsed.tool_calls[i];
-    call_delta["index"] = i;
-    chunk({{"tool_calls", json::array({call_delta})}}, "");
-  }
-  chunk(json::object(), finish);
-  if (include_usage) {
-    json u = agent::chunk_body(cid, model, created, json::object(), "");
-    u["choices"] = json::array();
-    u["usage"] = {{"prompt_tokens", usage.prompt_tokens},
-                  {"completion_tokens", usage.completion_tokens},
-                  {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
-    stream.event(u.dump());
-  }
-  stream.event("[DONE]");
-  stream.close();
+/// Whether the session's prompt ends inside an opened `<think>` block (the template opened it).
+bool think_opened(const llm::tokenizer& tok, const agent::session_tokens& t) {
+  const size_t n = std::min<size_t>(4, t.size());
+  std::string tail =
+      tok.decode(std::vector<llm::token_id>(t.ids.end() - std::ptrdiff_t(n), t.ids.end()));
+  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
+  return tail.size() >= 7 && tail.compare(tail.size() - 7, 7, "<think>") == 0;
 }
 
 void chat(server_actor self, const http_call& call) {
@@ -248,13 +262,9 @@ void chat(server_actor self, const http_call& call) {
     call.responder.respond(error_response(400, parsed.error, agent::error_field(parsed.error)));
     return;
   }
-  agent::session* s = turn_session(self, call);
-  if (s == nullptr) return;
   serving::generation_request req;
-  if (auto problem = make_request(self, *s, parsed.request.sampling, req); !problem.empty()) {
-    call.responder.respond(error_response(400, problem, agent::error_field(problem)));
-    return;
-  }
+  agent::session* s = start_turn(self, call, parsed.request.sampling, req);
+  if (s == nullptr) return;
   llm::chat_options options;
   options.add_generation_prompt = true;
   options.tools = parsed.request.tools;
@@ -264,29 +274,36 @@ void chat(server_actor self, const http_call& call) {
     answer_session_error(call, *ext.error);
     return;
   }
-  req.input_ids.assign(s->tokens().ids.begin(), s->tokens().ids.end());
-  const bool stream = parsed.request.stream, usage_chunk = parsed.request.include_usage;
+  auto& st = self->state;
+  const std::string cid = "chatcmpl-" + call.request.param("id") + "-" + std::to_string(s->turns());
+  std::shared_ptr<reply_stream> out;
+  if (parsed.request.stream) {
+    out = std::make_shared<reply_stream>(call.responder, cid, st.cfg.model_name, unix_now());
+    req.stream_id = ++st.next_stream;
+    st.streams[req.stream_id] = {out, {}, think_opened(*st.cfg.tok, s->tokens()), req.stop};
+  }
+  const bool usage_chunk = parsed.request.include_usage;
+  const auto stop = req.stop;
   sample_turn(
-      self, call, std::move(req),
-      [self, call, stream, usage_chunk](agent::session& sess, serving::generation_result& r) {
+      self, call, *s, std::move(req),
+      [self, call, cid, out, stop, usage_chunk](agent::session& sess,
+                                                serving::generation_result& r) {
         auto& s = self->state;
-        const std::string cid =
-            "chatcmpl-" + call.request.param("id") + "-" + std::to_string(sess.turns());
-        auto reply = agent::parse_reply(agent::reply_text(*s.cfg.tok, token_ids(r.output_ids)),
-                                        s.format, "call_" + std::to_string(sess.turns()) + "_");
+        const auto text = cut_at_stop(agent::reply_text(*s.cfg.tok, token_ids(r.output_ids)), stop);
+        auto reply =
+            agent::parse_reply(text, s.format, "call_" + std::to_string(sess.turns()) + "_");
         s.counts.tool_calls += reply.tool_calls.size();
         s.counts.tool_calls_malformed += reply.malformed;
         const agent::usage_counts usage{sess.tokens().size(), r.output_ids.size()};
         sess.append_sampled(token_ids(r.output_ids), r.logprobs, r.versions,
                             agent::assistant_message(reply));
         const auto finish = agent::finish_reason(reply, r.finish_reason == "length");
-        if (stream) {
-          stream_reply(self, call, cid, reply, finish, usage, usage_chunk);
-        } else {
-          call.responder.respond(json_response(
-              200,
-              agent::completion_body(cid, s.cfg.model_name, unix_now(), reply, finish, usage)));
+        if (out) {
+          out->finish(reply, finish, usage_chunk ? &usage : nullptr);
+          return;
         }
+        call.responder.respond(json_response(
+            200, agent::completion_body(cid, s.cfg.model_name, unix_now(), reply, finish, usage)));
       });
 }
 
@@ -296,20 +313,15 @@ void generate(server_actor self, const http_call& call) {
     call.responder.respond(error_response(400, parsed.error, agent::error_field(parsed.error)));
     return;
   }
-  agent::session* s = turn_session(self, call);
-  if (s == nullptr) return;
   serving::generation_request req;
-  if (auto problem = make_request(self, *s, parsed.request.sampling, req); !problem.empty()) {
-    call.responder.respond(error_response(400, problem, agent::error_field(problem)));
-    return;
-  }
+  agent::session* s = start_turn(self, call, parsed.request.sampling, req);
+  if (s == nullptr) return;
   auto ext = s->extend_ids(parsed.request.input_ids);
   if (ext.error) {
     answer_session_error(call, *ext.error);
     return;
   }
-  req.input_ids.assign(s->tokens().ids.begin(), s->tokens().ids.end());
-  sample_turn(self, call, std::move(req),
+  sample_turn(self, call, *s, std::move(req),
               [call](agent::session& sess, serving::generation_result& r) {
                 sess.append_sampled(token_ids(r.output_ids), r.logprobs, r.versions);
                 call.responder.respond(json_response(200, {{"output_ids", r.output_ids},
@@ -328,6 +340,17 @@ http_response json_response(unsigned status, const json& body) {
 http_response error_response(unsigned status, const std::string& message,
                              const std::string& param) {
   return json_response(status, agent::error_body(status, message, param));
+}
+
+void stream_partial(server_actor self, const serving::generation_partial& partial) {
+  auto& st = self->state;
+  auto it = st.streams.find(partial.stream_id);
+  if (it == st.streams.end()) return;
+  auto& turn = it->second;
+  turn.ids.insert(turn.ids.end(), partial.output_ids.begin(), partial.output_ids.end());
+  if (turn.out->gone()) return;
+  const auto text = agent::reply_text(*st.cfg.tok, turn.ids);
+  turn.out->update(settle_text(text, st.format, turn.think_open, turn.stop));
 }
 
 void serve_call(server_actor self, http_call call) {

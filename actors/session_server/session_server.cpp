@@ -44,7 +44,8 @@ metric_map metrics_of(server_actor self) {
           {"session_tool_calls", double(c.tool_calls)},
           {"session_tool_calls_malformed", double(c.tool_calls_malformed)},
           {"session_empty_sessions", double(c.empty_sessions)},
-          {"session_empty_groups", double(c.empty_groups)}};
+          {"session_empty_groups", double(c.empty_groups)},
+          {"session_groups_unscored", double(c.groups_unscored)}};
 }
 
 /// Answers the driver's ask once enough groups are ready.
@@ -53,7 +54,7 @@ void deliver_if_ready(server_actor self) {
   if (!st.produce || st.ready.size() < st.produce->count) return;
   node_reply reply;
   for (uint64_t i = 0; i < st.produce->count; ++i) {
-    reply.outputs.push_back({"groups", std::move(st.ready.front())});
+    reply.outputs.push_back(std::move(st.ready.front()));
     st.ready.pop_front();
   }
   st.counts.groups_out += st.produce->count;
@@ -108,6 +109,9 @@ caf::behavior server_fn(server_actor self, server_config cfg, std::shared_ptr<ht
       [=](call_atom, uint64_t id) {
         if (auto call = self->state.inbox->take(id)) serve_call(self, std::move(*call));
       },
+      [=](serving::generate_atom, const serving::generation_partial& partial) {
+        stream_partial(self, partial);
+      },
       [=](tick_atom) {
         settle(self);
         self->delayed_send(self, kTick, tick_atom::value);
@@ -147,13 +151,17 @@ void settle(server_actor self) {
     st.admitted.erase(key);
     for (const auto& s : g.sessions) st.group_of.erase(s.id);
     st.members.erase(key);
-    auto e = to_envelope(g, st.next_group, st.last_version, st.counts.empty_sessions);
+    st.labels.erase(key);
+    const bool unscored = st.cfg.score_unrewarded && has_unrewarded(g);
+    auto e =
+        to_envelope(g, st.next_group, st.last_version, st.counts.empty_sessions, st.cfg.tok.get());
     if (e.payload.get_as<llm::sample_group>(0).samples.empty()) {
       st.counts.empty_groups++;
       continue;
     }
     st.next_group++;
-    st.ready.push_back(std::move(e));
+    st.counts.groups_unscored += unscored ? 1 : 0;
+    st.ready.push_back({unscored ? "unscored" : "groups", std::move(e)});
   }
   // Groups whose sessions were all dropped (deleted, idle, waited out) are under way no more.
   for (auto it = st.members.begin(); it != st.members.end();) {
@@ -167,6 +175,7 @@ void settle(server_actor self) {
       continue;
     }
     st.admitted.erase(it->first);
+    st.labels.erase(it->first);
     for (const auto& id : it->second) st.group_of.erase(id);
     it = st.members.erase(it);
   }

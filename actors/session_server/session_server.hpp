@@ -37,6 +37,9 @@ struct server_config {
   uint32_t retry_after_seconds = 1;
   std::chrono::milliseconds generate_deadline{600000};
   uint64_t seed = 0;
+  /// A group with a session ended without a reward goes out on "unscored", for the graph's
+  /// reward actor (else such a session's reward is 0).
+  bool score_unrewarded = false;
 };
 
 /// Spawns the actor; it adds its routes to `http` (bound, not started) and starts it. The actor

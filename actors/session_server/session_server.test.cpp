@@ -154,6 +154,22 @@ class SessionServer : public ::testing::Test {
     return r.body.empty() ? json() : json::parse(r.body, nullptr, false);
   }
 
+  /// Opens a session (in `group` when given); its id.
+  std::string open(const std::string& group = "") {
+    auto s = post("/sessions", group.empty() ? json::object() : json{{"group", group}});
+    return s.value("id", "");
+  }
+  /// One chat turn of session `id` over `messages` (with the test's tools when `tools`).
+  json chat(const std::string& id, const json& messages, bool tools = false, int status = 200) {
+    json body = {{"messages", messages}};
+    if (tools) body["tools"] = kTools;
+    return post("/sessions/" + id + "/v1/chat/completions", body, status);
+  }
+  static json user(const std::string& text) {
+    return json::array({{{"role", "user"}, {"content", text}}});
+  }
+  static const json kTools;
+
   fs::path dir_;
   kind_registry kinds_;
   std::shared_ptr<trained> log_ = std::make_shared<trained>();
@@ -164,7 +180,7 @@ class SessionServer : public ::testing::Test {
   uint16_t port_ = 0;
 };
 
-const json kTools = json::array(
+const json SessionServer::kTools = json::array(
     {{{"type", "function"},
       {"function",
        {{"name", "add"},
@@ -182,17 +198,15 @@ TEST_F(SessionServer, AGroupOfToolCallingSessionsEndsAndTrainsWithItsMask) {
               "http://127.0.0.1:" + std::to_string(port_) + "/sessions/" + ids.back() + "/v1");
   }
   for (const auto& id : ids) {
-    json messages = json::array({{{"role", "user"}, {"content", "What is 1 + 2?"}}});
-    auto a = post("/sessions/" + id + "/v1/chat/completions",
-                  {{"messages", messages}, {"tools", kTools}});
+    json messages = user("What is 1 + 2?");
+    auto a = chat(id, messages, true);
     ASSERT_EQ(a["choices"][0]["finish_reason"], "tool_calls") << a.dump();
     auto call_msg = a["choices"][0]["message"];
     EXPECT_EQ(call_msg["tool_calls"][0]["function"]["name"], "add");
     messages.push_back(call_msg);
     messages.push_back(
         {{"role", "tool"}, {"tool_call_id", call_msg["tool_calls"][0]["id"]}, {"content", "3"}});
-    auto b = post("/sessions/" + id + "/v1/chat/completions",
-                  {{"messages", messages}, {"tools", kTools}});
+    auto b = chat(id, messages, true);
     EXPECT_EQ(b["choices"][0]["message"]["content"], "The answer is 3.") << b.dump();
     auto info = json::parse(call(verb::get, "/sessions/" + id).body);
     EXPECT_EQ(info["turns"], 2);
@@ -231,20 +245,20 @@ TEST_F(SessionServer, BadRequestsGetTheirErrorsAndTheServerKeepsServing) {
                  R"({"messages": [{"role": "user", "content": "hi"}]})")
                 .status,
             404);
-  auto id = post("/sessions", json::object())["id"].get<std::string>();
+  auto id = open();
   auto bad = json::parse(call(verb::post, "/sessions/" + id + "/v1/chat/completions",
                               R"({"messages": [{"role": "user", "content": "hi"}], "n": 2})")
                              .body);
   EXPECT_EQ(bad["error"]["param"], "n") << bad.dump();
   EXPECT_EQ(call(verb::post, "/sessions/" + id + "/v1/chat/completions", "[1, 2").status, 400);
-  json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
-  post("/sessions/" + id + "/v1/chat/completions", {{"messages", messages}});
+  const json messages = user("hi");
+  chat(id, messages);
   // Messages that do not extend the session: 409 naming the first that differs.
   auto c = call(verb::post, "/sessions/" + id + "/v1/chat/completions",
                 json{{"messages", json::array({{{"role", "user"}, {"content", "bye"}}})}}.dump());
   EXPECT_EQ(c.status, 409) << c.body;
   // A second group while the driver's one ask is taken: 429 with Retry-After.
-  auto other = post("/sessions", json::object())["id"].get<std::string>();
+  auto other = open();
   auto busy = call(verb::post, "/sessions/" + other + "/v1/chat/completions",
                    json{{"messages", messages}}.dump());
   EXPECT_EQ(busy.status, 429) << busy.body;
@@ -263,8 +277,8 @@ TEST_F(SessionServer, BadRequestsGetTheirErrorsAndTheServerKeepsServing) {
   EXPECT_EQ(call(verb::get, "/sessions/" + other + "/v1/models").status, 200);
   EXPECT_EQ(call(verb::delete_, "/sessions/" + other).status, 200);
   EXPECT_EQ(call(verb::get, "/sessions/" + other).status, 200);
-  auto third = post("/sessions", json::object())["id"].get<std::string>();
-  post("/sessions/" + third + "/v1/chat/completions", {{"messages", messages}});
+  auto third = open();
+  chat(third, messages);
   post("/sessions/" + third + "/end", {{"reward", 0.5}});
   auto o = outcome_.get();
   ASSERT_TRUE(o.ok) << o.error;

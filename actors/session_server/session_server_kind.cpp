@@ -89,6 +89,7 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   cfg.max_new_tokens = p.getMaxNewTokens();
   cfg.retry_after_seconds = std::max<uint32_t>(1, p.getRetryAfterSeconds());
   cfg.seed = s.seed * 7919 + 17;
+  cfg.score_unrewarded = p.getScoreUnrewarded();
   auto http = bind_server(p);
   std::string host = http->address();
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
@@ -112,7 +113,10 @@ void register_session_server_kind(runtime::kind_registry& registry) {
   k.summary = "serves agent sessions over HTTP (OpenAI chat completions); ended groups are items";
   k.role = role::source;
   k.outputs = {{"groups", llm::port_type::scored_group,
-                "the sessions of one group, ended, with their rewards and sampled-token masks"}};
+                "the sessions of one group, ended, with their rewards and sampled-token masks"},
+               {"unscored", llm::port_type::sample_group,
+                "scoreUnrewarded: a group with a session ended without a reward, for a reward "
+                "actor (label: the sessions' metadata.label; text: each one's last turn)"}};
   k.uses = {{"generate", serving::service_type::generate, "a rollout's generation service"}};
   k.params_member = "sessionServer";
   k.check_params = check;

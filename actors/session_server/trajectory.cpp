@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <caf/make_message.hpp>
 
+#include "actors/lib/agent/reply_parser.hpp"
+
 namespace milesrt::session_server {
 
 llm::sample_msg to_sample(const agent::session_tokens& tokens, double reward) {
@@ -29,11 +31,36 @@ llm::sample_msg to_sample(const agent::session_tokens& tokens, double reward) {
   return m;
 }
 
+std::string last_turn_text(const agent::session_tokens& tokens, const llm::tokenizer& tok) {
+  size_t end = tokens.size();
+  while (end > 0 && tokens.origins[end - 1] != agent::token_origin::sampled) --end;
+  size_t begin = end;
+  while (begin > 0 && tokens.origins[begin - 1] == agent::token_origin::sampled) --begin;
+  return agent::reply_text(tok,
+                           std::vector<llm::token_id>(tokens.ids.begin() + std::ptrdiff_t(begin),
+                                                      tokens.ids.begin() + std::ptrdiff_t(end)));
+}
+
+std::string group_label(const agent::finished_group& group) {
+  for (const auto& s : group.sessions) {
+    if (s.metadata.is_object() && s.metadata.contains("label") && s.metadata["label"].is_string())
+      return s.metadata["label"].get<std::string>();
+  }
+  return group.group;
+}
+
+bool has_unrewarded(const agent::finished_group& group) {
+  for (const auto& s : group.sessions) {
+    if (s.tokens && !s.reward) return true;
+  }
+  return false;
+}
+
 runtime::envelope to_envelope(agent::finished_group& group, uint64_t group_id, uint64_t fallback,
-                              uint64_t& empty) {
+                              uint64_t& empty, const llm::tokenizer* tok) {
   llm::sample_group g;
   g.group_id = group_id;
-  g.label = group.group;
+  g.label = group_label(group);
   uint64_t lo = UINT64_MAX, hi = 0;
   for (auto& s : group.sessions) {
     if (!s.tokens) continue;
@@ -43,6 +70,7 @@ runtime::envelope to_envelope(agent::finished_group& group, uint64_t group_id, u
       ++empty;
       continue;
     }
+    if (tok) m.text = last_turn_text(t, *tok);
     for (size_t i = 0; i < t.size(); ++i) {
       if (t.origins[i] != agent::token_origin::sampled) continue;
       lo = std::min(lo, t.versions[i]);

@@ -10,6 +10,10 @@
 #include "actors/lib/llm/messages.hpp"
 #include "runtime/core/messages.hpp"
 
+namespace milesrt::llm {
+class tokenizer;
+}
+
 namespace milesrt::session_server {
 
 /// One session's tokens as a sample: `prompt` the tokens before its first sampled one, `output`
@@ -18,11 +22,22 @@ namespace milesrt::session_server {
 /// A session with no sampled token gives an empty output.
 llm::sample_msg to_sample(const agent::session_tokens& tokens, double reward);
 
-/// A finished group as the envelope of a sample_group (id `group_id`, label the group's name):
-/// its sessions with at least one sampled token, in the order opened; the envelope's versions
-/// span the sampled tokens' (`fallback` when none). Sessions without a sampled token are left
-/// out and counted in `empty`.
+/// The text a reward actor judges of a session: its last turn, the last run of sampled tokens,
+/// decoded (end-of-turn tokens dropped); "" when none was sampled.
+std::string last_turn_text(const agent::session_tokens& tokens, const llm::tokenizer& tok);
+
+/// The label a reward actor judges a group's sessions against: the first `metadata.label` (a
+/// string) among its sessions, else the group's name.
+std::string group_label(const agent::finished_group& group);
+
+/// Whether a session of the group ended without a reward (the graph's reward actor scores it).
+bool has_unrewarded(const agent::finished_group& group);
+
+/// A finished group as the envelope of a sample_group (id `group_id`, label group_label): its
+/// sessions with at least one sampled token, in the order opened, each with its last turn's text
+/// when `tok` is given; the envelope's versions span the sampled tokens' (`fallback` when none).
+/// Sessions without a sampled token are left out and counted in `empty`.
 runtime::envelope to_envelope(agent::finished_group& group, uint64_t group_id, uint64_t fallback,
-                              uint64_t& empty);
+                              uint64_t& empty, const llm::tokenizer* tok = nullptr);
 
 }  // namespace milesrt::session_server

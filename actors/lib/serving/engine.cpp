@@ -286,6 +286,30 @@ sample engine::finish(sequence& s, const std::string& reason) {
   return out;
 }
 
+sample engine::output_since(uint64_t id, size_t from) const {
+  sample out;
+  out.request_id = id;
+  auto take = [&](const sequence& s) {
+    if (s.request_id != id || s.index != 0) return false;
+    const size_t have = s.tokens.size() - static_cast<size_t>(s.prompt_len);
+    const size_t n = std::min(s.logprobs.size(), have);
+    if (from >= n) return true;
+    const auto at = static_cast<std::ptrdiff_t>(from);
+    out.output.assign(s.tokens.begin() + s.prompt_len + at,
+                      s.tokens.begin() + s.prompt_len + at + static_cast<std::ptrdiff_t>(n - from));
+    out.logprobs.assign(s.logprobs.begin() + at,
+                        s.logprobs.begin() + static_cast<std::ptrdiff_t>(n));
+    out.versions.assign(s.versions.begin() + at,
+                        s.versions.begin() + static_cast<std::ptrdiff_t>(n));
+    return true;
+  };
+  for (const auto& s : running_)
+    if (take(s)) return out;
+  for (const auto& s : waiting_)
+    if (take(s)) return out;
+  return out;
+}
+
 std::vector<int64_t> engine::schedule_running(int64_t& budget) {
   std::sort(running_.begin(), running_.end(),
             [](const sequence& a, const sequence& b) { return a.arrival < b.arrival; });

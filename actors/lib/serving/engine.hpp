@@ -122,6 +122,9 @@ class engine {
   /// Steps until every request has finished.
   std::vector<sample> run();
   bool idle() const { return running_.empty() && waiting_.empty(); }
+  /// Streaming: the output of request `id`'s first sample past its first `from` tokens, with
+  /// their log-probs and versions (finish_reason ""), while it runs or waits; empty otherwise.
+  sample output_since(uint64_t id, size_t from) const;
   /// The weights changed to `version` (the caller has updated the model's parameters).
   std::vector<sample> update_weights(uint64_t version, pause_mode mode);
   uint64_t version() const { return version_; }
