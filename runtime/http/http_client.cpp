@@ -1,4 +1,4 @@
-#include "actors/reward/http_client.hpp"
+#include "runtime/http/http_client.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -8,7 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <stdexcept>
 
-namespace milesrt::reward {
+namespace milesrt::runtime {
 namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -59,8 +59,8 @@ std::optional<http_url> parse_http_url(const std::string& url, std::string& erro
   return u;
 }
 
-http_response http_post(const http_url& url, const std::string& body,
-                        std::chrono::duration<double> timeout) {
+http_reply http_post(const http_url& url, const std::string& body,
+                     std::chrono::duration<double> timeout) {
   asio::io_context ioc;
   tcp::resolver resolver(ioc);
   beast::tcp_stream stream(ioc);
@@ -118,4 +118,4 @@ http_response http_post(const http_url& url, const std::string& body,
   return {res.result_int(), std::move(res.body())};
 }
 
-}  // namespace milesrt::reward
+}  // namespace milesrt::runtime
