@@ -5,7 +5,8 @@
 # on the episodes' tokens with masks (the model's tokens only) and the publisher hands each new
 # version back to the rollout. The defaults are the calculator-agent example's
 # (examples/agent_calc/run.sh): arithmetic with a `calculate` tool, held-out success evaluated
-# every 10 versions with the tool and without it.
+# every 10 versions with the tool and without it, sampled as in training (evalTemperature = 1: what
+# the policy does, not only its most likely first move).
 @0xddde8bcb6afbc2d3;
 using import "/milesrt/graph.capnp".Graph;
 
@@ -20,7 +21,7 @@ const graph :Graph = (
                               model = "runs/agent_calc/sft_model", groupSize = 8,
                               maxTurns = 4, maxTokens = 64, maxSeconds = 60, maxNewTokens = 12,
                               evalData = "runs/agent_calc/setup/heldout.jsonl", evalEvery = 10,
-                              evalOptions = "{\"tool\": false}"))),
+                              evalTemperature = 1.0, evalOptions = "{\"tool\": false}"))),
     (name = "rollout", kind = "rollout",
      params = (rollout = (model = "runs/agent_calc/sft_model", samplesPerPrompt = 1,
                           maxNewTokens = 12, kvBlocks = 2048, blockSize = 16, stepTokens = 4096))),

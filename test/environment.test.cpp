@@ -46,11 +46,12 @@ std::vector<nlohmann::json> steps_of(const fs::path& run) {
 TEST(EnvironmentGraphs, AgentEnvTrainsOnCalculatorEpisodes) {
   fs::path run = scratch("agent-env");
   const std::string s = setup_dir().string();
-  auto r = run_milesrt("run graphs/agent_env.capnp --set run.steps=3 --set run.batchSize=2 "
-                       "--set env.groupSize=4 --set env.evalEvery=2 --set filter.dynamicSampling=false "
-                       "--set env.evalData=" + s + "/heldout.jsonl --set trainer.exportDir=" +
-                           (run / "export").string() + paths(run),
-                       "agent-env-run");
+  auto r = run_milesrt(
+      "run graphs/agent_env.capnp --set run.steps=3 --set run.batchSize=2 "
+      "--set env.groupSize=4 --set env.evalEvery=2 --set filter.dynamicSampling=false "
+      "--set env.evalData=" +
+          s + "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string() + paths(run),
+      "agent-env-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 3u);
@@ -59,7 +60,8 @@ TEST(EnvironmentGraphs, AgentEnvTrainsOnCalculatorEpisodes) {
     EXPECT_EQ(steps[i]["version"].get<int>(), int(i) + 1);
     EXPECT_EQ(m["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0) << m.dump();
     EXPECT_DOUBLE_EQ(m["env_ended_done"].get<double>() + m["env_ended_turns"].get<double>() +
-                         m["env_ended_tokens"].get<double>() + m["env_ended_time"].get<double>(),
+                         m["env_ended_tokens"].get<double>() + m["env_ended_time"].get<double>() +
+                         m["env_ended_render"].get<double>(),
                      1.0);
     EXPECT_TRUE(m.contains("env_tool_call_rate"));
     EXPECT_EQ(m["env_episodes_total"].get<double>() > 0, true);
@@ -75,9 +77,11 @@ TEST(EnvironmentGraphs, AgentEnvTrainsOnCalculatorEpisodes) {
 
 TEST(EnvironmentGraphs, ThePluginEnvironmentTrainsInAGraph) {
   fs::path run = scratch("grpo-guess");
-  auto r = run_milesrt("run examples/custom_environment/grpo_guess.capnp --set run.steps=2 "
-                       "--set run.batchSize=2 --set env.groupSize=2" + paths(run),
-                       "grpo-guess-run");
+  auto r = run_milesrt(
+      "run examples/custom_environment/grpo_guess.capnp --set run.steps=2 "
+      "--set run.batchSize=2 --set env.groupSize=2" +
+          paths(run),
+      "grpo-guess-run");
   ASSERT_EQ(r.status, 0) << r.err;
   auto steps = steps_of(run);
   ASSERT_EQ(steps.size(), 2u);

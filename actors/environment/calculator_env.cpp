@@ -45,7 +45,8 @@ class parser {
       const char op = s_[pos_++];
       int64_t r = 0;
       if (!term(r)) return false;
-      const bool over = op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v);
+      const bool over =
+          op == '+' ? __builtin_add_overflow(v, r, &v) : __builtin_sub_overflow(v, r, &v);
       if (over) return fail("overflow");
     }
     return true;

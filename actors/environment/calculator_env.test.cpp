@@ -75,8 +75,8 @@ TEST(CalculatorEnvironment, RunsToolCallsAndChecksTheAnswer) {
   EXPECT_FALSE(o.done);
   EXPECT_EQ(o.tool_calls, 1u);
   EXPECT_EQ(o.tool_errors, 0u);
-  EXPECT_EQ(o.messages, json::parse(
-                            R"([{"role": "tool", "tool_call_id": "call_0_0", "content": "3182"}])"));
+  EXPECT_EQ(o.messages,
+            json::parse(R"([{"role": "tool", "tool_call_id": "call_0_0", "content": "3182"}])"));
   o = ep->step({{"role", "assistant"}, {"content", "3182"}});
   EXPECT_TRUE(o.done);
   EXPECT_EQ(o.reward, 1.0);

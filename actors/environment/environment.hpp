@@ -25,9 +25,9 @@ using json = nlohmann::ordered_json;
 
 /// One task, as the data source gave it.
 struct task {
-  std::string prompt;              ///< the prompt's text ("" when it came as messages)
-  json messages = json::array();   ///< the prompt as chat messages (empty when it came as text)
-  std::string label;               ///< the reference answer, for the environment's checker
+  std::string prompt;             ///< the prompt's text ("" when it came as messages)
+  json messages = json::array();  ///< the prompt as chat messages (empty when it came as text)
+  std::string label;              ///< the reference answer, for the environment's checker
   uint64_t group_id = 0;
 };
 

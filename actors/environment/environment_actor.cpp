@@ -88,7 +88,8 @@ void fail_group(env_actor self, uint64_t group, const std::string& message) {
   if (it->second.eval) {
     st.failure = text;
     st.eval_running = false;
-    for (auto& [promise, _] : st.held) promise.deliver(caf::make_error(caf::sec::runtime_error, text));
+    for (auto& [promise, _] : st.held)
+      promise.deliver(caf::make_error(caf::sec::runtime_error, text));
     st.held.clear();
   } else {
     it->second.promise.deliver(caf::make_error(caf::sec::runtime_error, text));
@@ -165,7 +166,8 @@ void finish_group(env_actor self, uint64_t group) {
   st.groups.erase(it);
   if (g.eval) {
     std::vector<episode_outcome> first, alt;
-    for (size_t i = 0; i < g.outcomes.size(); ++i) (g.alt[i] ? alt : first).push_back(g.outcomes[i]);
+    for (size_t i = 0; i < g.outcomes.size(); ++i)
+      (g.alt[i] ? alt : first).push_back(g.outcomes[i]);
     st.eval_metrics = summarize(first, "eval_env_");
     for (auto& [k, v] : summarize(alt, "eval_env_alt_")) st.eval_metrics[k] = v;
     st.eval_running = false;
@@ -230,7 +232,8 @@ void take_turn(env_actor self, uint64_t id, serving::generation_result& r) {
   if (!g->second.eval && !r.versions.empty()) {
     const uint64_t v = *std::max_element(r.versions.begin(), r.versions.end());
     if (!st.cfg.eval_tasks.empty() && !st.eval_running && v >= st.next_eval) {
-      st.next_eval = st.cfg.eval_every == 0 ? UINT64_MAX : (v / st.cfg.eval_every + 1) * st.cfg.eval_every;
+      st.next_eval =
+          st.cfg.eval_every == 0 ? UINT64_MAX : (v / st.cfg.eval_every + 1) * st.cfg.eval_every;
       self->send(self, eval_atom::value);
       st.eval_running = true;  // from now on, finished groups wait for it
     }
@@ -257,6 +260,13 @@ void take_turn(env_actor self, uint64_t id, serving::generation_result& r) {
   next_turn(self, id);
 }
 
+/// Why an episode cannot start: its opening alone leaves no room for the model's first turn
+/// (every episode of every task would end so, and nothing would ever train).
+std::string no_room(const episode_limits& lim, const std::string& what) {
+  return "the opening of an episode (" + what + ") leaves no room for the model's first turn " +
+         "within maxTokens = " + std::to_string(lim.max_tokens) + ": raise maxTokens";
+}
+
 /// Renders what the episode has not seen yet into its session and samples the model's turn.
 void next_turn(env_actor self, uint64_t id) {
   auto& st = self->state;
@@ -269,19 +279,25 @@ void next_turn(env_actor self, uint64_t id) {
   auto ext = run.sess->extend(conversation, options);
   if (ext.error) {
     using kind = agent::session_error::kind;
+    if (ext.error->what == kind::too_long && run.outcome.turns == 0)
+      return fail_group(self, run.group, no_room(st.cfg.limits, ext.error->message));
     if (ext.error->what == kind::too_long) return end_episode(self, id, end_reason::tokens);
     // Messages that are no conversation are the environment's fault; a rendering that cannot
     // keep the episode's tokens exact ends the episode (counted), not the run.
     if (ext.error->what == kind::bad_request)
-      return fail_group(self, run.group, "its messages are not a conversation: " + ext.error->message);
+      return fail_group(self, run.group,
+                        "its messages are not a conversation: " + ext.error->message);
     return end_episode(self, id, end_reason::render);
   }
   run.pending = json::array();
   const size_t used = run.sess->tokens().size();
   const auto& lim = st.cfg.limits;
+  if (used >= lim.max_tokens && run.outcome.turns == 0)
+    return fail_group(self, run.group, no_room(lim, std::to_string(used) + " tokens"));
   if (used >= lim.max_tokens) return end_episode(self, id, end_reason::tokens);
   if (!st.links.ready("generate"))
-    return fail_group(self, run.group, "no generation service joined (an edge to rollout.generate)");
+    return fail_group(self, run.group,
+                      "no generation service joined (an edge to rollout.generate)");
   serving::generation_request req;
   req.input_ids.assign(run.sess->tokens().ids.begin(), run.sess->tokens().ids.end());
   req.temperature = run.temperature;
@@ -294,7 +310,8 @@ void next_turn(env_actor self, uint64_t id) {
             [self, id](caf::error& err) {
               auto it = self->state.episodes.find(id);
               if (it == self->state.episodes.end()) return;
-              fail_group(self, it->second.group, "generation failed: " + self->system().render(err));
+              fail_group(self, it->second.group,
+                         "generation failed: " + self->system().render(err));
             });
 }
 
@@ -375,9 +392,9 @@ caf::behavior environment_fn(env_actor self, actor_config cfg) {
         auto& s = self->state;
         if (!s.failure.empty()) return caf::make_error(caf::sec::runtime_error, s.failure);
         if (port != "prompts" || !e.payload.match_elements<llm::prompt_msg>())
-          return caf::make_error(caf::sec::unexpected_message,
-                                 "environment: port 'prompts' expects a prompt_msg (got port '" +
-                                     port + "')");
+          return caf::make_error(
+              caf::sec::unexpected_message,
+              "environment: port 'prompts' expects a prompt_msg (got port '" + port + "')");
         const auto& p = e.payload.get_as<llm::prompt_msg>(0);
         const uint64_t group = s.next_group++;
         group_run g;

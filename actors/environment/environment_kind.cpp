@@ -52,10 +52,9 @@ std::vector<std::string> check(const environment_registry& envs,
   const std::string chat = p.getChatTemplate();
   if (!chat.empty() && !fs::is_regular_file(chat))
     problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template)");
-  for (auto [field, v] : {std::pair{"groupSize", p.getGroupSize()},
-                          std::pair{"maxTurns", p.getMaxTurns()},
-                          std::pair{"maxTokens", p.getMaxTokens()},
-                          std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
+  for (auto [field, v] :
+       {std::pair{"groupSize", p.getGroupSize()}, std::pair{"maxTurns", p.getMaxTurns()},
+        std::pair{"maxTokens", p.getMaxTokens()}, std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
     if (v == 0) problems.push_back(std::string(field) + ": must be at least 1");
   }
   for (auto [field, v] : {std::pair{"maxSeconds", p.getMaxSeconds()},
@@ -65,7 +64,8 @@ std::vector<std::string> check(const environment_registry& envs,
   }
   for (auto [field, v] : {std::pair{"temperature", p.getTemperature()},
                           std::pair{"evalTemperature", p.getEvalTemperature()}}) {
-    if (!(v >= 1e-5 && v <= 1e5)) problems.push_back(std::string(field) + ": must be from 1e-05 to 100000");
+    if (!(v >= 1e-5 && v <= 1e5))
+      problems.push_back(std::string(field) + ": must be from 1e-05 to 100000");
   }
   if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
   const std::string eval = p.getEvalData();
@@ -102,8 +102,9 @@ caf::actor spawn(const environment_registry& envs, caf::actor_system& sys, const
   if (!tok.tok) throw std::invalid_argument(where + "model: " + tok.error);
   auto tmpl = llm::chat_template::load(std::string(p.getChatTemplate()), *tok.tok);
   if (!tmpl.tmpl)
-    throw std::invalid_argument(where + "chatTemplate: " +
-                                (tmpl.error.empty() ? "the model has no chat template" : tmpl.error));
+    throw std::invalid_argument(
+        where +
+        "chatTemplate: " + (tmpl.error.empty() ? "the model has no chat template" : tmpl.error));
   cfg.tok = tok.tok;
   cfg.tmpl = tmpl.tmpl;
   std::string error;
@@ -120,8 +121,8 @@ caf::actor spawn(const environment_registry& envs, caf::actor_system& sys, const
   cfg.group_size = p.getGroupSize();
   cfg.temperature = p.getTemperature();
   cfg.top_p = p.getTopP();
-  cfg.generate_deadline = std::chrono::milliseconds(
-      static_cast<int64_t>(p.getGenerateDeadlineSeconds() * 1000.0));
+  cfg.generate_deadline =
+      std::chrono::milliseconds(static_cast<int64_t>(p.getGenerateDeadlineSeconds() * 1000.0));
   if (p.getEvalData().size() > 0) cfg.eval_tasks = load_tasks(p.getEvalData());
   cfg.eval_every = p.getEvalEvery();
   cfg.eval_temperature = p.getEvalTemperature();

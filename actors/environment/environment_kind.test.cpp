@@ -4,6 +4,8 @@
 // and per-token versions; each limit (turns, tokens, time) ending episodes with its counted
 // reason; the held-out evaluation with and without the tool; a dead remote failing the run with
 // its URL; and the params check.
+#include "actors/environment/environment_kind.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +13,6 @@
 #include <fstream>
 #include <mutex>
 
-#include "actors/environment/environment_kind.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
@@ -126,7 +127,8 @@ class EnvironmentKind : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    register_environment_kind(kinds_, std::make_shared<environment_registry>(builtin_environments()));
+    register_environment_kind(kinds_,
+                              std::make_shared<environment_registry>(builtin_environments()));
     register_test_kinds(kinds_, log_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -135,18 +137,19 @@ class EnvironmentKind : public ::testing::Test {
                                             const std::string& gen = "scripted_generator",
                                             int steps = 1) {
     auto file = dir_ / "g.capnp";
-    std::ofstream(file) << "@0xb1c2d3e4f5a6b7c9;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
-                        << "const graph :Graph = (name = \"env\", actors = [\n"
-                        << "(name = \"tasks\", kind = \"task_source\"),\n"
-                        << "(name = \"env\", kind = \"environment\", params = (environment = (model = \""
-                        << kModel << "\", " << env_params << "))),\n"
-                        << "(name = \"gen\", kind = \"" << gen << "\"),\n"
-                        << "(name = \"learner\", kind = \"group_learner\")],\n"
-                        << "edges = [(from = \"tasks.prompts\", to = \"env.prompts\"),\n"
-                        << "(from = \"env.groups\", to = \"learner.groups\"),\n"
-                        << "(from = \"env.generate\", to = \"gen.generate\")],\n"
-                        << "schedule = (sync = void), run = (steps = " << steps
-                        << ", batchSize = 1, deadlineSeconds = 60));\n";
+    std::ofstream(file)
+        << "@0xb1c2d3e4f5a6b7c9;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
+        << "const graph :Graph = (name = \"env\", actors = [\n"
+        << "(name = \"tasks\", kind = \"task_source\"),\n"
+        << "(name = \"env\", kind = \"environment\", params = (environment = (model = \"" << kModel
+        << "\", " << env_params << "))),\n"
+        << "(name = \"gen\", kind = \"" << gen << "\"),\n"
+        << "(name = \"learner\", kind = \"group_learner\")],\n"
+        << "edges = [(from = \"tasks.prompts\", to = \"env.prompts\"),\n"
+        << "(from = \"env.groups\", to = \"learner.groups\"),\n"
+        << "(from = \"env.generate\", to = \"gen.generate\")],\n"
+        << "schedule = (sync = void), run = (steps = " << steps
+        << ", batchSize = 1, deadlineSeconds = 60));\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
     EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
     return std::move(loaded.graph);
@@ -178,7 +181,7 @@ class EnvironmentKind : public ::testing::Test {
 };
 
 TEST_F(EnvironmentKind, AGroupOfToolEpisodesTrainsWithExactMasks) {
-  auto o = run("groupSize = 2");
+  auto o = run("groupSize = 2, maxTokens = 4096");
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log_->groups.size(), 1u);
   const auto& g = log_->groups[0];
@@ -205,13 +208,15 @@ TEST_F(EnvironmentKind, AGroupOfToolEpisodesTrainsWithExactMasks) {
     auto expected = call;
     expected.insert(expected.end(), answer.begin(), answer.end());
     EXPECT_EQ(sampled, expected);
-    EXPECT_NE(tok->decode(middle).find("<tool_response>\n3182\n</tool_response>"), std::string::npos)
+    EXPECT_NE(tok->decode(middle).find("<tool_response>\n3182\n</tool_response>"),
+              std::string::npos)
         << tok->decode(middle);
     // The prompt: the user's task after the template's tools block, up to the assistant's turn.
     std::vector<llm::token_id> prompt(s.prompt.begin(), s.prompt.end());
     const std::string p = tok->decode(prompt);
     EXPECT_NE(p.find("\"calculate\""), std::string::npos) << p;
-    EXPECT_NE(p.find("<|im_start|>user\n37*86<|im_end|>\n<|im_start|>assistant\n"), std::string::npos)
+    EXPECT_NE(p.find("<|im_start|>user\n37*86<|im_end|>\n<|im_start|>assistant\n"),
+              std::string::npos)
         << p;
   }
   ASSERT_EQ(log_->steps.size(), 1u);
@@ -225,7 +230,7 @@ TEST_F(EnvironmentKind, AGroupOfToolEpisodesTrainsWithExactMasks) {
 }
 
 TEST_F(EnvironmentKind, EachLimitEndsEpisodesWithItsReason) {
-  auto o = run("groupSize = 2, maxTurns = 3", "looping_generator");
+  auto o = run("groupSize = 2, maxTurns = 3, maxTokens = 4096", "looping_generator");
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log_->groups.size(), 1u);
   for (const auto& s : log_->groups[0].samples) {
@@ -250,7 +255,7 @@ TEST_F(EnvironmentKind, EachLimitEndsEpisodesWithItsReason) {
 
   log_->groups.clear();
   log_->steps.clear();
-  o = run("groupSize = 1, maxSeconds = 0.000001", "looping_generator");
+  o = run("groupSize = 1, maxTokens = 4096, maxSeconds = 0.000001", "looping_generator");
   ASSERT_TRUE(o.ok) << o.error;
   EXPECT_EQ(log_->groups[0].samples[0].finish_reason, "time");
   EXPECT_EQ(log_->steps[0]["env_ended_time"], 1.0);
@@ -260,7 +265,8 @@ TEST_F(EnvironmentKind, EvaluatesHeldOutTasksWithAndWithoutTheTool) {
   const auto tasks = dir_ / "heldout.jsonl";
   std::ofstream(tasks) << "{\"prompt\": \"37*86\", \"label\": \"3182\"}\n"
                        << "{\"prompt\": \"37*86\", \"label\": \"3183\"}\n";
-  auto o = run("groupSize = 1, evalData = \"" + tasks.string() + "\", evalOptions = \"{\\\"tool\\\": false}\"");
+  auto o = run("groupSize = 1, maxTokens = 4096, evalData = \"" + tasks.string() +
+               "\", evalOptions = \"{\\\"tool\\\": false}\"");
   ASSERT_TRUE(o.ok) << o.error;
   auto& m = log_->steps.at(0);
   EXPECT_EQ(m["eval_env_success"], 0.5);
@@ -270,9 +276,18 @@ TEST_F(EnvironmentKind, EvaluatesHeldOutTasksWithAndWithoutTheTool) {
   EXPECT_EQ(m["eval_env_alt_tool_call_success"], 0.0);
 }
 
+TEST_F(EnvironmentKind, AnOpeningPastMaxTokensFailsTheRunNamingIt) {
+  auto o = run("groupSize = 1, maxTokens = 16");
+  EXPECT_FALSE(o.ok);
+  EXPECT_NE(o.error.find("leaves no room for the model's first turn within maxTokens = 16"),
+            std::string::npos)
+      << o.error;
+}
+
 TEST_F(EnvironmentKind, ADeadRemoteFailsTheRunNamingIt) {
-  auto o = run("environment = \"remote\", options = \"{\\\"url\\\": \\\"http://127.0.0.1:1\\\", "
-               "\\\"timeoutSeconds\\\": 2}\", groupSize = 1");
+  auto o =
+      run("environment = \"remote\", options = \"{\\\"url\\\": \\\"http://127.0.0.1:1\\\", "
+          "\\\"timeoutSeconds\\\": 2}\", groupSize = 1");
   EXPECT_FALSE(o.ok);
   EXPECT_NE(o.error.find("environment 'remote': remote environment: POST http://127.0.0.1:1/reset"),
             std::string::npos)
@@ -280,14 +295,15 @@ TEST_F(EnvironmentKind, ADeadRemoteFailsTheRunNamingIt) {
 }
 
 TEST_F(EnvironmentKind, TheCheckNamesEachBadParam) {
-  auto g = load("environment = \"chess\", groupSize = 0, maxSeconds = -1, topP = 2, "
-                "evalOptions = \"{\\\"tool\\\": 3}\"");
+  auto g = load(
+      "environment = \"chess\", groupSize = 0, maxSeconds = -1, topP = 2, "
+      "evalOptions = \"{\\\"tool\\\": 3}\"");
   auto problems = graph::validate_kinds(*g, kinds_);
   std::string all;
   for (const auto& p : problems) all += p.text + "\n";
-  for (const char* want : {"environment: 'chess' is not one of: calculator, remote",
-                           "groupSize: must be at least 1", "maxSeconds: must be > 0",
-                           "topP: must be in (0, 1]", "evalOptions: needs evalData"})
+  for (const char* want :
+       {"environment: 'chess' is not one of: calculator, remote", "groupSize: must be at least 1",
+        "maxSeconds: must be > 0", "topP: must be in (0, 1]", "evalOptions: needs evalData"})
     EXPECT_NE(all.find(want), std::string::npos) << want << "\n" << all;
   g = load("options = \"{\\\"tool\\\": 3}\"");
   problems = graph::validate_kinds(*g, kinds_);

@@ -42,8 +42,7 @@ std::map<std::string, double> summarize(const std::vector<episode_outcome>& epis
   if (calls > 0) m[prefix + "tool_call_success"] = (calls - errors) / calls;
   m[prefix + "turns_mean"] = turns / n;
   m[prefix + "tokens_mean"] = tokens / n;
-  for (auto r : kEndReasons)
-    m[prefix + "ended_" + to_string(r)] = ended[r] / n;
+  for (auto r : kEndReasons) m[prefix + "ended_" + to_string(r)] = ended[r] / n;
   return m;
 }
 

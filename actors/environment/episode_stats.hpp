@@ -20,9 +20,8 @@ enum class end_reason : uint8_t {
 };
 
 /// Every reason, in the order the metrics list them.
-inline constexpr end_reason kEndReasons[] = {end_reason::done, end_reason::turns,
-                                             end_reason::tokens, end_reason::time,
-                                             end_reason::render};
+inline constexpr end_reason kEndReasons[] = {
+    end_reason::done, end_reason::turns, end_reason::tokens, end_reason::time, end_reason::render};
 
 const char* to_string(end_reason r);
 

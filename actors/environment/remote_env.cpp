@@ -76,10 +76,9 @@ class remote_episode final : public episode {
       : server_(std::move(server)), task_(std::move(t)), id_(std::move(id)) {}
 
   observation reset() override {
-    json body = {{"episode_id", id_},
-                 {"task", {{"prompt", task_.prompt},
-                           {"messages", task_.messages},
-                           {"label", task_.label}}}};
+    json body = {
+        {"episode_id", id_},
+        {"task", {{"prompt", task_.prompt}, {"messages", task_.messages}, {"label", task_.label}}}};
     json a = server_->post("reset", body);
     const std::string where = "remote environment: " + server_->base + "/reset answered: ";
     observation o;

@@ -24,7 +24,8 @@ class guess_server {
   std::string mode = "good";
 
   guess_server() : http_(0) {
-    http_.route(http_method::post, "/env/reset", [this](const http_request& r) { return reset(r); });
+    http_.route(http_method::post, "/env/reset",
+                [this](const http_request& r) { return reset(r); });
     http_.route(http_method::post, "/env/step", [this](const http_request& r) { return step(r); });
     http_.start();
   }
@@ -49,7 +50,8 @@ class guess_server {
     bodies.push_back(b);
     const int guess = std::stoi(b["message"]["content"].get<std::string>());
     const int secret = secret_[b["episode_id"]];
-    json a = {{"messages", json::array()}, {"reward", guess == secret ? 1.0 : 0.0},
+    json a = {{"messages", json::array()},
+              {"reward", guess == secret ? 1.0 : 0.0},
               {"done", guess == secret}};
     if (guess != secret)
       a["messages"].push_back({{"role", "user"}, {"content", guess < secret ? "higher" : "lower"}});

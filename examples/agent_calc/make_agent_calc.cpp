@@ -5,11 +5,13 @@
 //                  up to the turn, response: the turn), from a teacher who calls the calculator in
 //                  only `--tool-rate` of the episodes where it is offered and otherwise answers
 //                  from memory (right: the teacher knows; the model cannot learn to multiply);
+//                  besides, for `--read-results` of the tasks, the turn after a calculator's
+//                  result (the result read off), as in a tool-using conversation;
 //   rl.jsonl       tasks ("37*86", label "3182") for GRPO with the environment;
 //   heldout.jsonl  tasks never seen in training, for the held-out success the run reports.
-// The tool call is `<tool_call>{"name": "calculate", "arguments": {"expression": "37*86"}}</tool_call>`:
-// the tokenizer has its opening up to the expression and its closing as one token each, so the
-// model writes a call as <call> 3 7 * 8 6 </call>.
+// The tool call is `<tool_call>{"name": "calculate", "arguments": {"expression":
+// "37*86"}}</tool_call>`: the tokenizer has its opening up to the expression and its closing as one
+// token each, so the model writes a call as <call> 3 7 * 8 6 </call>.
 
 #include <ATen/ATen.h>
 
@@ -29,7 +31,8 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-const std::string kCallOpen = "<tool_call>{\"name\": \"calculate\", \"arguments\": {\"expression\": \"";
+const std::string kCallOpen =
+    "<tool_call>{\"name\": \"calculate\", \"arguments\": {\"expression\": \"";
 const std::string kCallClose = "\"}}</tool_call>";
 const std::string kEnd = "<|end|>";
 
@@ -80,9 +83,14 @@ size_t write_tokenizer(const fs::path& dir) {
                      {"special", i == 0}});
   }
   const size_t size = chars.size() + kAdded.size();
-  ojson tok = {{"version", "1.0"},        {"truncation", nullptr}, {"padding", nullptr},
-               {"added_tokens", added},   {"normalizer", nullptr}, {"pre_tokenizer", nullptr},
-               {"post_processor", nullptr}, {"decoder", {{"type", "Fuse"}}},
+  ojson tok = {{"version", "1.0"},
+               {"truncation", nullptr},
+               {"padding", nullptr},
+               {"added_tokens", added},
+               {"normalizer", nullptr},
+               {"pre_tokenizer", nullptr},
+               {"post_processor", nullptr},
+               {"decoder", {{"type", "Fuse"}}},
                {"model",
                 {{"type", "BPE"},
                  {"dropout", nullptr},
@@ -137,9 +145,11 @@ ojson call_message(const std::string& expression) {
               {{"name", "calculate"}, {"arguments", ojson{{"expression", expression}}}}}}}}};
 }
 
-/// One demonstration as SFT lines: each assistant turn after the conversation before it.
+/// One demonstration as SFT lines: each assistant turn after the conversation before it. With
+/// `read_result` and no call of its own, the turn that reads a calculator's result is shown too.
 void write_demo(std::ofstream& out, const milesrt::llm::chat_template& tmpl, const ojson& tools,
-                const std::string& question, const std::string& answer, bool use_tool) {
+                const std::string& question, const std::string& answer, bool use_tool,
+                bool read_result) {
   milesrt::llm::chat_options o;
   o.add_generation_prompt = true;
   if (!tools.empty()) o.tools = tools;
@@ -149,11 +159,11 @@ void write_demo(std::ofstream& out, const milesrt::llm::chat_template& tmpl, con
     if (!r.error.empty()) throw std::runtime_error(r.error);
     out << ojson{{"prompt", r.text}, {"response", response}, {"label", answer}}.dump() << "\n";
   };
-  if (use_tool) {
-    line(kCallOpen + question + kCallClose);
-    messages.push_back(call_message(question));
-    messages.push_back({{"role", "tool"}, {"tool_call_id", "call_0_0"}, {"content", answer}});
-  }
+  if (use_tool) line(kCallOpen + question + kCallClose);
+  if (!use_tool) line(answer);
+  if (!use_tool && !read_result) return;
+  messages.push_back(call_message(question));
+  messages.push_back({{"role", "tool"}, {"tool_call_id", "call_0_0"}, {"content", answer}});
   line(answer);
 }
 
@@ -164,7 +174,7 @@ int main(int argc, char** argv) {
   std::string out = "runs/agent_calc/setup";
   int64_t lo = 10, hi = 99, sft_size = 3000, rl_size = 4000, heldout = 200, hidden = 128,
           layers = 2, heads = 4, kv_heads = 1;
-  double tool_rate = 0.3, no_tools = 0.2;
+  double tool_rate = 0.3, no_tools = 0.2, read_results = 1.0;
   uint64_t seed = 7;
   app.add_option("--out", out, "the folder to write");
   app.add_option("--min-operand", lo, "operands are drawn from [min, max]");
@@ -174,6 +184,8 @@ int main(int argc, char** argv) {
   app.add_option("--heldout", heldout, "held-out tasks");
   app.add_option("--tool-rate", tool_rate, "how often the teacher calls the tool when offered");
   app.add_option("--no-tools", no_tools, "the share of demonstrations offered no tool");
+  app.add_option("--read-results", read_results,
+                 "the share of tasks whose turn after a calculator result is shown besides");
   app.add_option("--hidden", hidden, "hidden size");
   app.add_option("--layers", layers, "layers");
   app.add_option("--heads", heads, "attention heads");
@@ -195,8 +207,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int64_t eos = tok.tok->encode(kEnd, false).at(0);
-  auto model = milesrt::llm::decoder::random(model_config(vocab, hidden, layers, heads, kv_heads, eos),
-                                             at::kFloat, at::Device(at::kCPU), seed);
+  auto model =
+      milesrt::llm::decoder::random(model_config(vocab, hidden, layers, heads, kv_heads, eos),
+                                    at::kFloat, at::Device(at::kCPU), seed);
   model->save(dir / "model");
 
   std::mt19937_64 rng(seed);
@@ -224,7 +237,9 @@ int main(int argc, char** argv) {
     const auto p = pool[i % pool.size()];
     const bool offered = u(rng) >= no_tools;
     const bool use = offered && u(rng) < tool_rate;
-    write_demo(sft, *tmpl.tmpl, offered ? tools : ojson::array(), question(p), answer(p), use);
+    const bool read = offered && u(rng) < read_results;
+    write_demo(sft, *tmpl.tmpl, offered ? tools : ojson::array(), question(p), answer(p), use,
+               read);
   }
   for (int64_t i = 0; i < rl_size; ++i) {
     const auto p = pool[(i * 7919) % pool.size()];

@@ -6,8 +6,10 @@
 
 namespace milesrt::examples {
 namespace {
-using environment::json;
-using environment::observation;
+// Inside a class derived from environment::environment, `environment` names that base class.
+namespace env = milesrt::environment;
+using env::json;
+using env::observation;
 
 /// The last integer in `text`, if any.
 std::optional<long long> last_number(const std::string& text) {
@@ -25,12 +27,12 @@ std::optional<long long> last_number(const std::string& text) {
   return found;
 }
 
-class guess_episode final : public environment::episode {
+class guess_episode final : public env::episode {
  public:
-  guess_episode(const environment::task& t, double penalty) : penalty_(penalty) {
+  guess_episode(const env::task& t, double penalty) : penalty_(penalty) {
     auto secret = last_number(t.label);
-    if (!secret) throw std::runtime_error("guess_number: the task's label '" + t.label +
-                                          "' is not a number");
+    if (!secret)
+      throw std::runtime_error("guess_number: the task's label '" + t.label + "' is not a number");
     secret_ = *secret;
     prompt_ = t.prompt.empty() ? "Guess my number." : t.prompt;
   }
@@ -62,7 +64,7 @@ class guess_episode final : public environment::episode {
   double penalty_;
 };
 
-class guess_number final : public environment::environment {
+class guess_number final : public env::environment {
  public:
   std::string configure(const json& options) override {
     for (const auto& [key, value] : options.items()) {
@@ -73,8 +75,7 @@ class guess_number final : public environment::environment {
     }
     return "";
   }
-  std::unique_ptr<environment::episode> open(const environment::task& t,
-                                             const std::string&) override {
+  std::unique_ptr<env::episode> open(const env::task& t, const std::string&) override {
     return std::make_unique<guess_episode>(t, penalty_);
   }
 

@@ -59,9 +59,9 @@ TEST(GuessNumber, ThePluginAddsTheEnvironmentToTheOfferedRegistry) {
   extensions.offer(environment::kEnvironmentExtension, &envs);
   runtime::kind_registry kinds;
   caf::actor_system_config config;
-  EXPECT_EQ(runtime::load_plugin_file(MILESRT_CUSTOM_ENVIRONMENT_PLUGIN,
-                                      {&kinds, &config, &extensions}),
-            "");
+  EXPECT_EQ(
+      runtime::load_plugin_file(MILESRT_CUSTOM_ENVIRONMENT_PLUGIN, {&kinds, &config, &extensions}),
+      "");
   EXPECT_TRUE(envs.contains("guess_number"));
   auto made = envs.make("guess_number");
   EXPECT_EQ(made->configure(json::object()), "");

@@ -11,7 +11,7 @@ extern "C" void milesrt_plugin_init(milesrt::runtime::plugin_context* ctx) {
   using namespace milesrt;
   if (ctx->extensions == nullptr)
     throw std::runtime_error("custom_environment: this program offers no environments");
-  auto& envs = ctx->extensions->get<environment::environment_registry>(
-      environment::kEnvironmentExtension);
+  auto& envs =
+      ctx->extensions->get<environment::environment_registry>(environment::kEnvironmentExtension);
   if (!envs.contains("guess_number")) envs.add("guess_number", examples::make_guess_number);
 }

@@ -66,7 +66,11 @@ http_reply http_post(const http_url& url, const std::string& body,
   beast::tcp_stream stream(ioc);
   beast::flat_buffer buffer;
   http::request<http::string_body> req{http::verb::post, url.target, 11};
-  req.set(http::field::host, url.host);
+  // Host names the port too unless it is HTTP's default (RFC 9110 7.2): servers that guard against
+  // DNS rebinding (runtime/http's) refuse a Host without it.
+  const std::string host =
+      url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  req.set(http::field::host, url.port == "80" ? host : host + ":" + url.port);
   req.set(http::field::user_agent, "milesrt");
   req.set(http::field::content_type, "application/json");
   req.body() = body;
