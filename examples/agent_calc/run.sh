@@ -7,8 +7,9 @@
 #   2. examples/agent_calc/sft.capnp warm-starts it on a teacher's turns: the teacher calls the
 #      tool in only 30% of the episodes that offer it and answers from memory otherwise;
 #   3. graphs/agent_env.capnp trains it with GRPO on calculator episodes (reward 1 for the right
-#      product); the environment evaluates the held-out tasks greedily under version 0 (the SFT
-#      start) and every 10 versions, with the tool and, beside it, without it.
+#      product); the environment evaluates the held-out tasks (sampled at temperature 1, as in
+#      training) under version 0 (the SFT start) and every 10 versions, with the tool and, beside
+#      it, without it.
 # Prints held-out success, the tool-call rate and tool-call success before and after, and the
 # same task without the tool. Usage: examples/agent_calc/run.sh   (MILESRT_BUILD: build folder)
 set -euo pipefail
@@ -33,9 +34,11 @@ metric() {
   grep -o "\"$1\": *[-0-9.e+]*" runs/agent_calc/grpo/metrics.jsonl | "$2" -n 1 | sed 's/.*: *//'
 }
 pct() { awk -v a="${1:-0}" 'BEGIN { printf "%5.1f%%", a * 100 }'; }
-version_of_last_eval=$(grep -n '"eval_env_success"' runs/agent_calc/grpo/metrics.jsonl | tail -n 1 |
+# A step's record carries the version after it; its evaluation sampled under the one before.
+version_of_last_eval=$(grep '"eval_env_success"' runs/agent_calc/grpo/metrics.jsonl | tail -n 1 |
   grep -o '"version": *[0-9]*' | sed 's/.*: *//')
-echo "== held-out tasks ($(wc -l < runs/agent_calc/setup/heldout.jsonl)), greedy: SFT start -> after GRPO (version ${version_of_last_eval:-?})"
+echo "== held-out tasks ($(wc -l < runs/agent_calc/setup/heldout.jsonl)), sampled at temperature 1:" \
+  "SFT start -> after GRPO (the model after $((${version_of_last_eval:-1} - 1)) steps)"
 for row in "success with the tool:eval_env_success" "tool-call rate:eval_env_tool_call_rate" \
            "tool-call success:eval_env_tool_call_success" "success without the tool:eval_env_alt_success"; do
   name=${row%%:*} key=${row#*:}

@@ -1,7 +1,8 @@
 # Stage 1 of the calculator-agent example: supervised warm start on the teacher's turns (a call
-# of the calculator in 30% of the episodes that offer it, answers from memory otherwise). Each
-# line is one assistant turn after the conversation before it, so only the model's turns are
-# trained on. The last model is exported for stage 2 (graphs/agent_env.capnp).
+# of the calculator in 30% of the episodes that offer it, answers from memory otherwise; and, for
+# every task, the turn that reads a calculator's result). Each line is one assistant turn after
+# the conversation before it, so only the model's turns are trained on. The last model is
+# exported for stage 2 (graphs/agent_env.capnp).
 @0xa8eab41fd585e670;
 using import "/milesrt/graph.capnp".Graph;
 
