@@ -41,25 +41,25 @@ TEST(AgentCalcLearns, TheToolIsLearnedAndHelps) {
                              "/model --set trainer.exportDir=" + model,
                          "agent-calc-sft");
   ASSERT_EQ(sft.status, 0) << sft.err;
-  auto grpo = run_milesrt("run graphs/agent_env.capnp --quiet --run-dir '" +
-                              (root / "grpo").string() + "' --set data.path=" + setup +
-                              "/rl.jsonl --set env.evalData=" + setup +
-                              "/heldout.jsonl --set env.model=" + model +
-                              " --set rollout.model=" + model + " --set trainer.model=" + model +
-                              " --set trainer.exportDir=" + (root / "grpo_model").string(),
-                          "agent-calc-grpo");
+  auto grpo =
+      run_milesrt("run graphs/agent_env.capnp --quiet --run-dir '" + (root / "grpo").string() +
+                      "' --set data.path=" + setup + "/rl.jsonl --set env.evalData=" + setup +
+                      "/heldout.jsonl --set env.model=" + model + " --set rollout.model=" + model +
+                      " --set trainer.model=" + model +
+                      " --set trainer.exportDir=" + (root / "grpo_model").string(),
+                  "agent-calc-grpo");
   ASSERT_EQ(grpo.status, 0) << grpo.err;
   auto evals = evaluations(root / "grpo");
   ASSERT_GE(evals.size(), 2u);
   const auto& first = evals.front()["metrics"];
   const auto& last = evals.back()["metrics"];
   const double before = first["eval_env_success"], after = last["eval_env_success"];
-  std::printf("held-out success %.3f -> %.3f (version %d), tool-call rate %.3f -> %.3f, "
-              "without the tool %.3f -> %.3f\n",
-              before, after, evals.back()["version"].get<int>() - 1,
-              first["eval_env_tool_call_rate"].get<double>(),
-              last["eval_env_tool_call_rate"].get<double>(),
-              first["eval_env_alt_success"].get<double>(), last["eval_env_alt_success"].get<double>());
+  std::printf(
+      "held-out success %.3f -> %.3f (version %d), tool-call rate %.3f -> %.3f, "
+      "without the tool %.3f -> %.3f\n",
+      before, after, evals.back()["version"].get<int>() - 1,
+      first["eval_env_tool_call_rate"].get<double>(), last["eval_env_tool_call_rate"].get<double>(),
+      first["eval_env_alt_success"].get<double>(), last["eval_env_alt_success"].get<double>());
   EXPECT_GE(after - before, 0.20);
   EXPECT_GE(last["eval_env_tool_call_rate"].get<double>(), 0.5);
   EXPECT_LT(last["eval_env_alt_success"].get<double>(), after - 0.2);

@@ -27,11 +27,15 @@ const fs::path& setup_dir() {
   return dir;
 }
 
-std::string paths(const fs::path& run) {
+/// --set overrides that point a graph at the tiny setup.
+std::string sets() {
   const std::string s = setup_dir().string();
-  return " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
-         "/model --set rollout.model=" + s + "/model --set env.model=" + s +
-         "/model --set data.path=" + s + "/rl.jsonl";
+  return " --set trainer.model=" + s + "/model --set rollout.model=" + s +
+         "/model --set env.model=" + s + "/model --set data.path=" + s + "/rl.jsonl";
+}
+
+std::string paths(const fs::path& run) {
+  return " --run-dir '" + run.string() + "' --quiet" + sets();
 }
 
 std::vector<nlohmann::json> steps_of(const fs::path& run) {
@@ -90,13 +94,16 @@ TEST(EnvironmentGraphs, ThePluginEnvironmentTrainsInAGraph) {
 }
 
 TEST(EnvironmentGraphs, ValidationNamesAnUnknownEnvironmentAndBadOptions) {
-  auto r = run_milesrt("validate graphs/agent_env.capnp --set env.environment=chess" +
-                           paths(scratch("agent-env-validate")),
+  auto ok =
+      run_milesrt("validate graphs/agent_env.capnp --set env.evalData=" + setup_dir().string() +
+                      "/heldout.jsonl" + sets(),
+                  "agent-env-validate-ok");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  auto r = run_milesrt("validate graphs/agent_env.capnp --set env.environment=chess" + sets(),
                        "agent-env-validate");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("'chess' is not one of: calculator, remote"), std::string::npos) << r.err;
-  r = run_milesrt("validate graphs/agent_env.capnp --set 'env.options={\"tool\": 1}'" +
-                      paths(scratch("agent-env-validate2")),
+  r = run_milesrt("validate graphs/agent_env.capnp --set 'env.options={\"tool\": 1}'" + sets(),
                   "agent-env-validate2");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("options.tool: expected true or false"), std::string::npos) << r.err;
