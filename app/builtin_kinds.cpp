@@ -4,6 +4,7 @@
 #include "actors/buffer/trajectory_buffer_kind.hpp"
 #include "actors/critic/critic_kind.hpp"
 #include "actors/data/data_kind.hpp"
+#include "actors/environment/environment_kind.hpp"
 #include "actors/lib/rl/builtin.hpp"
 #include "actors/publisher/publisher_kind.hpp"
 #include "actors/reference/reference_kind.hpp"
@@ -16,7 +17,8 @@ namespace milesrt::app {
 
 void register_builtin_kinds(runtime::kind_registry& kinds,
                             std::shared_ptr<const rl::registries> losses,
-                            std::shared_ptr<const buffer::policy_registry> buffer_policies) {
+                            std::shared_ptr<const buffer::policy_registry> buffer_policies,
+                            std::shared_ptr<const environment::environment_registry> environments) {
   data::register_data_kind(kinds);
   rollout::register_rollout_kind(kinds);
   reward::register_reward_kinds(kinds);
@@ -27,6 +29,7 @@ void register_builtin_kinds(runtime::kind_registry& kinds,
   reference::register_reference_kind(kinds);
   critic::register_critic_kind(kinds);
   session_server::register_session_server_kind(kinds);
+  environment::register_environment_kind(kinds, std::move(environments));
 }
 
 }  // namespace milesrt::app

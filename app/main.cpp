@@ -83,7 +83,11 @@ int main(int argc, char** argv) {
   // The trajectory buffer's policies, offered the same way.
   auto buffer_policies = std::make_shared<buffer::policy_registry>(buffer::builtin_policies());
   extensions.offer(buffer::kPolicyExtension, buffer_policies.get());
-  app::register_builtin_kinds(kinds, losses, buffer_policies);
+  // The environment kind's environments, offered the same way.
+  auto environments =
+      std::make_shared<environment::environment_registry>(environment::builtin_environments());
+  extensions.offer(environment::kEnvironmentExtension, environments.get());
+  app::register_builtin_kinds(kinds, losses, buffer_policies, environments);
   kinds.add_types([threads = intra_op_threads_wanted()](caf::actor_system_config& config) {
     config.add_thread_hook<intra_op_threads>(threads);
   });

@@ -31,5 +31,6 @@ struct Params {
     critic @10 :import "/milesrt/critic.capnp".CriticParams;
     trajectoryBuffer @11 :import "/milesrt/buffer.capnp".TrajectoryBufferParams;
     sessionServer @12 :import "/milesrt/session_server.capnp".SessionServerParams;
+    environment @13 :import "/milesrt/environment.capnp".EnvironmentParams;
   }
 }

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/reward/http_client.hpp"
+#include "runtime/http/http_client.hpp"
 
 namespace milesrt::reward {
 
@@ -51,7 +51,7 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
                                  const llm::sample_group& group) {
   const std::string where = "POST " + config.url + ": ";
   std::string error;
-  auto url = parse_http_url(config.url, error);
+  auto url = runtime::parse_http_url(config.url, error);
   if (!url) throw std::runtime_error(where + error);
   const std::string body = reward_request_body(group);
   const uint32_t attempts = config.retries + 1;
@@ -62,9 +62,9 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
       std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
       backoff = std::min(backoff * 2, 5.0);
     }
-    http_response res;
+    runtime::http_reply res;
     try {
-      res = http_post(*url, body, std::chrono::duration<double>(config.timeout_seconds));
+      res = runtime::http_post(*url, body, std::chrono::duration<double>(config.timeout_seconds));
     } catch (const std::runtime_error& e) {
       last = e.what();
       continue;

@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "actors/lib/tasks/math_answer.hpp"
-#include "actors/reward/http_client.hpp"
 #include "actors/reward/remote_reward.hpp"
 #include "milesrt/reward.capnp.h"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/http/http_client.hpp"
 
 namespace milesrt::reward {
 namespace {

@@ -1,13 +1,14 @@
 #pragma once
-/// A small blocking HTTP/1.1 client (Boost.Beast) for reward servers: POST a JSON body, get the
-/// answer, with a deadline per attempt. Call it from detached actors or plain threads only.
+/// A small blocking HTTP/1.1 client (Boost.Beast) for the servers actors talk to: POST a JSON
+/// body, get the answer, with a deadline per attempt. Call it from detached actors or plain
+/// threads only.
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 
-namespace milesrt::reward {
+namespace milesrt::runtime {
 
 /// http://host[:port][/path]
 struct http_url {
@@ -19,14 +20,15 @@ struct http_url {
 /// Parses an http:// URL; nullopt with `error` set when it is not one (https is not supported).
 std::optional<http_url> parse_http_url(const std::string& url, std::string& error);
 
-struct http_response {
+/// What a server answered to a POST.
+struct http_reply {
   unsigned status = 0;
   std::string body;
 };
 
 /// POSTs `body` (application/json) and reads the answer, all within `timeout`. Throws
 /// std::runtime_error naming the problem ("timed out after 2s", "connection refused", ...).
-http_response http_post(const http_url& url, const std::string& body,
-                        std::chrono::duration<double> timeout);
+http_reply http_post(const http_url& url, const std::string& body,
+                     std::chrono::duration<double> timeout);
 
-}  // namespace milesrt::reward
+}  // namespace milesrt::runtime

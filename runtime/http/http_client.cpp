@@ -1,4 +1,4 @@
-#include "actors/reward/http_client.hpp"
+#include "runtime/http/http_client.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -8,7 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <stdexcept>
 
-namespace milesrt::reward {
+namespace milesrt::runtime {
 namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -59,14 +59,18 @@ std::optional<http_url> parse_http_url(const std::string& url, std::string& erro
   return u;
 }
 
-http_response http_post(const http_url& url, const std::string& body,
-                        std::chrono::duration<double> timeout) {
+http_reply http_post(const http_url& url, const std::string& body,
+                     std::chrono::duration<double> timeout) {
   asio::io_context ioc;
   tcp::resolver resolver(ioc);
   beast::tcp_stream stream(ioc);
   beast::flat_buffer buffer;
   http::request<http::string_body> req{http::verb::post, url.target, 11};
-  req.set(http::field::host, url.host);
+  // Host names the port too unless it is HTTP's default (RFC 9110 7.2): servers that guard against
+  // DNS rebinding (runtime/http's) refuse a Host without it.
+  const std::string host =
+      url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
+  req.set(http::field::host, url.port == "80" ? host : host + ":" + url.port);
   req.set(http::field::user_agent, "milesrt");
   req.set(http::field::content_type, "application/json");
   req.body() = body;
@@ -118,4 +122,4 @@ http_response http_post(const http_url& url, const std::string& body,
   return {res.result_int(), std::move(res.body())};
 }
 
-}  // namespace milesrt::reward
+}  // namespace milesrt::runtime
