@@ -17,17 +17,21 @@ using namespace milesrt::testing;
 
 const fs::path& setup_dir() { return shared_arith_setup("dp-setup"); }
 
+/// --set overrides that point graphs/grpo_sync.capnp at the tiny setup, 2 groups a step.
+std::string setup_paths() {
+  const std::string s = setup_dir().string();
+  return " --set run.batchSize=2 --set trainer.model=" + s + "/model --set trainer.evalData=" + s +
+         "/heldout.jsonl --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl";
+}
+
 /// graphs/grpo_sync.capnp on the tiny setup: `steps` steps of 2 groups, a constant learning rate,
 /// micro-batches of at most 100 tokens (a step's two groups of 8 samples are two micro-batches).
 std::string grpo(const fs::path& run, int steps, const std::string& extra) {
-  const std::string s = setup_dir().string();
   return "run graphs/grpo_sync.capnp --run-dir '" + run.string() + "' --quiet --set run.steps=" +
          std::to_string(steps) +
-         " --set run.batchSize=2 --set trainer.evalInterval=0 --set trainer.lrSchedule=constant "
-         "--set trainer.microBatchTokens=100 --set trainer.model=" +
-         s + "/model --set trainer.evalData=" + s + "/heldout.jsonl --set trainer.exportDir=" +
-         (run / "export").string() + " --set rollout.model=" + s + "/model --set data.path=" + s +
-         "/rl.jsonl" + extra;
+         " --set trainer.evalInterval=0 --set trainer.lrSchedule=constant "
+         "--set trainer.microBatchTokens=100 --set trainer.exportDir=" +
+         (run / "export").string() + setup_paths() + extra;
 }
 
 std::vector<nlohmann::json> steps_of(const fs::path& run) {
@@ -91,8 +95,7 @@ TEST(DataParallelGraphs, ShardedOptimizerResumesPerShardBitwise) {
 }
 
 TEST(DataParallelGraphs, ValidationRefusesZeroRanksTooManyRanksAndAPortInUse) {
-  const std::string s = setup_dir().string();
-  const std::string base = "validate graphs/grpo_sync.capnp --set run.batchSize=2";
+  const std::string base = "validate graphs/grpo_sync.capnp" + setup_paths();
   auto zero = run_milesrt(base + " --set trainer.dataParallel=0", "dp-zero");
   EXPECT_NE(zero.status, 0);
   EXPECT_NE(zero.err.find("params.trainer.dataParallel: must be at least 1"), std::string::npos)
