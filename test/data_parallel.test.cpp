@@ -27,8 +27,8 @@ std::string setup_paths() {
 /// graphs/grpo_sync.capnp on the tiny setup: `steps` steps of 2 groups, a constant learning rate,
 /// micro-batches of at most 100 tokens (a step's two groups of 8 samples are two micro-batches).
 std::string grpo(const fs::path& run, int steps, const std::string& extra) {
-  return "run graphs/grpo_sync.capnp --run-dir '" + run.string() + "' --quiet --set run.steps=" +
-         std::to_string(steps) +
+  return "run graphs/grpo_sync.capnp --run-dir '" + run.string() +
+         "' --quiet --set run.steps=" + std::to_string(steps) +
          " --set trainer.evalInterval=0 --set trainer.lrSchedule=constant "
          "--set trainer.microBatchTokens=100 --set trainer.exportDir=" +
          (run / "export").string() + setup_paths() + extra;
@@ -61,8 +61,26 @@ TEST(DataParallelGraphs, TwoTrainerRanksEqualOneBitwise) {
     // The colocated engine reads rank 0's weights: still the trainer's own, bit for bit.
     EXPECT_EQ(sb[i]["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0);
   }
-  EXPECT_EQ(slurp(one / "export" / "model.safetensors"), slurp(two / "export" / "model.safetensors"))
+  EXPECT_EQ(slurp(one / "export" / "model.safetensors"),
+            slurp(two / "export" / "model.safetensors"))
       << "2 trainer ranks ended with other weights than 1";
+}
+
+TEST(DataParallelGraphs, TwoRanksAndTwoEnginesKeepTheRolloutLogprobsExact) {
+  // Two rollout replicas (the driver sends each prompt to the least loaded one; publications go to
+  // both) beside two trainer ranks: whichever engine sampled a group, it sampled under rank 0's
+  // latest weights, so the trainer's log-probs equal the engines' bit for bit at every step.
+  fs::path run = scratch("dp-engines");
+  auto r = run_milesrt(
+      grpo(run, 3, " --set trainer.dataParallel=2 --set rollout.replicas=2 --set run.batchSize=4"),
+      "dp-engines-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const auto& s : steps) {
+    EXPECT_EQ(s["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0) << s.dump();
+    EXPECT_EQ(s["staleness"]["0"].get<int>(), 4);
+  }
 }
 
 TEST(DataParallelGraphs, ShardedOptimizerResumesPerShardBitwise) {
@@ -114,8 +132,8 @@ TEST(DataParallelGraphs, ValidationRefusesZeroRanksTooManyRanksAndAPortInUse) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   const std::string port = std::to_string(ntohs(a.sin_port));
-  auto taken =
-      run_milesrt(base + " --set trainer.dataParallel=2 --set trainer.storePort=" + port, "dp-port");
+  auto taken = run_milesrt(base + " --set trainer.dataParallel=2 --set trainer.storePort=" + port,
+                           "dp-port");
   ::close(fd);
   EXPECT_NE(taken.status, 0);
   EXPECT_NE(taken.err.find("params.trainer.storePort: port " + port + " on 127.0.0.1 is in use"),

@@ -116,8 +116,7 @@ void rank_pool::run(const std::function<void(policy_trainer&)>& job,
       const auto& t = *ranks_[static_cast<size_t>(r)];
       if (t.dead) broken_ = who(r) + " is gone: " + t.error;
     }
-    if (!broken_.empty())
-      throw std::runtime_error("the data-parallel group is broken: " + broken_);
+    if (!broken_.empty()) throw std::runtime_error("the data-parallel group is broken: " + broken_);
     job_ = &job;
     gen = ++generation_;
   }

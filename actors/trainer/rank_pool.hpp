@@ -26,7 +26,8 @@ class policy_trainer;
 class rank_pool {
  public:
   /// Builds one rank's trainer, on its own thread, once the group has formed; `group` outlives it.
-  using factory = std::function<std::unique_ptr<policy_trainer>(int rank, dist::collectives& group)>;
+  using factory =
+      std::function<std::unique_ptr<policy_trainer>(int rank, dist::collectives& group)>;
 
   /// Starts ranks 1 .. o.world_size - 1 and joins the group as rank 0 on the calling thread (o.rank
   /// is ignored). Throws std::runtime_error naming the rank that did not join within
@@ -48,9 +49,9 @@ class rank_pool {
  private:
   struct rank_thread {
     std::thread thread;
-    std::string error;     ///< why this rank failed ("" while it is fine)
-    uint64_t done = 0;     ///< the last job it finished
-    bool dead = false;     ///< its thread ended (failed, or the pool stopped)
+    std::string error;  ///< why this rank failed ("" while it is fine)
+    uint64_t done = 0;  ///< the last job it finished
+    bool dead = false;  ///< its thread ended (failed, or the pool stopped)
   };
   void serve(int rank);
   /// "rank R of N (store host:port)".

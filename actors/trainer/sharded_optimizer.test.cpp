@@ -159,9 +159,8 @@ TEST(ShardedOptimizer, ACheckpointResumesPerShardAndIsRefusedWithOtherRanks) {
   at::set_num_threads(1);
   const fs::path dir = fs::temp_directory_path() / ("milesrt-zero1-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const auto whole = ranks(2, true, 1.0, [](policy_trainer& t, rank_result& r) {
-    train_steps(t, r, 0, 3);
-  });
+  const auto whole =
+      ranks(2, true, 1.0, [](policy_trainer& t, rank_result& r) { train_steps(t, r, 0, 3); });
   const auto first = ranks(2, true, 1.0, [&](policy_trainer& t, rank_result& r) {
     train_steps(t, r, 0, 1);
     t.save(dir);
