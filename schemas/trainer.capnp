@@ -81,6 +81,23 @@ struct TrainerParams {
   # LoRA (docs/lora.md): set, only the adapters train, are checkpointed and published; the base
   # model stays frozen and is the reference (KL) model with the adapters off.
 
+  # Data parallelism (docs/distributed.md).
+  dataParallel @50 :UInt32 = 1;
+  # Trainer ranks: threads of this process, one intra-op thread each, meeting through a c10d TCP
+  # store; each step's micro-batches are split between them by tokens, the gradients summed
+  # (Gloo), and every rank takes the same step. Rank 0 publishes, evaluates and exports.
+  storeHost @51 :Text = "127.0.0.1";
+  # Where rank 0's store listens (the ranks' rendezvous); loopback by default.
+  storePort @52 :UInt16 = 0;
+  # The store's port; 0 = a free one, chosen when the trainer starts.
+  rankTimeoutSeconds @53 :Float64 = 120;
+  # How long the ranks wait for each other: to join the group, and in one collective (a rank that
+  # died mid-step ends the step with an error naming it).
+  shardOptimizer @54 :Bool = false;
+  # ZeRO-1: with dataParallel > 1 each rank keeps 1/N of the fp32 master weights and AdamW
+  # moments; gradients are reduce-scattered and the updated weights all-gathered. Checkpoints are
+  # written per shard and resume only with the same dataParallel.
+
   # Held-out evaluation (greedy decoding, answers checked like the math reward).
   evalData @40 :Text;
   # A JSONL file (keys as the data actor's defaults: prompt, label); relative to the working dir.

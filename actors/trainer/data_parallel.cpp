@@ -33,11 +33,20 @@ std::vector<size_t> rank_micro_batches(const batch_layout& layout,
   return mine;
 }
 
-bool sum_gradients(dist::collectives& group, const at::Tensor& grad, bool finite,
-                   int64_t bucket_bytes) {
+namespace {
+
+/// Whether every rank's losses were finite.
+bool all_ranks_finite(dist::collectives& group, bool finite) {
   auto flag = at::full({1}, finite ? 0.0f : 1.0f, at::kFloat);
   group.all_reduce(flag);
-  if (flag.item<float>() != 0.0f) return false;
+  return flag.item<float>() == 0.0f;
+}
+
+}  // namespace
+
+bool sum_gradients(dist::collectives& group, const at::Tensor& grad, bool finite,
+                   int64_t bucket_bytes) {
+  if (!all_ranks_finite(group, finite)) return false;
   auto flat = grad.detach().view(-1);
   const int64_t per_bucket = std::max<int64_t>(1, bucket_bytes / flat.element_size());
   for (int64_t begin = 0; begin < flat.numel(); begin += per_bucket) {
@@ -45,6 +54,35 @@ bool sum_gradients(dist::collectives& group, const at::Tensor& grad, bool finite
     group.all_reduce(bucket);
   }
   return true;
+}
+
+bool scatter_gradients(dist::collectives& group, const at::Tensor& grad, bool finite,
+                       const rl::shard_range& mine, at::Tensor& out) {
+  if (!all_ranks_finite(group, finite)) return false;
+  auto flat = grad.detach().view(-1);
+  const int64_t padded = mine.stride * group.world_size();
+  auto in = at::zeros({padded}, flat.options());
+  in.narrow(0, 0, flat.numel()).copy_(flat);
+  auto slot = at::empty({mine.stride}, flat.options());
+  group.reduce_scatter(slot, in);
+  out = slot.narrow(0, 0, mine.length());
+  return true;
+}
+
+at::Tensor global_norm(dist::collectives& group, const at::Tensor& slice) {
+  auto squares = slice.to(at::kDouble).square().sum().reshape({1});
+  group.all_reduce(squares);
+  return squares.sqrt().to(slice.device(), at::kFloat).reshape({});
+}
+
+void gather_weights(dist::collectives& group, const at::Tensor& master, const rl::shard_range& mine,
+                    const at::Tensor& weights) {
+  auto flat = weights.detach().view(-1);
+  auto slot = at::zeros({mine.stride}, flat.options());
+  slot.narrow(0, 0, mine.length()).copy_(master);
+  auto all = at::empty({mine.stride * group.world_size()}, flat.options());
+  group.all_gather(all, slot);
+  flat.copy_(all.narrow(0, 0, flat.numel()));
 }
 
 }  // namespace milesrt::trainer

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "actors/lib/rl/master_weights.hpp"
 #include "actors/trainer/batch_layout.hpp"
 
 namespace milesrt::dist {
@@ -37,5 +38,22 @@ std::vector<size_t> rank_micro_batches(const batch_layout& layout,
 /// and the gradient is left alone).
 bool sum_gradients(dist::collectives& group, const at::Tensor& grad, bool finite,
                    int64_t bucket_bytes);
+
+/// ZeRO-1 (trainer_options::shard_optimizer): the flat gradient `grad` reduce-scattered over the
+/// ranks: `out` gets this rank's slice `mine` of the ranks' summed gradient (the same additions as
+/// sum_gradients, so with 2 ranks the same bits). Returns whether every rank's losses were finite
+/// (when not, nothing is exchanged and `out` is left alone).
+bool scatter_gradients(dist::collectives& group, const at::Tensor& grad, bool finite,
+                       const rl::shard_range& mine, at::Tensor& out);
+
+/// The L2 norm of the whole gradient from the slices the ranks hold: the square root of the
+/// ranks' sums of squares (in fp64), as a 0-dim fp32 tensor on `slice`'s device. It rounds
+/// otherwise than the norm of the whole tensor (the last bits of the clipping factor).
+at::Tensor global_norm(dist::collectives& group, const at::Tensor& slice);
+
+/// ZeRO-1: every rank's updated fp32 master slice, all-gathered into `weights` (the model's flat
+/// buffer, in its own dtype: bf16 models exchange bf16).
+void gather_weights(dist::collectives& group, const at::Tensor& master, const rl::shard_range& mine,
+                    const at::Tensor& weights);
 
 }  // namespace milesrt::trainer

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "actors/lib/dist/collectives.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/rl/master_weights.hpp"
 #include "actors/trainer/batch_layout.hpp"
@@ -86,6 +87,9 @@ void add_step_metrics(std::map<std::string, double>& m, const update_totals& t,
   m["lr"] = t.lr;
   m["skipped_steps"] = static_cast<double>(t.skipped);
   m["train_tokens"] = static_cast<double>(tokens);
+  // Data parallelism: how the step's micro-batches were shared (this rank's, of all).
+  m["train_micro_batches"] = static_cast<double>(layout.micro_batches.size());
+  m["rank_micro_batches"] = static_cast<double>(t.own_micro_batches);
   m["train_tokens_per_s"] = secs > 0 ? tokens * updates / secs : 0.0;
   m["response_length_mean"] =
       static_cast<double>(layout.num_tokens) / static_cast<double>(layout.num_seqs);
@@ -178,8 +182,21 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
   auto& params = model_->mutable_published();
   params.enable_grad();
   if (model_->lora() != nullptr) base_hash_ = lora_base_hash(model_->params());
-  // fp32 models train their own buffer; bf16 ones keep fp32 master weights beside it.
-  master_ = fp32_master(params.buffer());
+  // fp32 models train their own buffer; bf16 ones keep fp32 master weights beside it. ZeRO-1: a
+  // rank keeps an fp32 copy of its slice alone.
+  const auto* g = options_.group;
+  sharded_ = options_.shard_optimizer && g != nullptr && g->world_size() > 1;
+  if (sharded_ && model_->lora() != nullptr)
+    throw std::invalid_argument(
+        "trainer: a sharded optimizer (shardOptimizer) with LoRA is not "
+        "built (the adapters' optimizer state is small: leave it off)");
+  if (sharded_) {
+    auto flat = params.buffer().detach().view(-1);
+    shard_ = rl::shard_of(flat.numel(), g->rank(), g->world_size());
+    master_ = flat.narrow(0, shard_.begin, shard_.length()).to(at::kFloat).clone();
+  } else {
+    master_ = fp32_master(params.buffer());
+  }
   adam_ = std::make_unique<adamw>(options_.optimizer, master_);
 }
 
@@ -215,10 +232,12 @@ std::map<std::string, double> policy_trainer::train(
     m["train_gpu_memory_peak_gib"] = llm::peak_memory_gib(model_->device());
   // What training holds besides the model (LoRA: of the adapters alone): the trained parameters,
   // and AdamW's two moments plus the fp32 master weights, 12 bytes a parameter.
-  const auto trained = static_cast<double>(master_.numel());
-  m["trainer_trained_params"] = trained;
+  // ZeRO-1: this rank's slice of them (about 1/N).
+  m["trainer_trained_params"] = static_cast<double>(model_->published().buffer().numel());
   m["trainer_optimizer_master_bytes"] =
-      static_cast<double>(adam_->exp_avg().nbytes() + adam_->exp_avg_sq().nbytes()) + trained * 4;
+      static_cast<double>(adam_->exp_avg().nbytes() + adam_->exp_avg_sq().nbytes()) +
+      static_cast<double>(master_.numel()) * 4;
+  if (sharded_) m["trainer_optimizer_shards"] = options_.group->world_size();
   rusage usage{};
   if (::getrusage(RUSAGE_SELF, &usage) == 0)  // the process's peak resident memory (Linux: KiB)
     m["process_peak_rss_mib"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
@@ -275,8 +294,15 @@ at::Tensor policy_trainer::old_logprobs(const std::vector<train_sequence>& batch
 void policy_trainer::save(const fs::path& dir) const {
   fs::create_directories(dir);
   if (model_->lora() != nullptr) return save_lora(dir);
-  model_->save(dir / "model");
-  save_optimizer_state(dir, *adam_, master_, model_->dtype() != at::kFloat);
+  // Data-parallel ranks hold the same weights: rank 0 writes them; with ZeRO-1 every rank writes
+  // its slice of the optimizer.
+  const auto* g = options_.group;
+  const bool rank0 = g == nullptr || g->rank() == 0;
+  if (rank0) model_->save(dir / "model");
+  if (sharded_)
+    save_optimizer_shard(dir, *adam_, master_, g->rank(), g->world_size());
+  else if (rank0)
+    save_optimizer_state(dir, *adam_, master_, model_->dtype() != at::kFloat);
 }
 
 void policy_trainer::load(const fs::path& dir) {
@@ -292,9 +318,16 @@ void policy_trainer::load(const fs::path& dir) {
     throw std::runtime_error((dir / "model").string() +
                              ": the saved model has other parameters than this one");
   }
-  load_optimizer_state(dir, *adam_);
   at::NoGradGuard no_grad;
   auto& params = model_->mutable_params();
+  if (sharded_) {
+    load_optimizer_shard(dir, *adam_, master_, options_.group->rank(),
+                         options_.group->world_size());
+    params.buffer().detach().copy_(saved->params().buffer().to(params.buffer().device()));
+    params.rebuild_views();
+    return;
+  }
+  load_optimizer_state(dir, *adam_);
   // fp32 saves are exact; a bf16 model resumes its fp32 master weights from master.bin.
   if (model_->dtype() != at::kFloat) {
     master_.copy_(read_master(dir, master_.numel()).to(master_.device()));

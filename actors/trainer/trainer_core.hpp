@@ -12,6 +12,7 @@
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/rl/builtin.hpp"
+#include "actors/lib/rl/master_weights.hpp"
 #include "actors/lib/rl/optimizer.hpp"
 
 namespace milesrt::dist {
@@ -46,6 +47,10 @@ struct trainer_options {
   /// the only rank), and the gradient is summed over the ranks in buckets of this many bytes.
   dist::collectives* group = nullptr;
   int64_t grad_bucket_bytes = 64 << 20;
+  /// ZeRO-1 with a group of several ranks: this rank keeps only its slice (rl::shard_of) of the
+  /// fp32 master weights and AdamW moments; the gradient is reduce-scattered and the updated
+  /// weights all-gathered. Checkpoints hold one file pair per rank and resume with the same ranks.
+  bool shard_optimizer = false;
 };
 
 /// One sequence of a batch: the prompt, the trained tokens (a sampled output, or an SFT target),
@@ -133,6 +138,9 @@ class policy_trainer {
   /// AdamW on the accumulated gradient (a skipped step when `finite` is false or the optimizer
   /// skips it), then the model's weights from the master weights.
   void optimizer_step(bool finite, update_totals& totals);
+  /// ZeRO-1's step: this rank's slice of AdamW on the reduce-scattered gradient (clipped by the
+  /// whole gradient's norm), then every rank's slice all-gathered into the model's weights.
+  void sharded_step(update_totals& totals);
 
   std::unique_ptr<llm::decoder> model_;
   trainer_options options_;
@@ -146,6 +154,11 @@ class policy_trainer {
   void load_lora(const std::filesystem::path& dir);
 
   at::Tensor master_;  ///< fp32 master weights (the buffer itself when the model is fp32)
+  /// ZeRO-1: whether master_ and the optimizer hold only this rank's slice, which slice, and
+  /// this step's reduce-scattered gradient of it.
+  bool sharded_ = false;
+  rl::shard_range shard_;
+  at::Tensor grad_slice_;
   std::unique_ptr<rl::adamw> adam_;
   std::string base_hash_;
 };

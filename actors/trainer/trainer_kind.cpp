@@ -1,11 +1,13 @@
 #include "actors/trainer/trainer_kind.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <caf/all.hpp>
 #include <cmath>
 #include <sstream>
 
+#include "actors/lib/dist/rendezvous.hpp"
 #include "actors/lib/eval/evaluation.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
@@ -17,6 +19,7 @@
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
+#include "actors/trainer/rank_pool.hpp"
 #include "actors/trainer/trainer_core.hpp"
 #include "milesrt/trainer.capnp.h"
 #include "runtime/core/interfaces.hpp"
@@ -39,6 +42,9 @@ struct eval_settings {
 };
 
 struct trainer_state {
+  /// dataParallel > 1: ranks 1 .. N-1 (rank 0 is `core`, this actor's own). Declared before
+  /// `core`, whose options point at the pool's group: the trainer goes first.
+  std::unique_ptr<rank_pool> ranks;
   std::unique_ptr<policy_trainer> core;
   fs::path source_dir;  ///< the model folder training started from (its tokenizer files)
   std::shared_ptr<llm::text_codec> codec;
@@ -152,6 +158,15 @@ std::vector<train_sequence> to_sequences(const trainer_state& st,
   return out;
 }
 
+/// Runs `own` on this actor's trainer (rank 0) and, with data parallelism, `job` on every other
+/// rank's at the same time (each rank one intra-op thread).
+void on_every_rank(trainer_state& st, const std::function<void(policy_trainer&)>& job,
+                   const std::function<void()>& own) {
+  if (!st.ranks) return own();
+  at::set_num_threads(1);
+  st.ranks->run(job, own);
+}
+
 learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_state> self,
                                         std::shared_ptr<trainer_state> init) {
   self->state = std::move(*init);
@@ -162,7 +177,10 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         train_reply reply;
         try {
           auto seqs = to_sequences(st, batch, reply.metrics);
-          auto m = st.core->train(seqs, &reply.lists);
+          std::map<std::string, double> m;
+          on_every_rank(
+              st, [&](policy_trainer& t) { t.train(seqs); },
+              [&] { m = st.core->train(seqs, &reply.lists); });
           reply.metrics.insert(m.begin(), m.end());
           st.version = step;
           auto& ev = st.eval;
@@ -221,7 +239,8 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
       [=](snapshot_atom, const std::string& dir) -> caf::result<actor_state> {
         auto& st = self->state;
         try {
-          st.core->save(dir);
+          on_every_rank(
+              st, [&](policy_trainer& t) { t.save(dir); }, [&] { st.core->save(dir); });
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
         }
@@ -231,7 +250,8 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         auto& st = self->state;
         if (!decode_state(st, state.bytes)) return false;
         try {
-          st.core->load(dir);
+          on_every_rank(
+              st, [&](policy_trainer& t) { t.load(dir); }, [&] { st.core->load(dir); });
         } catch (const std::exception& e) {
           return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
         }
@@ -292,6 +312,108 @@ mis_level to_mis(Params::Mis m) {
   throw std::invalid_argument("mis: unknown enumerant " + std::to_string(static_cast<int>(m)));
 }
 
+/// The trainer core's options from the graph's params (`steps`: the run's training steps).
+trainer_options options_of(Params::Reader p, uint64_t steps) {
+  trainer_options o;
+  if (p.hasLora()) o.base_model = p.getModel();
+  o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
+  o.estimator = p.getEstimator();
+  if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
+  o.advantages.gamma = p.getGamma();
+  o.advantages.lambda = p.getLambda();
+  o.loss.eps_clip = p.getEpsClip();
+  o.loss.eps_clip_high = p.getEpsClipHigh() > 0 ? p.getEpsClipHigh() : p.getEpsClip();
+  o.loss.dual_clip_c = p.getDualClipC();
+  o.policy_loss = p.getPolicyLoss();
+  o.loss.agg = to_aggregation(p.getAggregation());
+  o.loss.constant_normalizer = p.getConstantNormalizer();
+  o.loss.kl = to_kl(p.getKlType());
+  o.kl_in_reward = p.getKlInReward();
+  // KL as a reward penalty takes the coefficient away from the loss term.
+  o.loss.kl_coef = o.kl_in_reward ? 0.0 : p.getKlCoef();
+  o.kl_reward_coef = o.kl_in_reward ? p.getKlCoef() : 0.0;
+  o.loss.entropy_coef = p.getEntropyCoef();
+  o.loss.tis = p.getTis();
+  o.loss.tis_low = p.getTisLow();
+  o.loss.tis_high = p.getTisHigh();
+  o.loss.mis = to_mis(p.getMis());
+  o.loss.mis_low = p.getMisLow();
+  o.loss.mis_high = p.getMisHigh();
+  o.loss.distill_coef = p.getDistillCoef();
+  o.use_rollout_logprobs = p.getUseRolloutLogprobs();
+  o.routing_replay = p.getRoutingReplay();
+  o.temperature = p.getTemperature();
+  o.optimizer.lr = p.getLr();
+  o.optimizer.weight_decay = p.getWeightDecay();
+  o.optimizer.beta1 = p.getBeta1();
+  o.optimizer.beta2 = p.getBeta2();
+  o.optimizer.eps = p.getAdamEps();
+  o.optimizer.grad_clip = p.getGradClip();
+  o.optimizer.warmup_steps = p.getWarmupSteps();
+  o.optimizer.schedule = p.getLrSchedule() == Params::LrSchedule::COSINE ? "cosine" : "constant";
+  o.optimizer.min_lr = p.getMinLr();
+  o.optimizer.total_steps = steps * std::max<uint32_t>(1, p.getUpdatesPerStep());
+  o.micro_batch_tokens = p.getMicroBatchTokens();
+  o.updates_per_step = std::max<uint32_t>(1, p.getUpdatesPerStep());
+  o.activation_checkpointing = p.getActivationCheckpointing();
+  o.checkpoint_layers = p.getCheckpointLayers();
+  o.shard_optimizer = p.getShardOptimizer();
+  return o;
+}
+
+/// Ranks 1 .. dataParallel-1 of a data-parallel trainer, each with its own copy of the model,
+/// joined with this thread as rank 0 (the store on storeHost:storePort, a free port when 0).
+std::unique_ptr<rank_pool> start_ranks(Params::Reader p, const trainer_options& o,
+                                       std::shared_ptr<const rl::registries> losses) {
+  dist::group_options g;
+  g.host = p.getStoreHost();
+  g.port = p.getStorePort() != 0 ? p.getStorePort() : dist::pick_free_port(g.host);
+  g.world_size = static_cast<int>(p.getDataParallel());
+  g.join_timeout = g.op_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(p.getRankTimeoutSeconds() * 1000));
+  const std::string path = p.getModel();
+  const auto dtype = llm::to_dtype(p.getDtype());
+  const auto device = llm::to_device(p.getDevice());
+  auto make = [o, path, dtype, device, losses](int, dist::collectives& group) {
+    auto mine = o;
+    mine.group = &group;
+    return std::make_unique<policy_trainer>(llm::decoder::load(path, dtype, device), mine, *losses);
+  };
+  try {
+    return std::make_unique<rank_pool>(g, make);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("params.trainer.dataParallel: the " + std::to_string(g.world_size) +
+                             " ranks did not form a group: " + e.what());
+  }
+}
+
+/// The data-parallel params: at least one rank, CPU only (Gloo), not with LoRA, a free port.
+void check_data_parallel(Params::Reader p, const std::function<void(const std::string&)>& bad) {
+  const uint32_t n = p.getDataParallel();
+  if (n == 0) bad("dataParallel: must be at least 1 (the number of trainer ranks)");
+  if (!(p.getRankTimeoutSeconds() > 0)) bad("rankTimeoutSeconds: must be > 0");
+  if (n <= 1) return;
+  if (p.getDevice() != schema::Device::CPU)
+    bad("dataParallel: " + std::to_string(n) +
+        " ranks need device = cpu (the ranks are threads summing through Gloo; the NCCL backend "
+        "for GPUs is not built)");
+  if (p.hasLora()) bad("dataParallel: " + std::to_string(n) + " ranks with lora are not built");
+  if (p.getStorePort() != 0 && dist::port_in_use(p.getStoreHost(), p.getStorePort()))
+    bad("storePort: port " + std::to_string(p.getStorePort()) + " on " +
+        std::string(p.getStoreHost()) +
+        " is in use (the ranks' store listens there: choose another, or 0 for a free one)");
+}
+
+/// Checks against the graph: no more ranks than a step's groups.
+std::vector<std::string> check_in_graph(capnp::DynamicStruct::Reader reader,
+                                        const actor_in_graph& g) {
+  const uint32_t n = reader.as<schema::TrainerParams>().getDataParallel();
+  if (n <= g.batch_size) return {};
+  return {"dataParallel: " + std::to_string(n) + " ranks, but a step has only " +
+          std::to_string(g.batch_size) +
+          " groups (run.batchSize): every rank needs at least one group to train on"};
+}
+
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::registries& losses) {
   auto p = reader.as<schema::TrainerParams>();
   std::vector<std::string> problems;
@@ -325,6 +447,7 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
+  check_data_parallel(p, bad);
   if (p.hasLora()) {
     for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel())) bad(problem);
     if (p.getLora().getMerge()) bad("lora.merge: applies to the rollout kind only");
@@ -353,6 +476,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     auto p = r.as<schema::TrainerParams>();
     return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())}};
   };
+  k.check_in_graph = check_in_graph;
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::TrainerParams>();
     for (const auto& problem : check(*s.params_struct, *losses))
@@ -369,54 +493,11 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
                                          llm::to_device(p.getDevice()));
     loading.update(1);
     loading.finish();
-    trainer_options o;
     if (p.hasLora()) {
       // The base stays frozen; only these adapters train, are checkpointed and published.
       llm::attach_initial_adapters(*model, p.getLora(), std::string(p.getModel()));
-      o.base_model = p.getModel();
     }
-    o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
-    o.estimator = p.getEstimator();
-    if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
-    o.advantages.gamma = p.getGamma();
-    o.advantages.lambda = p.getLambda();
-    o.loss.eps_clip = p.getEpsClip();
-    o.loss.eps_clip_high = p.getEpsClipHigh() > 0 ? p.getEpsClipHigh() : p.getEpsClip();
-    o.loss.dual_clip_c = p.getDualClipC();
-    o.policy_loss = p.getPolicyLoss();
-    o.loss.agg = to_aggregation(p.getAggregation());
-    o.loss.constant_normalizer = p.getConstantNormalizer();
-    o.loss.kl = to_kl(p.getKlType());
-    o.kl_in_reward = p.getKlInReward();
-    // KL as a reward penalty takes the coefficient away from the loss term.
-    o.loss.kl_coef = o.kl_in_reward ? 0.0 : p.getKlCoef();
-    o.kl_reward_coef = o.kl_in_reward ? p.getKlCoef() : 0.0;
-    o.loss.entropy_coef = p.getEntropyCoef();
-    o.loss.tis = p.getTis();
-    o.loss.tis_low = p.getTisLow();
-    o.loss.tis_high = p.getTisHigh();
-    o.loss.mis = to_mis(p.getMis());
-    o.loss.mis_low = p.getMisLow();
-    o.loss.mis_high = p.getMisHigh();
-    o.loss.distill_coef = p.getDistillCoef();
-    o.use_rollout_logprobs = p.getUseRolloutLogprobs();
-    o.routing_replay = p.getRoutingReplay();
-    o.temperature = p.getTemperature();
-    o.optimizer.lr = p.getLr();
-    o.optimizer.weight_decay = p.getWeightDecay();
-    o.optimizer.beta1 = p.getBeta1();
-    o.optimizer.beta2 = p.getBeta2();
-    o.optimizer.eps = p.getAdamEps();
-    o.optimizer.grad_clip = p.getGradClip();
-    o.optimizer.warmup_steps = p.getWarmupSteps();
-    o.optimizer.schedule = p.getLrSchedule() == Params::LrSchedule::COSINE ? "cosine" : "constant";
-    o.optimizer.min_lr = p.getMinLr();
-    o.optimizer.total_steps = s.steps * std::max<uint32_t>(1, p.getUpdatesPerStep());
-    o.micro_batch_tokens = p.getMicroBatchTokens();
-    o.updates_per_step = std::max<uint32_t>(1, p.getUpdatesPerStep());
-    o.activation_checkpointing = p.getActivationCheckpointing();
-    o.checkpoint_layers = p.getCheckpointLayers();
-
+    auto o = options_of(p, s.steps);
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;
     init->versions = s.store->get_or_make<weights::local_versions>();
@@ -439,6 +520,10 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       init->eval.records = tasks::load_jsonl(std::string(p.getEvalData()));
     if (init->eval.interval > 0 && !init->codec) {
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);
+    }
+    if (p.getDataParallel() > 1) {
+      init->ranks = start_ranks(p, o, losses);
+      o.group = &init->ranks->group();
     }
     init->core = std::make_unique<policy_trainer>(std::move(model), o, *losses);
     // A colocated publisher (and engine) in this process reads the weights from here.

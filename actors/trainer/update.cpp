@@ -32,6 +32,7 @@ update_totals policy_trainer::update(const std::vector<train_sequence>& batch,
   } else {
     for (size_t i = 0; i < layout.micro_batches.size(); ++i) mine.push_back(i);
   }
+  totals.own_micro_batches = mine.size();
   for (uint32_t u = 0; u < updates; ++u) {
     bool finite = true;
     for (size_t i : mine) {
@@ -39,7 +40,10 @@ update_totals policy_trainer::update(const std::vector<train_sequence>& batch,
                                     layout.micro_batches[i], u == 0, totals);
       if (!finite) break;
     }
-    if (options_.group != nullptr)
+    if (options_.group != nullptr && sharded_)
+      finite = scatter_gradients(*options_.group, model_->published().grad(), finite, shard_,
+                                 grad_slice_);
+    else if (options_.group != nullptr)
       finite = sum_gradients(*options_.group, model_->published().grad(), finite,
                              options_.grad_bucket_bytes);
     optimizer_step(finite, totals);
@@ -115,6 +119,7 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
     grad.zero_();
     return;
   }
+  if (sharded_) return sharded_step(totals);
   // The step zeroes the gradient and refreshes the bf16 weights from the master weights (one pass
   // on CUDA).
   const bool bf16 = params.buffer().scalar_type() != at::kFloat;
@@ -126,6 +131,24 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
     totals.skipped++;
     return;
   }
+  rl::check_finite_weights(params.buffer(), "trainer", adam_->steps(), "; nothing is published");
+  params.rebuild_views();
+}
+
+void policy_trainer::sharded_step(update_totals& totals) {
+  auto& params = model_->mutable_published();
+  auto& group = *options_.group;
+  const auto norm = global_norm(group, grad_slice_);
+  auto info = adam_->step_with_norm(master_, grad_slice_, norm);
+  params.grad().zero_();
+  grad_slice_ = at::Tensor();
+  totals.grad_norm = info.grad_norm;
+  totals.lr = info.lr;
+  if (info.skipped) {  // the norm is every rank's: they all skip
+    totals.skipped++;
+    return;
+  }
+  gather_weights(group, master_, shard_, params.buffer());
   rl::check_finite_weights(params.buffer(), "trainer", adam_->steps(), "; nothing is published");
   params.rebuild_views();
 }

@@ -22,6 +22,7 @@ struct update_totals {
   /// With data parallelism: the sequences of this rank's micro-batches, in order (what
   /// first_logprobs covers); empty: every sequence.
   std::vector<size_t> own_sequences;
+  size_t own_micro_batches = 0;  ///< how many micro-batches this rank ran
 };
 
 }  // namespace milesrt::trainer

@@ -6,8 +6,9 @@
 #   3. graphs/grpo_sync.capnp and graphs/grpo_async.capnp train it with GRPO from there, rewarded
 #      by the true sums; each prints its held-out accuracy, and the gain over the SFT plateau.
 # Plots (plot.svg) and metrics (metrics.jsonl, summary.json) are in runs/arith/<stage>/.
-# Usage: examples/arith/run.sh [sync|async|both|lora]   (default both; lora: graphs/grpo_lora.capnp,
-# GRPO training LoRA adapters of the SFT model, docs/lora.md)
+# Usage: examples/arith/run.sh [sync|async|both|lora|scale]   (default both; lora:
+# graphs/grpo_lora.capnp, GRPO training LoRA adapters of the SFT model, docs/lora.md; scale: both
+# graphs with 2 trainer ranks and 2 rollout engines, docs/distributed.md)
 # On a GPU (.ci/gpu-learn): MILESRT_ARITH_DEVICE=cuda puts the trainer and the engine on CUDA in
 # bf16, MILESRT_ARITH_MODEL gives milesrt_arith_make a larger shape (e.g. "--hidden 256 --layers 4"),
 # MILESRT_BUILD names the build folder (default build); MILESRT_ARITH_SFT_ARGS and
@@ -62,6 +63,14 @@ case $mode in
   sync) run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync ;;
   async) run_grpo graphs/grpo_async.capnp runs/arith/grpo_async ;;
   lora) run_grpo graphs/grpo_lora.capnp runs/arith/grpo_lora ;;
+  scale)
+    # Two trainer ranks (threads, Gloo) over micro-batches of 1024 tokens (a step's ~3,000 tokens
+    # are three micro-batches, shared by the ranks) and two engines behind the driver's router.
+    scaled=(--set trainer.dataParallel=2 --set trainer.microBatchTokens=1024 --set rollout.replicas=2)
+    MILESRT_ARITH_GRPO_ARGS="${scaled[*]} ${MILESRT_ARITH_GRPO_ARGS:-}"
+    run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
+    run_grpo graphs/grpo_async.capnp runs/arith/grpo_async
+    ;;
   *)
     run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
     run_grpo graphs/grpo_async.capnp runs/arith/grpo_async

@@ -95,6 +95,7 @@ struct actor_in_graph {
   std::string name, placement;
   std::vector<graph_neighbour> upstream;    ///< actors with an edge into this one
   std::vector<graph_neighbour> downstream;  ///< actors this one has an edge into
+  uint32_t batch_size = 1;                  ///< the run's items per training step
 };
 
 /// A setting every actor of a graph that states it must agree on (see

@@ -496,6 +496,7 @@ void check_in_graph(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
     auto& c = ctx[name];
     c.name = name;
     c.placement = placement[name];
+    c.batch_size = graph.getRun().getBatchSize();
     std::shared_ptr<capnp::MallocMessageBuilder> storage;
     for (const auto& problem :
          kind->check_in_graph(params_struct(actor, kind->params_member, storage), c)) {

@@ -1,10 +1,15 @@
 #include "actors/lib/dist/rendezvous.hpp"
 
+#include <arpa/inet.h>
 #include <c10/util/Exception.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <caf/sec.hpp>
 #include <cctype>
+#include <cerrno>
 #include <thread>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
@@ -42,7 +47,34 @@ caf::error fail(std::string msg) {
   return caf::make_error(caf::sec::runtime_error, std::move(msg));
 }
 
+/// Binds a TCP socket to host:port; returns the bound port, or 0 with errno set.
+uint16_t bind_port(const std::string& host, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &a.sin_addr) != 1)
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  uint16_t bound = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    socklen_t len = sizeof a;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) bound = ntohs(a.sin_port);
+  }
+  const int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return bound;
+}
+
 }  // namespace
+
+uint16_t pick_free_port(const std::string& host) { return bind_port(host, 0); }
+
+bool port_in_use(const std::string& host, uint16_t port) {
+  errno = 0;
+  return bind_port(host, port) == 0 && errno == EADDRINUSE;
+}
 
 std::string describe_rank(const group_options& o) {
   return "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world_size) + " (store " +

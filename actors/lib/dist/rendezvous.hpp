@@ -20,6 +20,14 @@ namespace milesrt::dist {
 /// Opens (rank 0) or joins the group's store and waits until every rank has joined it.
 caf::expected<c10::intrusive_ptr<c10d::Store>> rendezvous(const group_options& o);
 
+/// A TCP port on `host` (an IPv4 address) that was free a moment ago: the kernel's pick for port
+/// 0; 0 when none could be had.
+uint16_t pick_free_port(const std::string& host = "127.0.0.1");
+
+/// Whether something listens on (or holds) `port` of `host` now: a bind to it fails with
+/// EADDRINUSE.
+bool port_in_use(const std::string& host, uint16_t port);
+
 /// "rank 1 of 2 (store 127.0.0.1:29500)": how errors name a rank of a group.
 std::string describe_rank(const group_options& o);
 

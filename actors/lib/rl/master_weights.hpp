@@ -2,7 +2,8 @@
 /// What the learners (the policy trainer, the critic) share around AdamW: fp32 master weights
 /// beside a model's flat buffer, the check that the weights are still finite after a step, and the
 /// optimizer's checkpoint files (dir/optimizer.bin, and dir/master.bin for models that are not
-/// fp32), written and read back bitwise.
+/// fp32), written and read back bitwise; and, for a sharded optimizer (ZeRO-1: each of N ranks
+/// keeps 1/N of the master weights and moments), each rank's slice and its files.
 
 #include <ATen/core/Tensor.h>
 
@@ -37,5 +38,34 @@ void load_optimizer_state(const std::filesystem::path& dir, adamw& adam);
 
 /// dir/master.bin as `numel` fp32 values on the CPU; throws unless it holds exactly that many.
 at::Tensor read_master(const std::filesystem::path& dir, int64_t numel);
+
+/// ZeRO-1: the slice of a flat buffer of `numel` values that rank `rank` of `world` owns. Every
+/// rank's slot in the collectives' buffers is `stride` values, a multiple of 64, so a slice starts
+/// where the whole buffer's vectorised loops would (its element-wise arithmetic rounds as the
+/// whole buffer's does); the last ranks' slices are shorter, or empty.
+struct shard_range {
+  int64_t begin = 0, end = 0;  ///< [begin, end) of the flat buffer
+  int64_t stride = 0;          ///< each rank's slot: world * stride >= numel
+  int64_t length() const { return end - begin; }
+};
+shard_range shard_of(int64_t numel, int rank, int world);
+
+/// "optimizer.rank-1-of-2.bin": the name of a sharded checkpoint's file `what` of one rank.
+std::string shard_file(const std::string& what, int rank, int world);
+
+/// Writes rank `rank` of `world`'s AdamW state and fp32 master slice to
+/// dir/optimizer.rank-R-of-N.bin and dir/master.rank-R-of-N.bin.
+void save_optimizer_shard(const std::filesystem::path& dir, const adamw& adam,
+                          const at::Tensor& master, int rank, int world);
+
+/// Reads them back into `adam` and `master` (bitwise). Throws naming the directory when the
+/// checkpoint holds no shards (written unsharded: optimizer.bin) or shards of another number of
+/// ranks, saying which dataParallel resumes it.
+void load_optimizer_shard(const std::filesystem::path& dir, adamw& adam, at::Tensor& master,
+                          int rank, int world);
+
+/// The number of ranks a sharded checkpoint in `dir` was written by (from its file names), or 0
+/// when it holds none.
+int checkpoint_shards(const std::filesystem::path& dir);
 
 }  // namespace milesrt::rl

@@ -57,13 +57,26 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad, const a
   TORCH_CHECK(grad.defined() && grad.sizes() == master.sizes(), "adamw::step: grad must be ",
               master.sizes(), ", got ", grad.defined() ? grad.sizes() : at::IntArrayRef{});
   c10::NoGradGuard no_grad;
+  const auto norm = master.is_cuda()
+                        ? at::linalg_vector_norm(grad, 2, c10::nullopt, false, at::kFloat)
+                        : at::linalg_vector_norm(grad.to(master.device(), at::kFloat), 2);
+  return step_with_norm(master, grad, norm, weights, zero_grad);
+}
+
+adamw::step_info adamw::step_with_norm(at::Tensor& master, const at::Tensor& grad,
+                                       const at::Tensor& norm, const at::Tensor& weights,
+                                       bool zero_grad) {
+  TORCH_CHECK(master.sizes() == exp_avg_.sizes() && grad.defined() &&
+                  grad.sizes() == master.sizes() && norm.defined() && norm.numel() == 1,
+              "adamw::step_with_norm: master and grad must be ", exp_avg_.sizes(),
+              " and the norm one value");
+  c10::NoGradGuard no_grad;
   const auto& o = options_;
   step_info info;
   const uint64_t t = steps_ + 1;
   info.lr = lr_at(o, t);
-  if (master.is_cuda()) return step_fused(master, grad, t, info, weights, zero_grad);
+  if (master.is_cuda()) return step_fused(master, grad, norm, t, info, weights, zero_grad);
   auto g = grad.to(master.device(), at::kFloat);
-  const auto norm = at::linalg_vector_norm(g, 2);
   info.grad_norm = norm.item<double>();
   if (!std::isfinite(info.grad_norm)) {
     info.skipped = true;
@@ -91,14 +104,14 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad, const a
   return info;
 }
 
-adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t,
-                                   step_info info, const at::Tensor& weights, bool zero_grad) {
+adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad,
+                                   const at::Tensor& norm, uint64_t t, step_info info,
+                                   const at::Tensor& weights, bool zero_grad) {
   // On the GPU: one pass of kernels/optim (the same formula) reading the gradient in its own dtype
   // and writing the master weights, the state, the model's bf16 weights and a zeroed gradient. The
   // norm is read once (the step's only host synchronisation); the clipping factor stays on the
   // device.
   const auto& o = options_;
-  const auto norm = at::linalg_vector_norm(grad, 2, c10::nullopt, false, at::kFloat);
   info.grad_norm = norm.item<double>();
   if (!std::isfinite(info.grad_norm)) {
     info.skipped = true;

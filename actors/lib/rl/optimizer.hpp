@@ -49,6 +49,11 @@ class adamw {
   /// fp32 or bf16, the clipping factor kept on the device): equal to the CPU's within rounding.
   step_info step(at::Tensor& master, const at::Tensor& grad, const at::Tensor& weights = {},
                  bool zero_grad = false);
+  /// The same update with the gradient's global L2 norm given (a 0-dim fp32 tensor on the master's
+  /// device): a rank that holds one shard of the parameters (ZeRO-1) steps its shard with the norm
+  /// of the whole gradient, summed over the ranks.
+  step_info step_with_norm(at::Tensor& master, const at::Tensor& grad, const at::Tensor& norm,
+                           const at::Tensor& weights = {}, bool zero_grad = false);
   uint64_t steps() const { return steps_; }
 
   /// State for checkpoints: step count + exp_avg + exp_avg_sq; load(save()) is bitwise exact.
@@ -62,8 +67,8 @@ class adamw {
 
  private:
   /// The CUDA update: one pass of kernels/optim/adamw.
-  step_info step_fused(at::Tensor& master, const at::Tensor& grad, uint64_t t, step_info info,
-                       const at::Tensor& weights, bool zero_grad);
+  step_info step_fused(at::Tensor& master, const at::Tensor& grad, const at::Tensor& norm,
+                       uint64_t t, step_info info, const at::Tensor& weights, bool zero_grad);
 
   adamw_options options_;
   at::Tensor exp_avg_, exp_avg_sq_;
