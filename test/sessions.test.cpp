@@ -92,4 +92,23 @@ TEST(Sessions, TheAgentLoopExampleTrainsOnItsSessions) {
   EXPECT_EQ(scored_steps, 2);
 }
 
+// scoreUnrewarded sends unrewarded groups out on `unscored`: a graph without an edge from it would
+// lose them, so validation refuses it naming the field.
+TEST(Sessions, ScoringUnrewardedSessionsNeedsAnEdgeFromUnscored) {
+  auto dir = scratch("sessions-validate");
+  const auto model = session_model_folder(dir).string();
+  const std::string sets = " --set server.model=" + model + " --set rollout.model=" + model +
+                           " --set trainer.model=" + model;
+  auto bad =
+      run_milesrt("validate graphs/agent_sessions.capnp --set server.scoreUnrewarded=true" + sets,
+                  "sessions-validate-bad");
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_NE(bad.err.find("params.sessionServer.scoreUnrewarded: groups with a session ended "
+                         "without a reward go out on port 'unscored', which has no edge"),
+            std::string::npos)
+      << bad.err;
+  auto good = run_milesrt("validate graphs/agent_sessions.capnp" + sets, "sessions-validate-good");
+  EXPECT_EQ(good.status, 0) << good.err;
+}
+
 }  // namespace

@@ -69,6 +69,12 @@ std::string cut_at_stop(std::string_view text, const std::vector<std::string>& s
 
 settled_text settle_text(std::string_view full, agent::tool_call_format format, bool think_open,
                          const std::vector<std::string>& stop) {
+  // A character split across tokens decodes as U+FFFD until its last byte is sampled: held back,
+  // or the text sent would stop being a prefix of the text to come.
+  const std::string_view replacement = "\xEF\xBF\xBD";
+  while (full.size() >= replacement.size() &&
+         full.substr(full.size() - replacement.size()) == replacement)
+    full.remove_suffix(replacement.size());
   std::string cut = cut_at_stop(full, stop);
   std::string_view text = cut;
   if (cut.size() == full.size()) {

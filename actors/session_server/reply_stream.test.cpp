@@ -37,6 +37,26 @@ TEST(ReplyStream, ContentGrowsAndStopsBeforeAToolCall) {
   EXPECT_EQ(settle_text("The sum", tool_call_format::llama3_json, false, {}).content, "The sum");
 }
 
+// A character split across tokens decodes as U+FFFD until it is whole: never sent, so what was
+// sent stays a prefix of the text to come.
+TEST(ReplyStream, AnIncompleteCharacterIsHeldBack) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(settle_text("Price: 5 " + fffd, tool_call_format::hermes, false, {}).content,
+            "Price: 5");
+  EXPECT_EQ(settle_text("Price: 5 \xE2\x82\xAC", tool_call_format::hermes, false, {}).content,
+            "Price: 5 \xE2\x82\xAC");
+  std::string sent;
+  for (const std::string& now :
+       {std::string("Caf"), "Caf" + fffd, std::string("Caf\xC3\xA9"),
+        "Caf\xC3\xA9 au " + fffd + fffd, std::string("Caf\xC3\xA9 au lait")}) {
+    auto c = settle_text(now, tool_call_format::hermes, false, {}).content;
+    EXPECT_EQ(c.compare(0, sent.size(), sent), 0)
+        << "'" << c << "' does not extend '" << sent << "'";
+    sent = c;
+  }
+  EXPECT_EQ(sent, "Caf\xC3\xA9 au lait");
+}
+
 TEST(ReplyStream, ReasoningIsSentApartFromContent) {
   auto a = settle_text("<think>\nadd them</thi", tool_call_format::hermes, false, {});
   EXPECT_EQ(a.reasoning, "add them");

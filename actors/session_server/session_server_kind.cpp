@@ -105,6 +105,18 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   return spawn_session_server(sys, std::move(cfg), std::move(http));
 }
 
+/// scoreUnrewarded sends groups out on `unscored`: without an edge from it they would be lost.
+std::vector<std::string> check_edges(capnp::DynamicStruct::Reader r,
+                                     const runtime::actor_in_graph& g) {
+  if (!r.as<schema::SessionServerParams>().getScoreUnrewarded()) return {};
+  for (const auto& n : g.downstream)
+    if (n.port == "unscored") return {};
+  return {
+      "scoreUnrewarded: groups with a session ended without a reward go out on port "
+      "'unscored', which has no edge (join it to a reward actor: (from = \"" +
+      g.name + ".unscored\", to = \"reward.groups\"))"};
+}
+
 }  // namespace
 
 void register_session_server_kind(runtime::kind_registry& registry) {
@@ -120,6 +132,7 @@ void register_session_server_kind(runtime::kind_registry& registry) {
   k.uses = {{"generate", serving::service_type::generate, "a rollout's generation service"}};
   k.params_member = "sessionServer";
   k.check_params = check;
+  k.check_in_graph = check_edges;
   k.spawn = spawn;
   registry.add(k);
   // The groups it emits are the LLM layers' sample groups (the rollout adds the same block).

@@ -436,6 +436,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
     }
   }
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
+  // AdamW divides by sqrt(v) + eps: with eps 0, a parameter that never had a gradient is 0 / 0.
+  if (!(p.getAdamEps() > 0)) bad("adamEps: must be > 0");
   if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
   if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");
   if (p.getTisLow() > p.getTisHigh()) bad("tisLow: must not exceed tisHigh");

@@ -54,6 +54,22 @@ TEST(TrainerKind, NumbersMustBeFinite) {
   EXPECT_EQ(problems[1], "lr: must be a finite number");
 }
 
+// AdamW's epsilon keeps its division away from 0 / 0 (a parameter that never had a gradient).
+TEST(TrainerKind, AdamEpsMustBePositive) {
+  runtime::kind_registry kinds;
+  register_trainer_kind(kinds);
+  params_of<schema::TrainerParams> p;
+  p->setModel(llm::testing::tiny_model_folder());
+  for (double eps : {0.0, -1e-8}) {
+    p->setAdamEps(eps);
+    auto problems = problems_of(kinds, p);
+    ASSERT_EQ(problems.size(), 1u) << eps;
+    EXPECT_EQ(problems[0], "adamEps: must be > 0");
+  }
+  p->setAdamEps(1e-6);
+  EXPECT_TRUE(problems_of(kinds, p).empty());
+}
+
 TEST(TrainerKind, APluginLossIsAKnownName) {
   auto losses = std::make_shared<rl::registries>(rl::builtin_registries());
   losses->policy_losses.add("ppo_again", rl::make_ppo_loss);

@@ -87,6 +87,7 @@ using actor_factory = std::function<caf::actor(caf::actor_system&, const actor_s
 /// An actor's neighbour in its graph: the other end of one of its edges.
 struct graph_neighbour {
   std::string name, kind, placement;
+  std::string port;  ///< this actor's port of the edge (its output, or its input for upstream)
 };
 
 /// An actor's place in its graph, for checks that need more than its own params (a transport

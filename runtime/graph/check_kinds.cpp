@@ -482,8 +482,10 @@ void check_in_graph(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
     auto fk = kind_of.find(from.actor), tk = kind_of.find(to.actor);
     if (fk == kind_of.end() || tk == kind_of.end()) continue;
     if (is_service_edge(*fk->second, from.port)) continue;
-    ctx[to.actor].upstream.push_back({from.actor, fk->second->name, placement[from.actor]});
-    ctx[from.actor].downstream.push_back({to.actor, tk->second->name, placement[to.actor]});
+    ctx[to.actor].upstream.push_back(
+        {from.actor, fk->second->name, placement[from.actor], to.port});
+    ctx[from.actor].downstream.push_back(
+        {to.actor, tk->second->name, placement[to.actor], from.port});
   }
   for (auto actor : graph.getActors()) {
     const std::string name = actor.getName();
