@@ -4,31 +4,28 @@
 #include <caf/make_message.hpp>
 
 #include "actors/lib/agent/reply_parser.hpp"
+#include "actors/lib/agent/trajectory.hpp"
 
 namespace milesrt::session_server {
 
-llm::sample_msg to_sample(const agent::session_tokens& tokens, double reward) {
+namespace {
+
+llm::sample_msg to_sample(agent::trajectory t, double reward) {
   llm::sample_msg m;
   m.reward = static_cast<float>(reward);
   m.finish_reason = "stop";
-  size_t first = tokens.size();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens.origins[i] == agent::token_origin::sampled) {
-      first = i;
-      break;
-    }
-  }
-  m.prompt.assign(tokens.ids.begin(), tokens.ids.begin() + static_cast<std::ptrdiff_t>(first));
-  uint64_t version = first < tokens.size() ? tokens.versions[first] : 0;
-  for (size_t i = first; i < tokens.size(); ++i) {
-    const bool sampled = tokens.origins[i] == agent::token_origin::sampled;
-    if (sampled) version = tokens.versions[i];
-    m.output.push_back(tokens.ids[i]);
-    m.logprobs.push_back(sampled ? tokens.logprobs[i] : 0.0f);
-    m.versions.push_back(version);
-    m.mask.push_back(sampled ? 1 : 0);
-  }
+  m.prompt = std::move(t.prompt);
+  m.output = std::move(t.output);
+  m.logprobs = std::move(t.logprobs);
+  m.versions = std::move(t.versions);
+  m.mask = std::move(t.mask);
   return m;
+}
+
+}  // namespace
+
+llm::sample_msg to_sample(const agent::session_tokens& tokens, double reward) {
+  return to_sample(agent::to_trajectory(tokens), reward);
 }
 
 std::string last_turn_text(const agent::session_tokens& tokens, const llm::tokenizer& tok) {
@@ -65,17 +62,16 @@ runtime::envelope to_envelope(agent::finished_group& group, uint64_t group_id, u
   for (auto& s : group.sessions) {
     if (!s.tokens) continue;
     const auto& t = s.tokens->tokens();
-    auto m = to_sample(t, s.reward.value_or(0.0));
+    auto tr = agent::to_trajectory(t);
+    const uint64_t t_lo = tr.min_version, t_hi = tr.max_version;
+    auto m = to_sample(std::move(tr), s.reward.value_or(0.0));
     if (m.output.empty()) {
       ++empty;
       continue;
     }
     if (tok) m.text = last_turn_text(t, *tok);
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (t.origins[i] != agent::token_origin::sampled) continue;
-      lo = std::min(lo, t.versions[i]);
-      hi = std::max(hi, t.versions[i]);
-    }
+    lo = std::min(lo, t_lo);  // a non-empty output has a sampled token
+    hi = std::max(hi, t_hi);
     g.samples.push_back(std::move(m));
   }
   runtime::envelope e;
