@@ -15,28 +15,16 @@
 #include "actors/lib/dist/testing_ranks.hpp"
 #include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/trainer/batch_layout.hpp"
+#include "actors/trainer/rank_test_batch.hpp"
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::trainer {
 namespace {
+using testing::batch;
+using testing::bitwise_equal;
+using testing::seq;
 
 using dist::testing::free_port;
-
-train_sequence seq(int prompt_len, int output_len, int salt, float reward, int64_t group) {
-  train_sequence s;
-  for (int i = 0; i < prompt_len; ++i) s.prompt.push_back((i * 7 + salt * 11 + 3) % 32);
-  for (int i = 0; i < output_len; ++i) s.output.push_back((i * 5 + salt * 3 + 1) % 32);
-  s.rollout_logprobs.assign(s.output.size(), -3.0f);
-  s.reward = reward;
-  s.group = group;
-  return s;
-}
-
-/// Two groups of three; 9, 11, 8, 14, 11 and 16 tokens (69).
-std::vector<train_sequence> batch(int salt) {
-  return {seq(5, 4, salt, 1, 0),     seq(5, 6, salt + 1, 0, 0), seq(5, 3, salt + 2, 0.5f, 0),
-          seq(9, 5, salt + 3, 0, 1), seq(9, 2, salt + 4, 1, 1), seq(9, 7, salt + 5, 1, 1)};
-}
 
 trainer_options options(int64_t micro_batch_tokens) {
   trainer_options o;
@@ -84,11 +72,6 @@ std::vector<at::Tensor> ranks(int world, int64_t micro_batch_tokens) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
   return out;
-}
-
-bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
-  return a.defined() && b.defined() && a.sizes() == b.sizes() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
 }
 
 TEST(DataParallel, MicroBatchesAreSplitByTokens) {

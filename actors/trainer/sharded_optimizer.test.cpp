@@ -16,27 +16,15 @@
 #include "actors/lib/dist/rendezvous.hpp"
 #include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/lib/rl/master_weights.hpp"
+#include "actors/trainer/rank_test_batch.hpp"
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::trainer {
 namespace {
+using testing::batch;
+using testing::bitwise_equal;
+using testing::seq;
 namespace fs = std::filesystem;
-
-train_sequence seq(int prompt_len, int output_len, int salt, float reward, int64_t group) {
-  train_sequence s;
-  for (int i = 0; i < prompt_len; ++i) s.prompt.push_back((i * 7 + salt * 11 + 3) % 32);
-  for (int i = 0; i < output_len; ++i) s.output.push_back((i * 5 + salt * 3 + 1) % 32);
-  s.rollout_logprobs.assign(s.output.size(), -3.0f);
-  s.reward = reward;
-  s.group = group;
-  return s;
-}
-
-/// Two groups of three, 69 tokens: two micro-batches of 42 and 27 tokens at 45 a micro-batch.
-std::vector<train_sequence> batch(int salt) {
-  return {seq(5, 4, salt, 1, 0),     seq(5, 6, salt + 1, 0, 0), seq(5, 3, salt + 2, 0.5f, 0),
-          seq(9, 5, salt + 3, 0, 1), seq(9, 2, salt + 4, 1, 1), seq(9, 7, salt + 5, 1, 1)};
-}
 
 trainer_options options(double grad_clip) {
   trainer_options o;
@@ -45,11 +33,6 @@ trainer_options options(double grad_clip) {
   o.optimizer.grad_clip = grad_clip;
   o.micro_batch_tokens = 45;
   return o;
-}
-
-bool bitwise_equal(const at::Tensor& a, const at::Tensor& b) {
-  return a.defined() && b.defined() && a.sizes() == b.sizes() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
 }
 
 /// What one rank saw: its weights after the steps, its last step's metrics, an error.
