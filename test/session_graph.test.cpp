@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/recording_learner_testing.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/tasks/math_answer.hpp"
@@ -34,35 +35,7 @@ using namespace milesrt::runtime;
 using json = nlohmann::json;
 using verb = boost::beast::http::verb;
 
-struct trained {
-  std::mutex m;
-  std::vector<llm::sample_group> groups;
-};
-
-/// The end of the graph: records each batch's groups.
-void register_recording_learner(kind_registry& kinds, std::shared_ptr<trained> log) {
-  kind_descriptor learner;
-  learner.name = "recording_learner";
-  learner.role = role::learner;
-  learner.inputs = {{"groups", llm::port_type::scored_group, ""}};
-  learner.spawn = [log](caf::actor_system& sys, const actor_setup&) {
-    return sys.spawn([log](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
-      return {
-          [=](train_atom, uint64_t, const std::vector<envelope>& batch) {
-            std::lock_guard<std::mutex> lock(log->m);
-            for (const auto& e : batch)
-              log->groups.push_back(e.payload.get_as<llm::sample_group>(0));
-            train_reply r;
-            r.version = ++self->state;
-            return r;
-          },
-          [=](snapshot_atom, const std::string&) { return actor_state{}; },
-          [=](restore_atom, const std::string&, const actor_state&) { return true; },
-      };
-    });
-  };
-  kinds.add(learner);
-}
+using trained = llm::testing::recorded_groups;
 
 const json kQuestion = json::array({{{"role", "user"}, {"content", "What is 2 + 3?"}}});
 
@@ -79,7 +52,7 @@ class SessionGraph : public ::testing::Test {
     session_server::register_session_server_kind(kinds_);
     rollout::register_rollout_kind(kinds_);
     reward::register_reward_kinds(kinds_);
-    register_recording_learner(kinds_, log_);
+    llm::testing::add_recording_learner(kinds_, "recording_learner", log_);  // the graph's end
   }
 
   /// Runs the graph (`steps` of `batch` groups) in the background; returns the server's port once

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/recording_learner_testing.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
 #include "runtime/core/interfaces.hpp"
@@ -32,9 +33,7 @@ const std::string kCall =
     "</tool_call><|im_end|>";
 const std::string kAnswer = "The answer is 3182.<|im_end|>";
 
-struct trained {
-  std::mutex m;
-  std::vector<llm::sample_group> groups;
+struct trained : llm::testing::recorded_groups {
   std::vector<metric_map> steps;
 };
 
@@ -96,27 +95,7 @@ void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
     });
   };
   kinds.add(tasks);
-  kind_descriptor learner;
-  learner.name = "group_learner";
-  learner.role = role::learner;
-  learner.inputs = {{"groups", llm::port_type::scored_group, ""}};
-  learner.spawn = [log](caf::actor_system& sys, const actor_setup&) {
-    return sys.spawn([log](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
-      return {
-          [=](train_atom, uint64_t, const std::vector<envelope>& batch) {
-            std::lock_guard<std::mutex> lock(log->m);
-            for (const auto& e : batch)
-              log->groups.push_back(e.payload.get_as<llm::sample_group>(0));
-            train_reply r;
-            r.version = ++self->state;
-            return r;
-          },
-          [=](snapshot_atom, const std::string&) { return actor_state{}; },
-          [=](restore_atom, const std::string&, const actor_state&) { return true; },
-      };
-    });
-  };
-  kinds.add(learner);
+  llm::testing::add_recording_learner(kinds, "group_learner", log);
 }
 
 class EnvironmentKind : public ::testing::Test {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/recording_learner_testing.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/session_server/session_server_kind.hpp"
@@ -29,10 +30,7 @@ using verb = boost::beast::http::verb;
 
 const std::string kModel = std::string(MILESRT_TOKENIZER_DATA) + "/qwen3";
 
-struct trained {
-  std::mutex m;
-  std::vector<llm::sample_group> groups;
-};
+using trained = llm::testing::recorded_groups;
 
 /// A generation service that answers from a script: a tool call first, then text.
 void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
@@ -65,27 +63,7 @@ void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
   };
   kinds.add(gen);
 
-  kind_descriptor learner;
-  learner.name = "group_learner";
-  learner.role = role::learner;
-  learner.inputs = {{"groups", llm::port_type::scored_group, ""}};
-  learner.spawn = [log](caf::actor_system& sys, const actor_setup&) {
-    return sys.spawn([log](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
-      return {
-          [=](train_atom, uint64_t, const std::vector<envelope>& batch) {
-            std::lock_guard<std::mutex> lock(log->m);
-            for (const auto& e : batch)
-              log->groups.push_back(e.payload.get_as<llm::sample_group>(0));
-            train_reply r;
-            r.version = ++self->state;
-            return r;
-          },
-          [=](snapshot_atom, const std::string&) { return actor_state{}; },
-          [=](restore_atom, const std::string&, const actor_state&) { return true; },
-      };
-    });
-  };
-  kinds.add(learner);
+  llm::testing::add_recording_learner(kinds, "group_learner", log);
 }
 
 class SessionServer : public ::testing::Test {
