@@ -4,7 +4,6 @@
 // kind under test runs under the real driver without a trainer. Test-only; it lives beside the
 // messages (not under test/) because tests under actors/ include no test/ headers.
 #include <caf/all.hpp>
-
 #include <memory>
 #include <mutex>
 #include <string>
