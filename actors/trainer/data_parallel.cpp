@@ -37,7 +37,8 @@ namespace {
 
 /// Whether every rank's losses were finite.
 bool all_ranks_finite(dist::collectives& group, bool finite) {
-  auto flag = at::full({1}, finite ? 0.0f : 1.0f, at::kFloat);
+  auto flag =
+      at::full({1}, finite ? 0.0f : 1.0f, at::TensorOptions(at::kFloat).device(group.device()));
   group.all_reduce(flag);
   return flag.item<float>() == 0.0f;
 }

@@ -4,14 +4,20 @@
 
 #include <stdexcept>
 
-#include "actors/lib/dist/gloo_collectives.hpp"
 #include "actors/lib/dist/rendezvous.hpp"
+#include "actors/lib/llm/device.hpp"
 #include "actors/trainer/trainer_core.hpp"
 
 namespace milesrt::trainer {
 
-rank_pool::rank_pool(dist::group_options o, factory make)
-    : options_(std::move(o)), make_(std::move(make)) {
+c10::Device rank_pool::device_of(const c10::Device& first, int rank) {
+  if (!first.is_cuda()) return c10::kCPU;
+  return {c10::kCUDA,
+          static_cast<c10::DeviceIndex>((first.has_index() ? first.index() : 0) + rank)};
+}
+
+rank_pool::rank_pool(dist::group_options o, factory make, c10::Device device)
+    : options_(std::move(o)), make_(std::move(make)), device_(device_of(device, 0)) {
   // Before any rank starts: a rank connecting to whatever holds the port could wait on it forever.
   if (dist::port_in_use(options_.host, options_.port))
     throw std::runtime_error(who(0) + ": the store's port " + std::to_string(options_.port) +
@@ -23,7 +29,8 @@ rank_pool::rank_pool(dist::group_options o, factory make)
   }
   auto mine = options_;
   mine.rank = 0;
-  auto g = dist::make_gloo_collectives(mine);
+  llm::set_current_device(device_);
+  auto g = dist::make_collectives(mine, device_);
   if (!g) {
     std::string why = caf::to_string(g.error());
     {
@@ -76,7 +83,9 @@ void rank_pool::serve(int rank) {
   try {
     auto o = options_;
     o.rank = rank;
-    auto g = dist::make_gloo_collectives(o);
+    const auto device = device_of(device_, rank);
+    llm::set_current_device(device);  // this thread's kernels go to its own device's streams
+    auto g = dist::make_collectives(o, device);
     if (!g) return fail(caf::to_string(g.error()));
     group = std::move(*g);
     trainer = make_(rank, *group);

@@ -1,12 +1,15 @@
 #pragma once
 /// The ranks of a data-parallel trainer (trainer param dataParallel = N) as threads of one
 /// process: rank 0 is the trainer actor's own thread, ranks 1 .. N-1 are threads of this pool, each
-/// with its own model, optimizer and one intra-op thread, meeting through a c10d TCP store
-/// (rendezvous.hpp) and summing gradients through Gloo (data_parallel.hpp).
+/// with its own model, optimizer and one intra-op thread (and, on GPUs, its own device), meeting
+/// through a c10d TCP store (rendezvous.hpp) and summing gradients through Gloo on the CPU or NCCL
+/// on GPUs (data_parallel.hpp).
 ///
 /// A step runs a job on every rank at once (run()); when one fails, the step ends with an error
 /// that names the rank, and the pool stays broken (a rank that died cannot rejoin a formed Gloo
 /// group): later steps fail at once, and the run's supervision resumes from the last checkpoint.
+
+#include <c10/core/Device.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -30,9 +33,15 @@ class rank_pool {
       std::function<std::unique_ptr<policy_trainer>(int rank, dist::collectives& group)>;
 
   /// Starts ranks 1 .. o.world_size - 1 and joins the group as rank 0 on the calling thread (o.rank
-  /// is ignored). Throws std::runtime_error naming the rank that did not join within
-  /// o.join_timeout (and its own reason, when its thread knows it).
-  rank_pool(dist::group_options o, factory make);
+  /// is ignored). On the CPU the ranks sum through Gloo; on CUDA rank r runs on the device r places
+  /// after rank 0's (`device`) and the ranks sum through NCCL. Throws std::runtime_error naming
+  /// the rank that did not join within o.join_timeout (and its own reason, when its thread knows
+  /// it).
+  rank_pool(dist::group_options o, factory make, c10::Device device = c10::kCPU);
+
+  /// The device of rank `rank` when rank 0's is `first`: the CPU, or the CUDA device `rank` places
+  /// after `first`'s.
+  static c10::Device device_of(const c10::Device& first, int rank);
   ~rank_pool();
   rank_pool(const rank_pool&) = delete;
   rank_pool& operator=(const rank_pool&) = delete;
@@ -59,6 +68,7 @@ class rank_pool {
 
   dist::group_options options_;
   factory make_;
+  c10::Device device_;
   std::unique_ptr<dist::collectives> group0_;
   std::mutex mu_;
   std::condition_variable cv_;

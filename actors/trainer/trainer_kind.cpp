@@ -7,6 +7,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "actors/lib/dist/nccl_collectives.hpp"
 #include "actors/lib/dist/rendezvous.hpp"
 #include "actors/lib/eval/evaluation.hpp"
 #include "actors/lib/llm/device.hpp"
@@ -374,29 +375,31 @@ std::unique_ptr<rank_pool> start_ranks(Params::Reader p, const trainer_options& 
   const std::string path = p.getModel();
   const auto dtype = llm::to_dtype(p.getDtype());
   const auto device = llm::to_device(p.getDevice());
-  auto make = [o, path, dtype, device, losses](int, dist::collectives& group) {
+  auto make = [o, path, dtype, device, losses](int rank, dist::collectives& group) {
     auto mine = o;
     mine.group = &group;
-    return std::make_unique<policy_trainer>(llm::decoder::load(path, dtype, device), mine, *losses);
+    return std::make_unique<policy_trainer>(
+        llm::decoder::load(path, dtype, rank_pool::device_of(device, rank)), mine, *losses);
   };
   try {
-    return std::make_unique<rank_pool>(g, make);
+    return std::make_unique<rank_pool>(g, make, device);
   } catch (const std::exception& e) {
     throw std::runtime_error("params.trainer.dataParallel: the " + std::to_string(g.world_size) +
                              " ranks did not form a group: " + e.what());
   }
 }
 
-/// The data-parallel params: at least one rank, CPU only (Gloo), not with LoRA, a free port.
+/// The data-parallel params: at least one rank, NCCL in the build for GPUs, not with LoRA, a free
+/// port.
 void check_data_parallel(Params::Reader p, const std::function<void(const std::string&)>& bad) {
   const uint32_t n = p.getDataParallel();
   if (n == 0) bad("dataParallel: must be at least 1 (the number of trainer ranks)");
   if (!(p.getRankTimeoutSeconds() > 0)) bad("rankTimeoutSeconds: must be > 0");
   if (n <= 1) return;
-  if (p.getDevice() != schema::Device::CPU)
+  if (p.getDevice() != schema::Device::CPU && !dist::nccl_available())
     bad("dataParallel: " + std::to_string(n) +
-        " ranks need device = cpu (the ranks are threads summing through Gloo; the NCCL backend "
-        "for GPUs is not built)");
+        " ranks on cuda need the NCCL backend, which this build lacks (built without CUDA or "
+        "NCCL): use device = cpu");
   if (p.hasLora()) bad("dataParallel: " + std::to_string(n) + " ranks with lora are not built");
   if (p.getStorePort() != 0 && dist::port_in_use(p.getStoreHost(), p.getStorePort()))
     bad("storePort: port " + std::to_string(p.getStorePort()) + " on " +

@@ -60,34 +60,36 @@ __device__ __forceinline__ float load_grad(const adamw_args& a, int64_t i) {
 constexpr int64_t kChunkQuads = 16384;  // 65,536 elements a block
 
 // Four consecutive elements a thread per iteration (all buffers are 16-byte aligned: checked by
-// the caller), so each thread keeps several loads in flight.
+// the caller). Every load of an iteration is issued before any store: the gradient's zeroing is
+// written with the results, not after its load (a store to the address of a load still in flight,
+// followed by loads the compiler may not hoist above it, halved the loads in flight: the step took
+// 36 ms instead of 12 on an H200 with zeroing on; docs/benchmarks/2026-12-05.md).
 __global__ void adamw_kernel(adamw_args a) {
   const float coef = a.grad_coef != nullptr ? *a.grad_coef : 1.f;
   const float decay = 1.f - a.lr * a.weight_decay;
   const int64_t quads = a.n / 4;
+  float* __restrict__ master = a.master;
+  float* __restrict__ exp_avg = a.exp_avg;
+  float* __restrict__ exp_avg_sq = a.exp_avg_sq;
   // Each block walks its own contiguous chunk (as libtorch's multi-tensor kernels do).
   const int64_t begin = int64_t(blockIdx.x) * kChunkQuads, end = min(quads, begin + kChunkQuads);
   for (int64_t q = begin + threadIdx.x; q < end; q += blockDim.x) {
     const int64_t i = 4 * q;
     float g[4];
     if (a.grad_bf16) {
-      auto* gp = reinterpret_cast<uint2*>(static_cast<uint16_t*>(a.grad) + i);
-      uint2 raw = *gp;
+      const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(a.grad) + i);
       const uint16_t* h = reinterpret_cast<const uint16_t*>(&raw);
       for (int k = 0; k < 4; ++k) g[k] = bf16_bits_to_float(h[k]);
-      if (a.zero_grad) *gp = make_uint2(0u, 0u);
     } else {
-      auto* gp = reinterpret_cast<float4*>(static_cast<float*>(a.grad) + i);
-      const float4 raw = *gp;
+      const float4 raw = *reinterpret_cast<const float4*>(static_cast<const float*>(a.grad) + i);
       g[0] = raw.x;
       g[1] = raw.y;
       g[2] = raw.z;
       g[3] = raw.w;
-      if (a.zero_grad) *gp = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    float4 p = *reinterpret_cast<const float4*>(a.master + i);
-    float4 m = *reinterpret_cast<const float4*>(a.exp_avg + i);
-    float4 v = *reinterpret_cast<const float4*>(a.exp_avg_sq + i);
+    float4 p = *reinterpret_cast<const float4*>(master + i);
+    float4 m = *reinterpret_cast<const float4*>(exp_avg + i);
+    float4 v = *reinterpret_cast<const float4*>(exp_avg_sq + i);
     float* pp = &p.x;
     float* mp = &m.x;
     float* vp = &v.x;
@@ -106,12 +108,19 @@ __global__ void adamw_kernel(adamw_args a) {
       vp[k] = vk;
       w[k] = float_to_bf16_bits(pk);
     }
-    *reinterpret_cast<float4*>(a.master + i) = p;
-    *reinterpret_cast<float4*>(a.exp_avg + i) = m;
-    *reinterpret_cast<float4*>(a.exp_avg_sq + i) = v;
+    *reinterpret_cast<float4*>(master + i) = p;
+    *reinterpret_cast<float4*>(exp_avg + i) = m;
+    *reinterpret_cast<float4*>(exp_avg_sq + i) = v;
     if (a.weights_bf16 != nullptr) {
       *reinterpret_cast<uint2*>(a.weights_bf16 + i) = make_uint2(
           uint32_t(w[0]) | (uint32_t(w[1]) << 16), uint32_t(w[2]) | (uint32_t(w[3]) << 16));
+    }
+    if (a.zero_grad) {
+      if (a.grad_bf16)
+        *reinterpret_cast<uint2*>(static_cast<uint16_t*>(a.grad) + i) = make_uint2(0u, 0u);
+      else
+        *reinterpret_cast<float4*>(static_cast<float*>(a.grad) + i) =
+            make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
   // The last n % 4 elements.

@@ -1,9 +1,10 @@
 #pragma once
 /// The collectives data-parallel ranks need, behind one small interface: all_reduce,
 /// reduce_scatter, all_gather, broadcast and barrier over a fixed group of ranks. The algorithms
-/// are a collective library's (Gloo inside libtorch on the CPU; docs/distributed.md says why),
-/// never ours. Each backend is one class in its own file with its own factory
-/// (gloo_collectives.hpp); the ranks meet through a TCP store on rank 0 (rendezvous.hpp).
+/// are a collective library's (Gloo inside libtorch on the CPU, NCCL on GPUs; docs/distributed.md
+/// says why), never ours. Each backend is one class in its own file with its own factory
+/// (gloo_collectives.hpp, nccl_collectives.hpp; make_collectives picks one for a device); the
+/// ranks meet through a TCP store on rank 0 (rendezvous.hpp).
 ///
 /// An object belongs to one thread of one rank; every rank must call the same collectives in the
 /// same order with tensors of the same shape and dtype. A collective that fails (a peer died, the
@@ -11,8 +12,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <caf/expected.hpp>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -47,6 +50,8 @@ class collectives {
   virtual int rank() const = 0;
   /// How many ranks the group has.
   virtual int world_size() const = 0;
+  /// Where this rank's tensors must be (the CPU for Gloo, the rank's GPU for NCCL).
+  virtual at::Device device() const = 0;
 
   /// Replaces `t` on every rank by the sum of every rank's `t`.
   virtual void all_reduce(at::Tensor& t) = 0;
@@ -60,5 +65,9 @@ class collectives {
   /// Returns once every rank has called it.
   virtual void barrier() = 0;
 };
+
+/// The backend for tensors on `device`: Gloo on the CPU, NCCL on a CUDA device (that device).
+caf::expected<std::unique_ptr<collectives>> make_collectives(const group_options& o,
+                                                             const at::Device& device);
 
 }  // namespace milesrt::dist

@@ -23,6 +23,7 @@ class gloo_collectives final : public collectives {
   const char* backend() const override { return "gloo"; }
   int rank() const override { return options_.rank; }
   int world_size() const override { return options_.world_size; }
+  at::Device device() const override { return at::kCPU; }
 
   void all_reduce(at::Tensor& t) override {
     std::vector<at::Tensor> ts{t};

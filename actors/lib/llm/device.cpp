@@ -62,6 +62,14 @@ c10::DeviceIndex cuda_index(const c10::Device& device) {
 }  // namespace
 #endif
 
+void set_current_device(const c10::Device& device) {
+#ifdef MILESRT_TORCH_CUDA
+  if (device.is_cuda() && device.has_index()) c10::cuda::set_device(device.index());
+#else
+  TORCH_CHECK(!device.is_cuda(), "set_current_device: this build has no CUDA part");
+#endif
+}
+
 void* current_cuda_stream() {
 #ifdef MILESRT_TORCH_CUDA
   return at::cuda::getCurrentCUDAStream().stream();

@@ -24,6 +24,9 @@ c10::Device to_device(schema::Device device);
 /// fp32 -> kFloat, bf16 -> kBFloat16.
 c10::ScalarType to_dtype(schema::Dtype dtype);
 
+/// Makes `device` the calling thread's current CUDA device (nothing for the CPU).
+void set_current_device(const c10::Device& device);
+
 /// libtorch's current CUDA stream as the raw handle kernels/ takes (null without libtorch's CUDA
 /// part).
 void* current_cuda_stream();

@@ -1,6 +1,7 @@
 // The rollout engine on CUDA in bf16, with the paged attention kernels (head_dim 128) and with the
 // per-sequence fallback (head_dim 32). Skipped without a GPU.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
@@ -298,11 +299,17 @@ TEST(EngineCudaGraphs, LoraAdaptersReplayAsEagerAcrossAdapterUpdates) {
   c.rank = 8;
   c.alpha = 16;
   c.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  // Seeded: the three scenarios must draw the same adapters (the device's default generator moves
+  // on from one scenario to the next).
+  auto fill = [](const at::Tensor& buffer, uint64_t seed) {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const_cast<at::Tensor&>(buffer).copy_(at::normal(0.0, 0.05, buffer.sizes(), gen));
+  };
   auto scenario = [&](engine_config::graphs mode, bool adapters) {
     auto model = llm::decoder::random(config(128), at::kBFloat16, cuda, 21);
     if (adapters) {
       auto a = llm::make_adapters(model->config(), c, at::kBFloat16, cuda, 3);
-      const_cast<at::Tensor&>(a->buffer()).normal_(0.0, 0.05);  // B non-zero: the model moves
+      fill(a->buffer(), 3);  // B non-zero: the model moves
       model->set_adapters(a, c);
     }
     engine_config cfg{512, 16, 4096, 0};
@@ -334,7 +341,7 @@ TEST(EngineCudaGraphs, LoraAdaptersReplayAsEagerAcrossAdapterUpdates) {
       e.update_weights(1, pause_mode::in_place);
       round(6);
       auto moved = llm::make_adapters(model->config(), c, at::kBFloat16, cuda, 4);
-      const_cast<at::Tensor&>(moved->buffer()).normal_(0.0, 0.05);
+      fill(moved->buffer(), 4);
       model->set_published(moved);  // a new buffer: the graphs are captured again
       e.update_weights(2, pause_mode::in_place);
       round(9);
