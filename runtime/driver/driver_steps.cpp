@@ -29,6 +29,15 @@ static step_record close_step(driver self, const std::vector<envelope>& batch) {
   st.telemetry.metric_sums.clear();
   rec.lists = std::move(st.telemetry.lists);
   st.telemetry.lists.clear();
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    const size_t replicas = st.nodes[i].plan.replicas.size();
+    if (replicas < 2) continue;
+    auto& items = st.telemetry.replica_items[i];
+    items.resize(replicas);
+    for (size_t r = 0; r < replicas; ++r)
+      rec.metrics[st.nodes[i].plan.name + "_replica_items/" + std::to_string(r)] = double(items[r]);
+  }
+  st.telemetry.replica_items.clear();
   return rec;
 }
 
