@@ -31,7 +31,9 @@ static step_record close_step(driver self, const std::vector<envelope>& batch) {
   st.telemetry.lists.clear();
   for (size_t i = 0; i < st.nodes.size(); ++i) {
     const size_t replicas = st.nodes[i].plan.replicas.size();
-    if (replicas < 2) continue;
+    // Only where the driver routes work: not a source, nor a server that only answers its users.
+    auto fed = [i](const edge_rt& e) { return e.plan.to == i; };
+    if (replicas < 2 || std::none_of(st.edges.begin(), st.edges.end(), fed)) continue;
     auto& items = st.telemetry.replica_items[i];
     items.resize(replicas);
     for (size_t r = 0; r < replicas; ++r)
