@@ -1,14 +1,19 @@
 // Data-parallel trainers through the real milesrt executable on the tiny arithmetic setup:
 // graphs/grpo_sync.capnp with `dataParallel = 2` ends with the same weights, bit for bit, as with
-// one rank; with `shardOptimizer` (ZeRO-1) it checkpoints per shard and resumes bitwise; and
-// validation refuses 0 ranks, more ranks than a step's groups, and a store port in use.
+// one rank; with `shardOptimizer` (ZeRO-1) it checkpoints per shard and resumes bitwise; two
+// rollout engines share the groups (the driver's per-replica item counts) and one killed mid-run
+// is replaced with nothing lost; a rank that dies mid-step fails the run, and `--supervise` resumes
+// it to the uninterrupted run's weights; and validation refuses 0 ranks, more ranks than a step's
+// groups, and a store port in use.
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "test/support/arith_setup.hpp"
 
@@ -81,6 +86,128 @@ TEST(DataParallelGraphs, TwoRanksAndTwoEnginesKeepTheRolloutLogprobsExact) {
     EXPECT_EQ(s["metrics"]["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0) << s.dump();
     EXPECT_EQ(s["staleness"]["0"].get<int>(), 4);
   }
+}
+
+/// Sets a test hook's environment variable (docs/testing.md) for the runs of one scope.
+struct scoped_env {
+  std::string name;
+  scoped_env(std::string n, const std::string& value) : name(std::move(n)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~scoped_env() { ::unsetenv(name.c_str()); }
+};
+
+double metric(const nlohmann::json& step, const std::string& name) {
+  EXPECT_TRUE(step["metrics"].contains(name)) << name << " missing: " << step.dump();
+  return step["metrics"].value(name, -1.0);
+}
+
+TEST(DataParallelGraphs, TheRouterSpreadsGroupsOverTwoEnginesAndReplacesAKilledOne) {
+  // Two engines, 4 steps of 4 groups (8 samples each). The driver kills engine 1 right after
+  // sending it its 14th group (in step 2 here: a step admits more groups than it keeps, the filter
+  // drops the rest): it dies with that group unanswered, is replaced through the restart path
+  // while engine 0 keeps serving, and nothing is lost.
+  fs::path run = scratch("engines-killed");
+  result r;
+  {
+    scoped_env kill("MILESRT_TEST_KILL_REPLICA", "rollout:1:14");
+    r = run_milesrt(grpo(run, 4, " --set rollout.replicas=2 --set run.batchSize=4"),
+                    "engines-killed-run");
+  }
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("test fault: killing actor 'rollout' (replica 1) after its work item 14"),
+            std::string::npos)
+      << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 4u);
+  std::set<uint64_t> trained;
+  double served[2] = {0, 0};
+  int admitted = 0;
+  for (const auto& s : steps) {
+    const double a = metric(s, "rollout_replica_items/0"), b = metric(s, "rollout_replica_items/1");
+    // The router places prompts: a group's 8 samples come back from one engine in one answer, so
+    // the engines' items add up to the groups admitted in the step (the filter drops the groups
+    // whose samples all scored alike; sync admits no more until the step is trained), while the
+    // trainer trains the batch's 4 x 8 samples.
+    const int now = s["counters"]["admitted"].get<int>();
+    EXPECT_EQ(a + b, now - admitted) << s.dump();
+    admitted = now;
+    EXPECT_EQ(s["lists"]["response_length"].size(), 32u) << s.dump();
+    served[0] += a;
+    served[1] += b;
+    ASSERT_EQ(s["origins"].size(), 4u);
+    for (auto o : s["origins"])
+      EXPECT_TRUE(trained.insert(o.get<uint64_t>()).second) << "item " << o << " trained twice";
+    EXPECT_EQ(s["staleness"]["0"].get<int>(), 4) << s.dump();
+    EXPECT_EQ(s["counters"]["stale_violations"].get<int>(), 0);
+    // The replacement generates under the newest weights, as the engine it replaced did.
+    EXPECT_EQ(metric(s, "train_rollout_logprob_abs_diff_max"), 0.0) << s.dump();
+  }
+  // The step of the kill: where the restart is counted (which step depends on how the router
+  // split the earlier steps' groups, about evenly).
+  size_t k = 0;
+  while (k < steps.size() && steps[k]["counters"]["restarts"].get<int>() == 0) ++k;
+  ASSERT_LT(k, 3u) << "engine 1 was not killed before the last step";
+  for (size_t i = k; i < steps.size(); ++i)
+    EXPECT_EQ(steps[i]["counters"]["restarts"].get<int>(), 1) << steps[i].dump();
+  // Both engines serve in the first step; engine 0 goes on in the step of the kill, and the
+  // replacement serves after it.
+  EXPECT_GT(metric(steps[0], "rollout_replica_items/0"), 0);
+  EXPECT_GT(metric(steps[0], "rollout_replica_items/1"), 0);
+  EXPECT_GT(metric(steps[k], "rollout_replica_items/0"), 0) << "engine 0 stopped serving";
+  double replacement = 0;
+  for (size_t i = k + 1; i < steps.size(); ++i)
+    replacement += metric(steps[i], "rollout_replica_items/1");
+  EXPECT_GT(replacement, 0) << "the replacement did not serve";
+  auto summary = nlohmann::json::parse(slurp(run / "summary.json"));
+  const auto& c = summary["counters"];
+  EXPECT_EQ(c["restarts"].get<int>(), 1) << c.dump();
+  EXPECT_GE(c["requeued"].get<int>(), 1) << "the killed engine held no group: " << c.dump();
+  EXPECT_EQ(c["in_flight"].get<int>(), 0);
+  // Every admitted group answered once, by one engine, and then kept or filtered out.
+  EXPECT_EQ(served[0] + served[1], c["admitted"].get<double>()) << c.dump();
+  EXPECT_EQ(c["accepted"].get<int>(), 16) << c.dump();
+  EXPECT_EQ(c["admitted"].get<int>(), c["accepted"].get<int>() + c["filtered"].get<int>())
+      << c.dump();
+}
+
+TEST(DataParallelGraphs, ARankThatDiesEndsTheRunAndSuperviseResumesIt) {
+  // Two trainer ranks, 4 steps, a checkpoint every 2. Rank 1 dies in step 3 (the test hook throws
+  // in its part of the step): without --supervise the run fails naming the rank; with it the run
+  // resumes from step 2's checkpoint and ends as the uninterrupted run does, bit for bit.
+  const std::string dp = " --set trainer.dataParallel=2 --set run.checkpointInterval=2";
+  fs::path calm = scratch("rank-calm"), died = scratch("rank-died"), saved = scratch("rank-saved");
+  auto a = run_milesrt(grpo(calm, 4, dp), "rank-calm-run");
+  ASSERT_EQ(a.status, 0) << a.err;
+  result b, c;
+  {
+    scoped_env dies("MILESRT_TEST_RANK_DIES", "1:3");
+    b = run_milesrt(grpo(died, 4, dp), "rank-died-run");
+    c = run_milesrt(grpo(saved, 4, dp + " --supervise --max-restarts 1"), "rank-saved-run");
+  }
+  const std::string named = "died mid-step: killed by the test hook MILESRT_TEST_RANK_DIES";
+  EXPECT_EQ(b.status, 1) << b.err;
+  EXPECT_NE(b.err.find("rank 1 of 2 (store 127.0.0.1:"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find(named), std::string::npos) << b.err;
+  EXPECT_EQ(steps_of(died).size(), 2u);
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.err.find(named), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("exited with status 1; restarting from checkpoint " +
+                       (saved / "checkpoints" / "step-2").string()),
+            std::string::npos)
+      << c.err;
+  auto sa = steps_of(calm), sc = steps_of(saved);
+  ASSERT_EQ(sa.size(), 4u);
+  ASSERT_EQ(sc.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(sc[i]["step"].get<int>(), int(i) + 1);
+    EXPECT_EQ(sa[i]["origins"], sc[i]["origins"]) << "step " << i + 1;
+    for (const char* m : {"loss", "grad_norm", "reward_mean", "train_rollout_logprob_abs_diff_max"})
+      EXPECT_EQ(sa[i]["metrics"][m], sc[i]["metrics"][m]) << m << " at step " << i + 1;
+  }
+  EXPECT_EQ(slurp(calm / "export" / "model.safetensors"),
+            slurp(saved / "export" / "model.safetensors"))
+      << "the resumed run's weights differ from the uninterrupted run's";
 }
 
 TEST(DataParallelGraphs, ShardedOptimizerResumesPerShardBitwise) {

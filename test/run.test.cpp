@@ -126,6 +126,12 @@ TEST(TwoProcesses, AServiceEdgeCrossesProcesses) {
   const auto text = slurp(dir / "run" / "metrics.jsonl");
   const auto last = nlohmann::json::parse(text.substr(text.rfind('\n', text.size() - 2) + 1));
   EXPECT_EQ(last["metrics"]["total"], 380.0) << last.dump();
+  // The driver counts the items it routed to each asker; the doubler's requests are the askers'.
+  EXPECT_EQ(last["metrics"]["ask_replica_items/0"].get<double>() +
+                last["metrics"]["ask_replica_items/1"].get<double>(),
+            4.0)
+      << last.dump();
+  EXPECT_FALSE(last["metrics"].contains("doubler_replica_items/0")) << last.dump();
   EXPECT_EQ(worker.wait(std::chrono::seconds(30)).status, 0);
 }
 

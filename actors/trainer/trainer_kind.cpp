@@ -5,6 +5,8 @@
 
 #include <caf/all.hpp>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "actors/lib/dist/nccl_collectives.hpp"
@@ -59,7 +61,27 @@ struct trainer_state {
   double best_accuracy = -1;
   uint64_t best_step = 0;
   uint32_t evals_since_best = 0;
+  /// Tests only (MILESRT_TEST_RANK_DIES=R:S, docs/testing.md): rank R throws in the S-th step
+  /// this trainer takes in its process (a count that starts again after a resume); 0: never.
+  int fault_rank = 0;
+  uint64_t fault_step = 0;
+  uint64_t steps_taken = 0;
 };
+
+/// Reads MILESRT_TEST_RANK_DIES ("R:S", R >= 1) into `st`, the one place it is read.
+void read_rank_fault(trainer_state& st) {
+  const char* v = std::getenv("MILESRT_TEST_RANK_DIES");
+  if (!v) return;
+  int rank = 0;
+  unsigned long long step = 0;
+  char end = 0;
+  if (std::sscanf(v, "%d:%llu%c", &rank, &step, &end) != 2 || rank < 1 || step == 0)
+    throw std::invalid_argument(std::string("MILESRT_TEST_RANK_DIES: expected RANK:STEP (rank "
+                                            "from 1, step from 1), got '") +
+                                v + "'");
+  st.fault_rank = rank;
+  st.fault_step = step;
+}
 
 /// Writes the model as a complete Hugging Face folder: weights and config, and the tokenizer
 /// files of the folder training started from. With LoRA the weights are the base with the
@@ -179,8 +201,14 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
         try {
           auto seqs = to_sequences(st, batch, reply.metrics);
           std::map<std::string, double> m;
+          const bool dies = ++st.steps_taken == st.fault_step;
           on_every_rank(
-              st, [&](policy_trainer& t) { t.train(seqs); },
+              st,
+              [&](policy_trainer& t) {
+                if (dies && t.options().group->rank() == st.fault_rank)
+                  throw std::runtime_error("killed by the test hook MILESRT_TEST_RANK_DIES");
+                t.train(seqs);
+              },
               [&] { m = st.core->train(seqs, &reply.lists); });
           reply.metrics.insert(m.begin(), m.end());
           st.version = step;
@@ -527,6 +555,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       throw std::invalid_argument("params.trainer.evalInterval needs a tokenizer: " + tok_error);
     }
     if (p.getDataParallel() > 1) {
+      read_rank_fault(*init);
       init->ranks = start_ranks(p, o, losses);
       o.group = &init->ranks->group();
     }

@@ -120,6 +120,19 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
 }  // namespace
 }  // namespace driver_impl
 
+std::optional<replica_fault> parse_replica_fault(const std::string& text) {
+  const size_t a = text.find(':'), b = text.rfind(':');
+  if (a == std::string::npos || a == 0 || b == a) return std::nullopt;
+  const std::string replica = text.substr(a + 1, b - a - 1), after = text.substr(b + 1);
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() < 10 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(replica) || !digits(after) || std::stoull(after) == 0) return std::nullopt;
+  return replica_fault{text.substr(0, a), static_cast<uint32_t>(std::stoul(replica)),
+                       std::stoull(after)};
+}
+
 caf::actor spawn_driver(caf::actor_system& sys, graph_plan plan, driver_options options) {
   return sys.spawn(driver_impl::driver_behavior, std::move(plan), std::move(options));
 }

@@ -48,6 +48,18 @@ struct run_outcome {
   driver_counters counters;
 };
 
+/// A fault injected by tests (MILESRT_TEST_KILL_REPLICA, docs/testing.md): the driver kills
+/// replica `replica` of the actor `actor` (exit reason kill, as a crash would end it) right after
+/// sending it its `after`-th work item, once in the run process. Its restart is the ordinary one.
+struct replica_fault {
+  std::string actor;
+  uint32_t replica = 0;
+  uint64_t after = 1;
+};
+
+/// Parses "ACTOR:REPLICA:ITEMS" (the variable's value); nullopt when it is not of that form.
+std::optional<replica_fault> parse_replica_fault(const std::string& text);
+
 struct driver_options {
   bool resume = false;               ///< restore from `resume_dir` before starting
   std::filesystem::path resume_dir;  ///< a committed checkpoint folder
@@ -61,6 +73,8 @@ struct driver_options {
   std::chrono::milliseconds live_interval{250};
   /// Where checkpoints report their progress (stderr), or null for none.
   std::FILE* progress = nullptr;
+  /// Tests only: kill one replica as a crash would (see replica_fault).
+  std::optional<replica_fault> kill_replica;
 };
 
 /// Spawns the driver; it starts at once and quits when the run ends (see driver_options).

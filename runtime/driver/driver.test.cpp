@@ -48,6 +48,41 @@ TEST_F(Driver, SyncIsLockstep) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "run" / "summary.json"));
 }
 
+TEST_F(Driver, EachStepCountsTheItemsEveryReplicaAnswered) {
+  records steps;
+  auto o = run(testing::toy_graph(", replicas = 3", sync_schedule(), kRun), &steps);
+  ASSERT_TRUE(o.ok) << o.error;
+  ASSERT_EQ(steps.size(), 5u);
+  std::vector<double> served(3, 0);
+  for (const auto& s : steps) {
+    double items = 0;
+    for (size_t r = 0; r < 3; ++r) {
+      const std::string name = "stage_replica_items/" + std::to_string(r);
+      ASSERT_TRUE(s.metrics.count(name)) << name << " missing at step " << s.step;
+      items += s.metrics.at(name);
+      served[r] += s.metrics.at(name);
+    }
+    EXPECT_EQ(items, 4.0) << "step " << s.step;  // the step's batch, each item answered once
+    // Actors of one replica get none.
+    for (const auto& [k, v] : s.metrics) {
+      if (k.find("_replica_items/") != std::string::npos) {
+        EXPECT_EQ(k.rfind("stage_replica_items/", 0), 0u) << k;
+      }
+    }
+  }
+  for (size_t r = 0; r < 3; ++r) EXPECT_GT(served[r], 0) << "replica " << r << " never served";
+}
+
+TEST(ReplicaFault, ParsesActorReplicaAndItems) {
+  auto f = parse_replica_fault("stage:1:3");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->actor, "stage");
+  EXPECT_EQ(f->replica, 1u);
+  EXPECT_EQ(f->after, 3u);
+  for (const char* bad : {"", "stage", "stage:1", ":1:3", "stage:x:3", "stage:1:0", "stage:1:3x"})
+    EXPECT_FALSE(parse_replica_fault(bad)) << bad;
+}
+
 TEST_F(Driver, AsyncKeepsTheStalenessBound) {
   for (int s : {0, 1, 3}) {
     for (bool drop : {false, true}) {

@@ -72,6 +72,20 @@ static uint32_t pick_replica(driver self, size_t node) {
   return best;
 }
 
+/// Tests only (driver_options::kill_replica): kills the named replica of `node` once it has been
+/// sent its `after`-th work item. The kill lands behind that item in its mailbox, so it dies with
+/// the item unanswered, and the down handler restarts it as it would after a crash.
+static void inject_fault(driver self, size_t node, uint32_t replica) {
+  auto& st = self->state;
+  const auto& f = st.opts.kill_replica;
+  if (!f || f->actor != st.nodes[node].plan.name || f->replica != replica) return;
+  if (++st.telemetry.fault_sent != f->after) return;
+  std::fprintf(
+      stderr, "milesrt run: test fault: killing actor '%s' (replica %u) after its work item %llu\n",
+      f->actor.c_str(), replica, static_cast<unsigned long long>(f->after));
+  self->send_exit(st.nodes[node].plan.replicas[replica], caf::exit_reason::kill);
+}
+
 /// Work requests sent to `node` and not answered yet.
 static uint64_t outstanding_work(driver self, size_t node) {
   uint64_t n = 0;
@@ -295,6 +309,11 @@ void dispatch(driver self, size_t edge_index) {
               if (!p.publish) {
                 s.edges[edge_index].sending--;
                 s.edges[edge_index].held--;
+                if (s.nodes[to].plan.replicas.size() > 1) {
+                  auto& items = s.telemetry.replica_items[to];
+                  items.resize(s.nodes[to].plan.replicas.size());
+                  items[replica]++;
+                }
               }
               s.telemetry.busy[s.nodes[to].plan.name] += seconds_since(t0);
               add_metrics(self, reply.metrics, reply.lists);
@@ -310,6 +329,7 @@ void dispatch(driver self, size_t edge_index) {
             [=](caf::error& err) {
               request_failed(self, to, replica, ticket, waiting, message, err);
             });
+    if (!p.publish) inject_fault(self, to, replica);
   }
 }
 

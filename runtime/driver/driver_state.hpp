@@ -170,6 +170,11 @@ struct telemetry_state {
   std::map<std::string, double> busy;  ///< per actor: seconds its requests were outstanding
   std::map<std::string, std::pair<double, uint64_t>> metric_sums;
   metric_lists lists;
+  /// Per actor with several replicas (node index), per replica: the work items it answered this
+  /// step (`<actor>_replica_items/<r>` in the step's metrics: where the router placed them).
+  std::map<size_t, std::vector<uint64_t>> replica_items;
+  /// Work items sent to the replica opts.kill_replica names (tests only).
+  uint64_t fault_sent = 0;
   steady::time_point last_live{};
 };
 

@@ -29,6 +29,17 @@ static step_record close_step(driver self, const std::vector<envelope>& batch) {
   st.telemetry.metric_sums.clear();
   rec.lists = std::move(st.telemetry.lists);
   st.telemetry.lists.clear();
+  for (size_t i = 0; i < st.nodes.size(); ++i) {
+    const size_t replicas = st.nodes[i].plan.replicas.size();
+    // Only where the driver routes work: not a source, nor a server that only answers its users.
+    auto fed = [i](const edge_rt& e) { return e.plan.to == i; };
+    if (replicas < 2 || std::none_of(st.edges.begin(), st.edges.end(), fed)) continue;
+    auto& items = st.telemetry.replica_items[i];
+    items.resize(replicas);
+    for (size_t r = 0; r < replicas; ++r)
+      rec.metrics[st.nodes[i].plan.name + "_replica_items/" + std::to_string(r)] = double(items[r]);
+  }
+  st.telemetry.replica_items.clear();
   return rec;
 }
 

@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -201,6 +202,17 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
   failed.finished = true;
   const fs::path run_dir = resolve_run_dir(g, req);
   driver_options opts;
+  // The one place the test hook is read (docs/testing.md).
+  if (const char* fault = std::getenv("MILESRT_TEST_KILL_REPLICA")) {
+    opts.kill_replica = parse_replica_fault(fault);
+    if (!opts.kill_replica) {
+      failed.error = std::string(
+                         "MILESRT_TEST_KILL_REPLICA: expected ACTOR:REPLICA:ITEMS (items "
+                         "from 1), got '") +
+                     fault + "'";
+      return failed;
+    }
+  }
   if (req.resume) {
     auto latest = latest_checkpoint(run_dir);
     if (!latest) {
