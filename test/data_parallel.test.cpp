@@ -270,4 +270,33 @@ TEST(DataParallelGraphs, ValidationRefusesZeroRanksTooManyRanksAndAPortInUse) {
   EXPECT_EQ(fine.status, 0) << fine.err;
 }
 
+nlohmann::json bench_train(const std::string& extra, const std::string& tag) {
+  const auto r = run_milesrt("bench train --model " + (setup_dir() / "model").string() +
+                                 " --device cpu --seqs 8 --prompt 6 --response 6 --steps 1"
+                                 " --micro-batch-tokens 24" +
+                                 extra,
+                             tag);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+}
+
+TEST(BenchTrain, DataParallelRanksAndZeroOneReportTheirStep) {
+  // `bench train --data-parallel 2` runs the trainer kind's ranks (threads, Gloo); with
+  // --shard-optimizer each rank holds half the optimizer state (rank 0's bytes reported).
+  const auto one = bench_train("", "bench-dp1");
+  const auto two = bench_train(" --data-parallel 2", "bench-dp2");
+  const auto sharded = bench_train(" --data-parallel 2 --shard-optimizer", "bench-dp2z");
+  EXPECT_EQ(two["data_parallel"], 2);
+  EXPECT_EQ(two["shard_optimizer"], false);
+  EXPECT_EQ(sharded["shard_optimizer"], true);
+  EXPECT_GT(two["train_tokens_per_s"].get<double>(), 0.0);
+  const double full = one["trainer_optimizer_master_bytes"].get<double>();
+  EXPECT_EQ(two["trainer_optimizer_master_bytes"].get<double>(), full);
+  EXPECT_LE(sharded["trainer_optimizer_master_bytes"].get<double>(), 0.5 * full + 4096);
+  EXPECT_GE(sharded["trainer_optimizer_master_bytes"].get<double>(), 0.5 * full - 4096);
+  const auto r = run_milesrt("bench train --data-parallel 0", "bench-dp0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--data-parallel"), std::string::npos) << r.err;
+}
+
 }  // namespace

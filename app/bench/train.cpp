@@ -13,9 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "actors/lib/dist/rendezvous.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora.hpp"
 #include "actors/lib/rl/optimizer.hpp"
+#include "actors/trainer/rank_pool.hpp"
 #include "actors/trainer/trainer_core.hpp"
 #include "app/bench/bench.hpp"
 
@@ -30,6 +32,8 @@ struct train_options {
   bool optimizer_probe = false;
   int64_t checkpoint_layers = -1;
   int64_t lora_rank = 0;
+  int64_t data_parallel = 1;
+  bool shard_optimizer = false;
   int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
 };
 
@@ -55,6 +59,13 @@ void add_train_options(CLI::App& app, train_options& opt) {
       "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
       "gradient and weights (the gradient refilled with random values), then on fresh copies of "
       "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
+  app.add_option("--data-parallel", opt.data_parallel,
+                 "trainer ranks (threads of this process, as the trainer kind's dataParallel): on "
+                 "the CPU through Gloo, on CUDA rank r on the device r places after the first, "
+                 "through NCCL; the batch is split between them")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
+  app.add_flag("--shard-optimizer", opt.shard_optimizer,
+               "with --data-parallel: ZeRO-1, each rank keeping 1/N of the optimizer state");
   app.add_option("--lora-rank", opt.lora_rank,
                  "LoRA adapters of this rank (alpha 2 x rank) on every projection (the attention "
                  "ones of a mixture-of-experts model); the base frozen; 0 = full fine-tuning")
@@ -125,6 +136,41 @@ nlohmann::json optimizer_probe(policy_trainer& t, const at::Device& device) {
   return probe;
 }
 
+/// The ranks 1 .. N-1 of a data-parallel bench (none for one rank), each with its own copy of the
+/// bench model on its own device; step() runs one training step on every rank.
+struct bench_ranks {
+  std::unique_ptr<rank_pool> pool;
+  std::string error;  ///< why the ranks could not start
+
+  bench_ranks(const train_options& opt, const bench_target& target, const trainer_options& o) {
+    if (opt.data_parallel <= 1) return;
+    dist::group_options g;
+    g.port = dist::pick_free_port(g.host);
+    g.world_size = static_cast<int>(opt.data_parallel);
+    auto make = [&opt, target, o](int rank, dist::collectives& group) {
+      bench_target mine{rank_pool::device_of(target.device, rank), target.dtype};
+      std::string name;
+      auto model = llm::benchmark_model(opt.model, opt.layers, mine.dtype, mine.device, name);
+      if (opt.lora_rank > 0) attach_bench_adapters(*model, opt.lora_rank);
+      auto ro = o;
+      ro.group = &group;
+      return std::make_unique<policy_trainer>(std::move(model), ro);
+    };
+    try {
+      pool = std::make_unique<rank_pool>(g, make, target.device);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  dist::collectives* group() { return pool ? &pool->group() : nullptr; }
+  std::map<std::string, double> step(policy_trainer& t, const std::vector<train_sequence>& b) {
+    if (!pool) return t.train(b);
+    std::map<std::string, double> out;
+    pool->run([&b](policy_trainer& r) { r.train(b); }, [&] { out = t.train(b); });
+    return out;
+  }
+};
+
 cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   const auto target = bench_target_of(opt.device, opt.dtype, "bench train", ctx);
   if (!target) return cli::exit_status::bad_input;
@@ -141,16 +187,23 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
     o.activation_checkpointing = true;
     o.checkpoint_layers = opt.checkpoint_layers;
   }
+  o.shard_optimizer = opt.shard_optimizer && opt.data_parallel > 1;
+  bench_ranks ranks(opt, *target, o);
+  if (!ranks.error.empty()) {
+    cli::print_error(ctx.err, "bench train", "--data-parallel: " + ranks.error);
+    return cli::exit_status::run_failed;
+  }
+  o.group = ranks.group();
   policy_trainer t(std::move(model), o);
   const std::vector<train_sequence> batch = random_batch(opt, vocab);
-  t.train(batch);  // warm-up
+  ranks.step(t, batch);  // warm-up
   bench_sync(device);
   llm::reset_peak_memory(device);
   double secs = 0;
   std::map<std::string, double> last;
   for (int64_t k = 0; k < opt.steps; ++k) {
     auto t0 = std::chrono::steady_clock::now();
-    last = t.train(batch);
+    last = ranks.step(t, batch);
     bench_sync(device);
     secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -166,6 +219,8 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
                         {"tokens_per_step", tokens},
                         {"checkpoint_layers", opt.checkpoint_layers},
                         {"lora_rank", opt.lora_rank},
+                        {"data_parallel", opt.data_parallel},
+                        {"shard_optimizer", o.shard_optimizer},
                         {"seconds_per_step", secs / double(opt.steps)},
                         {"train_tokens_per_s", double(tokens) * double(opt.steps) / secs}};
   out.update(probe);
@@ -174,7 +229,8 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
     if (last.count(k) != 0) out[k] = last.at(k);
   if (device.is_cuda()) out["peak_gib"] = peak_gib;
   if (device.is_cuda())
-    out["mfu"] = train_step_flops(batch, t.model()) * double(opt.steps) / secs / 989e12;
+    out["mfu"] = train_step_flops(batch, t.model()) * double(opt.steps) / secs / 989e12 /
+                 double(opt.data_parallel);  // per GPU
   ctx.out << out.dump() << std::endl;
   return cli::exit_status::ok;
 }
