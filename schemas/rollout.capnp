@@ -50,6 +50,8 @@ struct RolloutParams {
   lora @18 :Lora;
   # LoRA (docs/lora.md): the same settings as the trainer's; the engine applies the adapters the
   # publisher sends (only they travel).
+  trueOnPolicy @19 :Bool = false;
+  # As the trainer's trueOnPolicy, which must be set alike (docs/metrics.md#trainrollout-agreement).
 
   enum PauseMode {
     abort @0;

@@ -98,6 +98,18 @@ struct TrainerParams {
   # moments; gradients are reduce-scattered and the updated weights all-gathered. Checkpoints are
   # written per shard and resume only with the same dataParallel.
 
+  # Train/rollout agreement (docs/metrics.md#trainrollout-agreement).
+  logprobDiffAlarm @55 :Float64 = 0.5;
+  # A warning line on stderr, and the metrics logprob_diff_alarm (this step) and
+  # logprob_diff_alarms (since the trainer started), when a step's
+  # train_rollout_logprob_abs_diff_max_held (nats, over the tokens sampled under the weights the
+  # trainer holds) exceeds this; 0 = off. Not with trueOnPolicy, where any difference is an error.
+  trueOnPolicy @56 :Bool = false;
+  # The rollout's log-prob of every token sampled under the weights the trainer holds must equal
+  # the trainer's bit for bit; a step where one does not fails, naming the difference. Set it on
+  # the rollout too (validation refuses a graph where they differ). CPU only for now: the CPU
+  # paths agree exactly; on CUDA the batch-invariant kernels it needs are not built.
+
   # Held-out evaluation (greedy decoding, answers checked like the math reward).
   evalData @40 :Text;
   # A JSONL file (keys as the data actor's defaults: prompt, label); relative to the working dir.

@@ -543,4 +543,80 @@ TEST(GrpoGraphs, IpcFeedsAnEngineInAWorkerProcess) {
   }
 }
 
+TEST(Agreement, TrueOnPolicyHoldsOnTheCpuAndAMismatchFailsTheStep) {
+  // Sync: every sample of step k is of the version the trainer holds, and the CPU paths agree bit
+  // for bit: the mode holds at every step.
+  fs::path run = scratch("top-sync");
+  const std::string both = " --set trainer.trueOnPolicy=true --set rollout.trueOnPolicy=true";
+  auto r = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=3 --set run.batchSize=2" + both +
+                           paths(run, true),
+                       "top-sync-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto steps = steps_of(run);
+  ASSERT_EQ(steps.size(), 3u);
+  for (const auto& s : steps) {
+    ASSERT_TRUE(s["metrics"].contains("train_rollout_logprob_abs_diff_max_held")) << s.dump();
+    EXPECT_EQ(s["metrics"]["train_rollout_logprob_abs_diff_max_held"].get<double>(), 0.0);
+    EXPECT_FALSE(s["metrics"].contains("logprob_diff_alarms"));  // no alarm in the mode
+  }
+  // The trainer scoring at another temperature than the engine sampled at: its log-probs differ,
+  // and in the mode that ends the first step with the difference named.
+  fs::path bad = scratch("top-temp");
+  auto t = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=2 --set run.batchSize=2" + both +
+                           " --set trainer.temperature=0.5" + paths(bad, true),
+                       "top-temp-run");
+  EXPECT_EQ(t.status, 1) << t.err;
+  EXPECT_NE(t.err.find("trueOnPolicy: the trainer's log-probs of the tokens sampled under the "
+                       "weights it holds (version 0) differ from the engine's by up to"),
+            std::string::npos)
+      << t.err;
+  // Outside the mode the same mismatch raises the alarm: a warning line and the counters.
+  fs::path warn = scratch("alarm-temp");
+  auto w = run_milesrt(
+      "run graphs/grpo_sync.capnp --set run.steps=2 --set run.batchSize=2"
+      " --set trainer.temperature=0.5 --set trainer.logprobDiffAlarm=0.01" +
+          paths(warn, true),
+      "alarm-temp-run");
+  ASSERT_EQ(w.status, 0) << w.err;
+  EXPECT_NE(w.err.find("milesrt: warning: trainer 'trainer', step 1: the trainer's log-probs"),
+            std::string::npos)
+      << w.err;
+  auto ws = steps_of(warn);
+  ASSERT_EQ(ws.size(), 2u);
+  EXPECT_EQ(ws[0]["metrics"]["logprob_diff_alarm"].get<double>(), 1.0);
+  EXPECT_EQ(ws[1]["metrics"]["logprob_diff_alarms"].get<double>(), 2.0);
+}
+
+TEST(Agreement, TrueOnPolicyIsSetAlikeAndRefusedOnCuda) {
+  const std::string s = setup_dir().string();
+  const std::string models =
+      " --set trainer.model=" + s + "/model --set rollout.model=" + s + "/model";
+  auto one = run_milesrt("validate graphs/grpo_sync.capnp --set trainer.trueOnPolicy=true" + models,
+                         "top-one");
+  EXPECT_EQ(one.status, 2);
+  EXPECT_NE(one.err.find("trueOnPolicy"), std::string::npos) << one.err;
+  EXPECT_NE(one.err.find("'rollout'"), std::string::npos) << one.err;
+  auto cuda = run_milesrt(
+      "validate graphs/grpo_sync.capnp --set trainer.trueOnPolicy=true "
+      "--set rollout.trueOnPolicy=true --set rollout.device=cuda" +
+          models,
+      "top-cuda");
+  EXPECT_EQ(cuda.status, 2);
+  EXPECT_NE(cuda.err.find("params.rollout.trueOnPolicy: on cuda the engine and the trainer do not "
+                          "yet agree bit for bit"),
+            std::string::npos)
+      << cuda.err;
+  auto fine = run_milesrt(
+      "validate graphs/grpo_sync.capnp --set trainer.trueOnPolicy=true "
+      "--set rollout.trueOnPolicy=true" +
+          models,
+      "top-fine");
+  EXPECT_EQ(fine.status, 0) << fine.err;
+  auto negative =
+      run_milesrt("validate graphs/grpo_sync.capnp --set trainer.logprobDiffAlarm=-1" + models,
+                  "alarm-negative");
+  EXPECT_EQ(negative.status, 2);
+  EXPECT_NE(negative.err.find("logprobDiffAlarm: must be >= 0"), std::string::npos) << negative.err;
+}
+
 }  // namespace

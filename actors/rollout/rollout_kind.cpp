@@ -459,6 +459,14 @@ std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reade
       problems.push_back(problem);
   }
   if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
+  if (p.getTrueOnPolicy()) {
+    if (auto problem = llm::true_on_policy_problem(p.getDevice()); !problem.empty())
+      problems.push_back(problem);
+    if (p.hasLora() && p.getLora().getMerge())
+      problems.push_back(
+          "trueOnPolicy: lora.merge serves a merged copy of the base, whose "
+          "log-probs differ from the trainer's unmerged ones in their last bits");
+  }
   if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
       p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
     problems.push_back(
@@ -487,7 +495,8 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.check_params = check_rollout_params;
   k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
     auto p = r.as<schema::RolloutParams>();
-    return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())}};
+    return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())},
+            {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"}};
   };
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();

@@ -26,7 +26,20 @@ namespace {
 /// difference over the sequences sampled entirely under the batch's newest version (the weights
 /// the trainer holds, when it is theirs) and over the others, older or mixed.
 void add_version_split(std::map<std::string, double>& m, const at::Tensor& diff,
-                       const batch_layout& layout, const std::vector<train_sequence>& batch) {
+                       const batch_layout& layout, const std::vector<train_sequence>& batch,
+                       std::optional<uint64_t> held) {
+  if (held) {  // the sequences sampled entirely under the weights the trainer holds
+    double worst = -1;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto& v = batch[i].versions;
+      const int64_t from = layout.offsets[i], n = layout.offsets[i + 1] - from;
+      if (v.empty() || n == 0 ||
+          !std::all_of(v.begin(), v.end(), [&](uint64_t x) { return x == *held; }))
+        continue;
+      worst = std::max(worst, diff.narrow(0, from, n).max().item<double>());
+    }
+    if (worst >= 0) m["train_rollout_logprob_abs_diff_max_held"] = worst;
+  }
   uint64_t newest = 0;
   for (const auto& s : batch)
     for (auto v : s.versions) newest = std::max(newest, v);
@@ -50,7 +63,7 @@ void add_version_split(std::map<std::string, double>& m, const at::Tensor& diff,
 /// averaged over the updates, and how far the first forward's log-probs are from the rollout's.
 void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
                       const batch_layout& layout, const std::vector<train_sequence>& batch,
-                      bool sft, uint32_t updates) {
+                      bool sft, uint32_t updates, std::optional<uint64_t> held) {
   if (sft) {
     m["sft_loss"] = t.sums["sft_loss"] / updates;
     return;
@@ -73,7 +86,7 @@ void add_loss_metrics(std::map<std::string, double>& m, update_totals& t,
     m["train_rollout_logprob_abs_diff"] = diff.mean().item<double>();
     m["train_rollout_logprob_abs_diff_max"] = diff.max().item<double>();
     // By version: per token in the layout's order (a rank's own share has another order).
-    if (!own) add_version_split(m, per_token, layout, batch);
+    if (!own) add_version_split(m, per_token, layout, batch, held);
   }
 }
 
@@ -225,7 +238,7 @@ std::map<std::string, double> policy_trainer::train(
   const auto old = old_logprobs(batch, layout);
   auto totals = update(batch, layout, adv, old);
   const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
-  add_loss_metrics(m, totals, layout, batch, sft, updates);
+  add_loss_metrics(m, totals, layout, batch, sft, updates, held_version_);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
   if (model_->device().is_cuda())

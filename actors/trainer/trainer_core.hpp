@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,11 @@ class policy_trainer {
 
   llm::decoder& model() { return *model_; }
   const trainer_options& options() const { return options_; }
+  /// The weight version the model holds now (the last one published). Set, the next step's
+  /// metrics add train_rollout_logprob_abs_diff_max_held: the largest train/rollout log-prob
+  /// difference over the sequences whose every token was sampled under that version (absent when
+  /// there is none), the difference that is 0 when the engine and the trainer agree.
+  void set_held_version(uint64_t version) { held_version_ = version; }
   uint64_t optimizer_steps() const { return adam_->steps(); }
   /// The fp32 master weights the optimizer steps (the model's own buffer for fp32 models) and the
   /// optimizer, for benches that time the optimizer step on the trainer's own tensors.
@@ -161,6 +167,7 @@ class policy_trainer {
   at::Tensor grad_slice_;
   std::unique_ptr<rl::adamw> adam_;
   std::string base_hash_;
+  std::optional<uint64_t> held_version_;
 };
 
 }  // namespace milesrt::trainer

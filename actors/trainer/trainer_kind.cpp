@@ -66,7 +66,44 @@ struct trainer_state {
   int fault_rank = 0;
   uint64_t fault_step = 0;
   uint64_t steps_taken = 0;
+  /// Train/rollout agreement: the alarm's threshold (0: off), the trueOnPolicy mode, and the
+  /// alarms raised since this trainer started.
+  double logprob_alarm = 0;
+  bool true_on_policy = false;
+  uint64_t alarms = 0;
 };
+
+/// After a step: in the trueOnPolicy mode any difference between the engine's and the trainer's
+/// log-probs of the tokens sampled under the weights the trainer held is an error; outside it, a
+/// difference above the alarm's threshold is a warning line and counted.
+void check_agreement(trainer_state& st, uint64_t step, std::map<std::string, double>& m) {
+  const auto it = m.find("train_rollout_logprob_abs_diff_max_held");
+  if (it == m.end()) return;  // no sequence of the held version in this batch (or SFT)
+  const double diff = it->second;
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%.3g", diff);
+  if (st.true_on_policy) {
+    if (diff != 0)
+      throw std::runtime_error(
+          std::string("trueOnPolicy: the trainer's log-probs of the tokens sampled under the "
+                      "weights it holds (version ") +
+          std::to_string(st.version) + ") differ from the engine's by up to " + shown +
+          " (must be 0)");
+    return;
+  }
+  if (st.logprob_alarm <= 0) return;
+  const bool alarm = diff > st.logprob_alarm;
+  m["logprob_diff_alarm"] = alarm ? 1.0 : 0.0;
+  if (alarm) {
+    ++st.alarms;
+    std::fprintf(stderr,
+                 "milesrt: warning: trainer '%s', step %llu: the trainer's log-probs of tokens "
+                 "sampled under the weights it holds differ from the engine's by up to %s, above "
+                 "logprobDiffAlarm (%g)\n",
+                 st.name.c_str(), static_cast<unsigned long long>(step), shown, st.logprob_alarm);
+  }
+  m["logprob_diff_alarms"] = static_cast<double>(st.alarms);
+}
 
 /// Reads MILESRT_TEST_RANK_DIES ("R:S", R >= 1) into `st`, the one place it is read.
 void read_rank_fault(trainer_state& st) {
@@ -202,6 +239,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
           auto seqs = to_sequences(st, batch, reply.metrics);
           std::map<std::string, double> m;
           const bool dies = ++st.steps_taken == st.fault_step;
+          st.core->set_held_version(st.version);
           on_every_rank(
               st,
               [&](policy_trainer& t) {
@@ -210,6 +248,7 @@ learner_actor::behavior_type trainer_fn(learner_actor::stateful_pointer<trainer_
                 t.train(seqs);
               },
               [&] { m = st.core->train(seqs, &reply.lists); });
+          check_agreement(st, step, m);
           reply.metrics.insert(m.begin(), m.end());
           st.version = step;
           auto& ev = st.eval;
@@ -481,6 +520,10 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
   check_data_parallel(p, bad);
+  if (p.getLogprobDiffAlarm() < 0) bad("logprobDiffAlarm: must be >= 0 (0 = off)");
+  if (p.getTrueOnPolicy()) {
+    if (auto problem = llm::true_on_policy_problem(p.getDevice()); !problem.empty()) bad(problem);
+  }
   if (p.hasLora()) {
     for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel())) bad(problem);
     if (p.getLora().getMerge()) bad("lora.merge: applies to the rollout kind only");
@@ -507,7 +550,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
   k.check_params = [losses](capnp::DynamicStruct::Reader r) { return check(r, *losses); };
   k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
     auto p = r.as<schema::TrainerParams>();
-    return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())}};
+    return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())},
+            {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"}};
   };
   k.check_in_graph = check_in_graph;
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
@@ -536,6 +580,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
     init->versions = s.store->get_or_make<weights::local_versions>();
     init->source_dir = std::string(p.getModel());
     init->total_steps = s.steps;
+    init->logprob_alarm = p.getLogprobDiffAlarm();
+    init->true_on_policy = p.getTrueOnPolicy();
     std::string tok_error;
     init->codec = llm::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()),
                                         tok_error);

@@ -62,6 +62,13 @@ c10::DeviceIndex cuda_index(const c10::Device& device) {
 }  // namespace
 #endif
 
+std::string true_on_policy_problem(schema::Device device) {
+  if (device == schema::Device::CPU) return "";
+  return "trueOnPolicy: on cuda the engine and the trainer do not yet agree bit for bit (the "
+         "batch-invariant kernels the mode needs are not built); use device = cpu, or leave the "
+         "mode off and watch train_rollout_logprob_abs_diff_max (logprobDiffAlarm)";
+}
+
 void set_current_device(const c10::Device& device) {
 #ifdef MILESRT_TORCH_CUDA
   if (device.is_cuda() && device.has_index()) c10::cuda::set_device(device.index());

@@ -27,6 +27,10 @@ c10::ScalarType to_dtype(schema::Dtype dtype);
 /// Makes `device` the calling thread's current CUDA device (nothing for the CPU).
 void set_current_device(const c10::Device& device);
 
+/// Why the trueOnPolicy mode (docs/metrics.md#trainrollout-agreement) cannot run on `device`
+/// ("" when it can): the CPU paths agree bit for bit; CUDA needs batch-invariant kernels not built.
+std::string true_on_policy_problem(schema::Device device);
+
 /// libtorch's current CUDA stream as the raw handle kernels/ takes (null without libtorch's CUDA
 /// part).
 void* current_cuda_stream();
