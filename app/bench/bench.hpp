@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
@@ -14,7 +15,8 @@
 
 namespace milesrt::llm {
 class decoder;
-}
+class flat_params;
+}  // namespace milesrt::llm
 
 namespace milesrt::app {
 
@@ -46,6 +48,11 @@ std::optional<bench_target> bench_target_of(const std::string& device, const std
 std::unique_ptr<llm::decoder> bench_model(const std::string& dir, int64_t layers,
                                           const bench_target& t, std::string& name, const char* cmd,
                                           cli::context& ctx);
+/// `bench publish --gpus N`: the trainer's buffer (on cuda:0) broadcast and sent p2p by NCCL to
+/// copies on cuda:1 .. cuda:N-1, beside a peer copy cuda:0 -> cuda:1 (publish_gpus.cpp). Throws
+/// std::invalid_argument when the machine has fewer GPUs or the build no NCCL.
+void multi_gpu_publish_rows(const llm::flat_params& trainer, int gpus, int64_t steps,
+                            nlohmann::json& out);
 /// `--lora-rank`: attaches new LoRA adapters of rank `rank` (alpha 2 x rank, seed 1) on every
 /// projection (the attention ones of a mixture-of-experts model); the base is left as it is.
 void attach_bench_adapters(llm::decoder& model, int64_t rank);

@@ -137,7 +137,7 @@ struct receiver_process {
 
 struct publish_options {
   std::string model, device = "cuda", dtype = "bf16";
-  int64_t layers = 0, steps = 5, lora_rank = 0;
+  int64_t layers = 0, steps = 5, lora_rank = 0, gpus = 1;
   bool receiver = false, ipc = true;
 };
 
@@ -256,6 +256,13 @@ struct publish_bench {
 cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
   const auto target = bench_target_of(opt.device, opt.dtype, "bench publish", ctx);
   if (!target) return cli::exit_status::bad_input;
+  if (opt.gpus > 1 && (!target->device.is_cuda() || int64_t(at::getNumGPUs()) < opt.gpus)) {
+    cli::print_error(ctx.err, "bench publish",
+                     "--gpus " + std::to_string(opt.gpus) + " needs --device cuda and " +
+                         std::to_string(opt.gpus) + " GPUs; this machine has " +
+                         std::to_string(at::getNumGPUs()));
+    return cli::exit_status::bad_input;
+  }
   std::string name;
   auto trainer_model = bench_model(opt.model, opt.layers, *target, name, "bench publish", ctx);
   if (!trainer_model) return cli::exit_status::bad_input;
@@ -299,6 +306,8 @@ cli::exit_status bench_publish(const publish_options& opt, cli::context& ctx) {
     out["colocated_copy_over_copy"] = copy_handover_ms / copy_ms;
     out["verify_engine_ms"] = verify_copy;
     if (opt.ipc && b.dev.is_cuda()) b.ipc_rows(copy_ms, out);
+    if (opt.gpus > 1)
+      multi_gpu_publish_rows(*b.trainer, static_cast<int>(opt.gpus), opt.steps, out);
   } catch (const std::exception& e) {
     cli::print_error(ctx.err, "bench publish", e.what());
     return cli::exit_status::run_failed;
@@ -324,6 +333,10 @@ cli::runner define_bench_publish(CLI::App& app, cli::context& ctx) {
                  "of the whole model, as a LoRA trainer does; 0 = the whole model")
       ->check(CLI::Range(int64_t{0}, llm::lora_limits::max_rank));
   app.add_flag("!--no-ipc", opt->ipc, "leave out the CUDA IPC row (no second process)");
+  app.add_option("--gpus", opt->gpus,
+                 "with N >= 2 GPUs: also NCCL broadcast and p2p from cuda:0 to copies on cuda:1 .. "
+                 "cuda:N-1, beside a peer copy cuda:0 -> cuda:1 (the bandwidth they are judged by)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}));
   app.add_flag("--receiver", opt->receiver, "internal: be the receiving engine of the ipc row")
       ->group("");
   return [opt, &ctx] { return bench_publish(*opt, ctx); };
