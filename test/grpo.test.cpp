@@ -612,6 +612,14 @@ TEST(Agreement, TrueOnPolicyIsSetAlikeAndRefusedOnCuda) {
           models,
       "top-fine");
   EXPECT_EQ(fine.status, 0) << fine.err;
+  auto ranks = run_milesrt(
+      "validate graphs/grpo_sync.capnp --set trainer.trueOnPolicy=true "
+      "--set rollout.trueOnPolicy=true --set trainer.dataParallel=2" +
+          models,
+      "top-ranks");
+  EXPECT_EQ(ranks.status, 2);
+  EXPECT_NE(ranks.err.find("trueOnPolicy: not built with dataParallel > 1"), std::string::npos)
+      << ranks.err;
   auto negative =
       run_milesrt("validate graphs/grpo_sync.capnp --set trainer.logprobDiffAlarm=-1" + models,
                   "alarm-negative");

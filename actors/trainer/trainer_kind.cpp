@@ -523,6 +523,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   if (p.getLogprobDiffAlarm() < 0) bad("logprobDiffAlarm: must be >= 0 (0 = off)");
   if (p.getTrueOnPolicy()) {
     if (auto problem = llm::true_on_policy_problem(p.getDevice()); !problem.empty()) bad(problem);
+    // Rank 0 compares its own share of the batch only, which the held check does not cover.
+    if (p.getDataParallel() > 1) bad("trueOnPolicy: not built with dataParallel > 1");
   }
   if (p.hasLora()) {
     for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel())) bad(problem);
