@@ -559,24 +559,24 @@ TEST(Agreement, TrueOnPolicyHoldsOnTheCpuAndAMismatchFailsTheStep) {
     EXPECT_EQ(s["metrics"]["train_rollout_logprob_abs_diff_max_held"].get<double>(), 0.0);
     EXPECT_FALSE(s["metrics"].contains("logprob_diff_alarms"));  // no alarm in the mode
   }
-  // The trainer scoring at another temperature than the engine sampled at: its log-probs differ,
-  // and in the mode that ends the first step with the difference named.
-  fs::path bad = scratch("top-temp");
+  // An engine serving in bf16 beside a trainer in fp32 (a common choice): their log-probs differ
+  // in the last bits, and in the mode that ends the first step with the difference named.
+  fs::path bad = scratch("top-dtype");
   auto t = run_milesrt("run graphs/grpo_sync.capnp --set run.steps=2 --set run.batchSize=2" + both +
-                           " --set trainer.temperature=0.5" + paths(bad, true),
-                       "top-temp-run");
+                           " --set rollout.dtype=bf16" + paths(bad, true),
+                       "top-dtype-run");
   EXPECT_EQ(t.status, 1) << t.err;
   EXPECT_NE(t.err.find("trueOnPolicy: the trainer's log-probs of the tokens sampled under the "
                        "weights it holds (version 0) differ from the engine's by up to"),
             std::string::npos)
       << t.err;
   // Outside the mode the same mismatch raises the alarm: a warning line and the counters.
-  fs::path warn = scratch("alarm-temp");
+  fs::path warn = scratch("alarm-dtype");
   auto w = run_milesrt(
       "run graphs/grpo_sync.capnp --set run.steps=2 --set run.batchSize=2"
-      " --set trainer.temperature=0.5 --set trainer.logprobDiffAlarm=0.01" +
+      " --set rollout.dtype=bf16 --set trainer.logprobDiffAlarm=0.001" +
           paths(warn, true),
-      "alarm-temp-run");
+      "alarm-dtype-run");
   ASSERT_EQ(w.status, 0) << w.err;
   EXPECT_NE(w.err.find("milesrt: warning: trainer 'trainer', step 1: the trainer's log-probs"),
             std::string::npos)
@@ -587,7 +587,7 @@ TEST(Agreement, TrueOnPolicyHoldsOnTheCpuAndAMismatchFailsTheStep) {
   EXPECT_EQ(ws[1]["metrics"]["logprob_diff_alarms"].get<double>(), 2.0);
 }
 
-TEST(Agreement, TrueOnPolicyIsSetAlikeAndRefusedOnCuda) {
+TEST(Agreement, TrueOnPolicyAndTemperatureAreSetAlike) {
   const std::string s = setup_dir().string();
   const std::string models =
       " --set trainer.model=" + s + "/model --set rollout.model=" + s + "/model";
@@ -620,6 +620,12 @@ TEST(Agreement, TrueOnPolicyIsSetAlikeAndRefusedOnCuda) {
   EXPECT_EQ(ranks.status, 2);
   EXPECT_NE(ranks.err.find("trueOnPolicy: not built with dataParallel > 1"), std::string::npos)
       << ranks.err;
+  // The trainer and the reference take their log-probs at the engine's sampling temperature.
+  auto temp = run_milesrt("validate graphs/grpo_sync.capnp --set trainer.temperature=0.5" + models,
+                          "temp-differs");
+  EXPECT_EQ(temp.status, 2);
+  EXPECT_NE(temp.err.find("temperature"), std::string::npos) << temp.err;
+  EXPECT_NE(temp.err.find("'rollout'"), std::string::npos) << temp.err;
   auto negative =
       run_milesrt("validate graphs/grpo_sync.capnp --set trainer.logprobDiffAlarm=-1" + models,
                   "alarm-negative");

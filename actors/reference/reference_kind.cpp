@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 #include <chrono>
 
+#include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
@@ -111,6 +112,10 @@ void register_reference_kind(kind_registry& registry) {
       {"groups", llm::port_type::scored_group, "the group with each sample's reference log-probs"}};
   k.params_member = "reference";
   k.check_params = check;
+  k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
+    return {{"temperature", "temperature",
+             llm::temperature_agreement(r.as<schema::ReferenceParams>().getTemperature())}};
+  };
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::ReferenceParams>();
     for (const auto& problem : check(*s.params_struct))

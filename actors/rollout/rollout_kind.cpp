@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
@@ -496,7 +497,8 @@ void register_rollout_kind(runtime::kind_registry& registry) {
   k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
     auto p = r.as<schema::RolloutParams>();
     return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())},
-            {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"}};
+            {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"},
+            {"temperature", "temperature", llm::temperature_agreement(p.getTemperature())}};
   };
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::RolloutParams>();

@@ -12,6 +12,7 @@
 #include "actors/lib/dist/nccl_collectives.hpp"
 #include "actors/lib/dist/rendezvous.hpp"
 #include "actors/lib/eval/evaluation.hpp"
+#include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/messages.hpp"
@@ -553,7 +554,8 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
   k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
     auto p = r.as<schema::TrainerParams>();
     return {{"lora", "lora", llm::lora_agreement(p.hasLora(), p.getLora())},
-            {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"}};
+            {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"},
+            {"temperature", "temperature", llm::temperature_agreement(p.getTemperature())}};
   };
   k.check_in_graph = check_in_graph;
   k.spawn = [losses](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
