@@ -19,4 +19,7 @@ struct DataParams {
   # Passes over the data; 0 = without end.
   asChat @8 :Bool = false;
   # Wrap the prompt text as one user message (rendered with the rollout's chat template).
+  promptIdsKey @9 :Text = "prompt_ids";
+  # Optional: the prompt as an array of token ids, sent to the rollout as they are (no tokenizer
+  # needed); a record needs this key, the prompt key or the messages key.
 }

@@ -103,6 +103,7 @@ source_actor::behavior_type data_fn(source_actor::stateful_pointer<data_state> s
           prompt_msg p;
           p.group_id = st.pos.next_group_id++;
           p.label = r.label;
+          p.ids = r.prompt_ids;
           p.text = r.prompt;
           p.response = r.response;
           p.messages_json = r.messages_json;
@@ -135,6 +136,7 @@ data_keys keys_of(schema::DataParams::Reader p) {
   k.label = p.getLabelKey();
   k.messages = p.getMessagesKey();
   k.response = p.getResponseKey();
+  k.prompt_ids = p.getPromptIdsKey();
   return k;
 }
 
@@ -157,8 +159,9 @@ void register_data_kind(runtime::kind_registry& registry) {
     } else if (!std::filesystem::is_regular_file(path, ec)) {
       problems.push_back("path: '" + path + "' is not a file");
     }
-    if (p.getPromptKey().size() == 0 && p.getMessagesKey().size() == 0) {
-      problems.push_back("promptKey: required when messagesKey is empty");
+    if (p.getPromptKey().size() == 0 && p.getMessagesKey().size() == 0 &&
+        p.getPromptIdsKey().size() == 0) {
+      problems.push_back("promptKey: required when messagesKey and promptIdsKey are empty");
     }
     return problems;
   };

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "milesrt/data.capnp.h"
 #include "runtime/testing/kind_testing.hpp"
 
@@ -112,6 +113,29 @@ TEST_F(DataKind, WrapsPromptsAsChatMessages) {
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].messages_json, R"([{"content":"p0","role":"user"}])");
   EXPECT_EQ(p[0].text, "p0");
+}
+
+TEST_F(DataKind, ServesPromptIdsAsTheyAre) {
+  std::ofstream(dir_ / "d.jsonl") << R"({"prompt_ids": [5, 0, 17]})"
+                                  << "\n"
+                                  << R"({"prompt": "text", "prompt_ids": [3]})"
+                                  << "\n";
+  auto p = produce(spawn(false, 1), 5);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].ids, (std::vector<int64_t>{5, 0, 17}));
+  EXPECT_EQ(p[0].text, "");
+  EXPECT_EQ(p[1].ids, (std::vector<int64_t>{3}));
+  for (const char* bad : {R"({"prompt_ids": []})", R"({"prompt_ids": [1, -2]})",
+                          R"({"prompt_ids": [1.5]})", R"({"prompt_ids": "1 2"})"}) {
+    std::ofstream(dir_ / "bad.jsonl") << bad << "\n";
+    try {
+      milesrt::tasks::load_jsonl(dir_ / "bad.jsonl");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.jsonl:1: 'prompt_ids' "), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST_F(DataKind, ContinuesFromASnapshot) {

@@ -107,6 +107,7 @@ caf::behavior driver_behavior(driver self, graph_plan plan, driver_options opts)
           return;
         }
         self->state.stepping.start = steady::now();
+        self->state.telemetry.activity_since = self->state.stepping.start;
         report_live(self, true);
         if (self->state.opts.resume) {
           resume(self);

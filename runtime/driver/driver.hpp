@@ -28,11 +28,17 @@ struct step_record {
   uint64_t version = 0;                        ///< the learner's version after the step
   double seconds = 0;                          ///< wall time since the previous step ended
   std::map<std::string, double> busy_seconds;  ///< per actor: time its requests were outstanding
-  std::map<uint64_t, uint64_t> staleness;      ///< of the batch: staleness -> items
-  driver_counters counters;                    ///< after the step
-  metric_map metrics;                          ///< what the actors reported (mean per step)
-  metric_lists lists;                          ///< the lists the actors reported, concatenated
-  std::vector<uint64_t> batch_origins;         ///< which admitted items the batch came from
+  /// Per actor: wall time of the step during which it had a request outstanding (overlapping
+  /// requests counted once); at most `seconds`.
+  std::map<std::string, double> active_seconds;
+  /// Wall time of the step during which no actor had a request outstanding: the driver's own
+  /// time between answers and requests (what the step costs beyond the actors' work).
+  double idle_seconds = 0;
+  std::map<uint64_t, uint64_t> staleness;  ///< of the batch: staleness -> items
+  driver_counters counters;                ///< after the step
+  metric_map metrics;                      ///< what the actors reported (mean per step)
+  metric_lists lists;                      ///< the lists the actors reported, concatenated
+  std::vector<uint64_t> batch_origins;     ///< which admitted items the batch came from
   /// With several sources: how many items of the batch each one admitted (by name).
   std::map<std::string, uint64_t> batch_sources;
 };

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <csignal>
@@ -71,6 +72,30 @@ TEST_F(Driver, EachStepCountsTheItemsEveryReplicaAnswered) {
     }
   }
   for (size_t r = 0; r < 3; ++r) EXPECT_GT(served[r], 0) << "replica " << r << " never served";
+}
+
+TEST_F(Driver, ActiveSecondsCountOverlappingRequestsOnceAndIdleIsTheRest) {
+  records steps;
+  const std::string slow =
+      ", replicas = 3, params = (custom = [(name = \"delay_ms\", value = (int = 20))])";
+  auto o = run(testing::toy_graph(slow, sync_schedule(), kRun), &steps);
+  ASSERT_TRUE(o.ok) << o.error;
+  ASSERT_EQ(steps.size(), 5u);
+  for (const auto& s : steps) {
+    ASSERT_TRUE(s.active_seconds.count("stage")) << "step " << s.step;
+    ASSERT_TRUE(s.active_seconds.count("learner")) << "step " << s.step;
+    double most = 0;
+    for (const auto& [actor, secs] : s.active_seconds) {
+      EXPECT_LE(secs, s.seconds + 1e-9) << actor << ", step " << s.step;
+      // Requests that overlap count once here, each in full in busy_seconds.
+      EXPECT_LE(secs, s.busy_seconds.at(actor) + 1e-6) << actor << ", step " << s.step;
+      most = std::max(most, secs);
+    }
+    // Each step waits for 4 items of 20 ms on 3 replicas: at least one item's time.
+    EXPECT_GE(s.active_seconds.at("stage"), 0.019) << "step " << s.step;
+    EXPECT_GE(s.idle_seconds, 0.0);
+    EXPECT_LE(s.idle_seconds + most, s.seconds + 1e-9) << "step " << s.step;
+  }
 }
 
 TEST(ReplicaFault, ParsesActorReplicaAndItems) {

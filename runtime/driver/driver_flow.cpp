@@ -43,6 +43,7 @@ bool quiescent(driver self) {
 
 uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<void()> resend,
                      std::string what, decltype(ticket_rt::sort) sort, std::function<void()> drop) {
+  note_activity(self);
   uint64_t t = ++self->state.flow.next_ticket;
   self->state.nodes[node].tickets[replica][t] = {std::move(resend), std::move(what), sort,
                                                  std::move(drop)};
@@ -59,6 +60,7 @@ bool unavailable(driver self, size_t node) {
 /// replica died and was restarted (the request was then sent again).
 bool close_ticket(driver self, size_t node, uint32_t replica, uint64_t ticket) {
   auto& n = self->state.nodes[node];
+  note_activity(self);
   if (n.tickets[replica].erase(ticket) == 0) return false;
   n.answered[replica] = 1;
   return true;

@@ -1,4 +1,5 @@
 // The driver's telemetry: metric sums per step and the live view of the graph.
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/driver/driver_state.hpp"
@@ -15,6 +16,26 @@ void add_metrics(driver self, const metric_map& m, const metric_lists& lists) {
     auto& to = self->state.telemetry.lists[k];
     to.insert(to.end(), v.begin(), v.end());
   }
+}
+
+void note_activity(driver self) {
+  auto& st = self->state;
+  auto& t = st.telemetry;
+  const auto now = steady::now();
+  const double dt = t.activity_since == steady::time_point{}
+                        ? 0.0
+                        : std::chrono::duration<double>(now - t.activity_since).count();
+  t.activity_since = now;
+  if (dt <= 0) return;
+  bool any = false;
+  for (const auto& n : st.nodes) {
+    const bool active = std::any_of(n.tickets.begin(), n.tickets.end(),
+                                    [](const auto& open) { return !open.empty(); });
+    if (!active) continue;
+    t.active[n.plan.name] += dt;
+    any = true;
+  }
+  if (any) t.any_active += dt;
 }
 
 /// The graph's actors and queues now, for the live page and Prometheus.

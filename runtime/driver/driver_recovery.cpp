@@ -47,6 +47,7 @@ static void replace_replica(driver self, size_t i, uint32_t r, caf::actor fresh)
   self->monitor(n.plan.replicas[r]);
   bind_services(self, i);
   s.durable.counters.restarts++;
+  note_activity(self);
   auto open = std::move(n.tickets[r]);
   n.tickets[r].clear();
   n.inflight[r] = 0;

@@ -168,6 +168,11 @@ struct recovery_state {
 
 struct telemetry_state {
   std::map<std::string, double> busy;  ///< per actor: seconds its requests were outstanding
+  /// Per actor: wall seconds of the step during which it had at least one request outstanding
+  /// (busy counts each request; this counts the time, however many overlap).
+  std::map<std::string, double> active;
+  double any_active = 0;                ///< wall seconds of the step during which any actor had one
+  steady::time_point activity_since{};  ///< up to when `active` and `any_active` are counted
   std::map<std::string, std::pair<double, uint64_t>> metric_sums;
   metric_lists lists;
   /// Per actor with several replicas (node index), per replica: the work items it answered this
@@ -248,6 +253,9 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
 void on_actor_down(driver self, const caf::down_msg& dm);
 
 // driver_live.cpp
+/// Counts the time since the last call into each actor's active seconds, by the requests
+/// outstanding now: called before every change of the tickets and when a step closes.
+void note_activity(driver self);
 void add_metrics(driver self, const metric_map& m, const metric_lists& lists = {});
 driver_counters counters_now(driver self);
 void report_live(driver self, bool force, const std::string& state = "running",

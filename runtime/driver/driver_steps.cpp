@@ -13,10 +13,16 @@ static step_record close_step(driver self, const std::vector<envelope>& batch) {
   step_record rec;
   rec.step = st.durable.step;
   rec.version = st.durable.version;
-  rec.seconds = seconds_since(st.stepping.start);
-  st.stepping.start = steady::now();
+  note_activity(self);
+  rec.seconds =
+      std::chrono::duration<double>(st.telemetry.activity_since - st.stepping.start).count();
+  st.stepping.start = st.telemetry.activity_since;
   rec.busy_seconds = std::move(st.telemetry.busy);
   st.telemetry.busy.clear();
+  rec.active_seconds = std::move(st.telemetry.active);
+  st.telemetry.active.clear();
+  rec.idle_seconds = std::max(0.0, rec.seconds - st.telemetry.any_active);
+  st.telemetry.any_active = 0;
   for (const auto& e : batch) {
     // The version has already moved past this step: staleness is counted from the one before.
     rec.staleness[staleness(st.durable.version - 1, e.min_version)]++;

@@ -70,6 +70,10 @@ metric_frame to_frame(const step_record& r, double wall_time) {
   for (const auto& [actor, secs] : r.busy_seconds) {
     f.values.push_back({"run", "busy_seconds", "actor", actor, secs, metric_kind::gauge});
   }
+  for (const auto& [actor, secs] : r.active_seconds) {
+    f.values.push_back({"run", "active_seconds", "actor", actor, secs, metric_kind::gauge});
+  }
+  f.values.push_back({"run", "idle_seconds", "", "", r.idle_seconds, metric_kind::gauge});
   for (auto& v : counter_values(r.counters)) f.values.push_back(std::move(v));
   for (const auto& [name, value] : r.metrics)
     f.values.push_back({"", name, "", "", value, metric_kind::gauge});

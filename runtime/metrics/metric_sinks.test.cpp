@@ -17,6 +17,8 @@ step_record sample_record() {
   r.version = 3;
   r.seconds = 0.5;
   r.busy_seconds = {{"stage", 0.25}};
+  r.active_seconds = {{"stage", 0.125}};
+  r.idle_seconds = 0.0625;
   r.staleness = {{0, 3}, {1, 1}};
   r.counters.admitted = 12;
   r.counters.in_flight = 2;
@@ -31,6 +33,8 @@ TEST(MetricFrame, HoldsEveryValueOfAStepWithTags) {
   for (const auto& v : f.values) by_tag[v.tag()] = v.value;
   EXPECT_EQ(by_tag.at("run/version"), 3);
   EXPECT_EQ(by_tag.at("run/busy_seconds/stage"), 0.25);
+  EXPECT_EQ(by_tag.at("run/active_seconds/stage"), 0.125);
+  EXPECT_EQ(by_tag.at("run/idle_seconds"), 0.0625);
   EXPECT_EQ(by_tag.at("counters/admitted"), 12);
   EXPECT_EQ(by_tag.at("loss"), 0.125);
   ASSERT_EQ(f.distributions.size(), 2u);

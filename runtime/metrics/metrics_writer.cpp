@@ -27,6 +27,8 @@ nlohmann::json to_json(const step_record& r) {
   j["version"] = r.version;
   j["seconds"] = r.seconds;
   j["busy_seconds"] = r.busy_seconds;
+  j["active_seconds"] = r.active_seconds;
+  j["idle_seconds"] = r.idle_seconds;
   nlohmann::json hist = nlohmann::json::object();
   for (const auto& [s, n] : r.staleness) hist[std::to_string(s)] = n;
   j["staleness"] = hist;
@@ -47,6 +49,9 @@ step_record step_record_from_json(const nlohmann::json& j) {
   r.seconds = j.value("seconds", 0.0);
   if (j.contains("busy_seconds"))
     r.busy_seconds = j["busy_seconds"].get<std::map<std::string, double>>();
+  if (j.contains("active_seconds"))
+    r.active_seconds = j["active_seconds"].get<std::map<std::string, double>>();
+  r.idle_seconds = j.value("idle_seconds", 0.0);
   if (j.contains("staleness"))
     for (const auto& [s, n] : j["staleness"].items())
       r.staleness[std::stoull(s)] = n.get<uint64_t>();

@@ -24,6 +24,17 @@ import time
 import torch
 
 
+def rl_loss(model, ids, prompt_len, adv):
+    """The GRPO-style clipped loss of [seqs, prompt_len + response] token ids with advantages
+    [seqs, 1]: the response tokens' log-softmax in fp32, mean over the response tokens.
+    test/peers/hf_rl_loop.py trains with it too."""
+    logits = model(input_ids=ids).logits[:, prompt_len - 1:-1].float()
+    logp = torch.log_softmax(logits, -1).gather(-1, ids[:, prompt_len:].unsqueeze(-1)).squeeze(-1)
+    ratio = torch.exp(logp - logp.detach())
+    # The rollout's log-probs would enter a TIS weight; the loss uses the first forward's.
+    return -torch.minimum(ratio * adv, ratio.clamp(0.8, 1.28) * adv).mean()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", required=True)
@@ -53,11 +64,7 @@ def main():
     old = torch.full((S, R), -5.0, device="cuda")
 
     def loss_of(ids, adv):
-        logits = model(input_ids=ids).logits[:, P - 1:-1].float()
-        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, P:].unsqueeze(-1)).squeeze(-1)
-        ratio = torch.exp(logp - logp.detach())
-        # The rollout's log-probs (old) would enter a TIS weight; the loss uses the first forward's.
-        return -torch.minimum(ratio * adv, ratio.clamp(0.8, 1.28) * adv).mean()
+        return rl_loss(model, ids, P, adv)
 
     def update():
         opt.step()

@@ -85,6 +85,12 @@ else:
         if value(fams, "milesrt_busy_seconds", {"actor": actor}) != v:
             problems.append(f"step {at}: busy_seconds of {actor} differs")
         checked += 1
+    for actor, v in line["active_seconds"].items():
+        if value(fams, "milesrt_active_seconds", {"actor": actor}) != v:
+            problems.append(f"step {at}: active_seconds of {actor} differs")
+        checked += 1
+    if value(fams, "milesrt_idle_seconds") != line["idle_seconds"]:
+        problems.append(f"step {at}: idle_seconds differs")
     if value(fams, "milesrt_version") < line["version"]:
         problems.append(f"milesrt_version {value(fams, 'milesrt_version')} behind step {at}'s {line['version']}")
 if problems:

@@ -91,6 +91,9 @@ def main():
         scalar("run/step_seconds", n, s["seconds"])
         for actor, v in s["busy_seconds"].items():
             scalar(f"run/busy_seconds/{actor}", n, v)
+        for actor, v in s["active_seconds"].items():
+            scalar(f"run/active_seconds/{actor}", n, v)
+        scalar("run/idle_seconds", n, s["idle_seconds"])
         for name, v in s["counters"].items():
             scalar(f"counters/{name}", n, v)
         for name, v in s["metrics"].items():

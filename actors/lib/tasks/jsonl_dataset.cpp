@@ -16,6 +16,31 @@ std::string label_text(const json& v) {
   throw std::invalid_argument("is " + std::string(v.type_name()) + ", not a string or number");
 }
 
+/// The keys that are set, quoted: "'a'", "'a' or 'b'", "'a', 'b' or 'c'".
+std::string one_of(const std::vector<std::string>& keys) {
+  std::vector<std::string> set;
+  for (const auto& k : keys)
+    if (!k.empty()) set.push_back("'" + k + "'");
+  std::string out;
+  for (size_t i = 0; i < set.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == set.size() ? " or " : ", ") + set[i];
+  return out;
+}
+
+/// A non-empty array of non-negative integers (token ids); `what` names the line and the key.
+std::vector<int64_t> token_ids(const json& v, const std::string& what) {
+  if (!v.is_array() || v.empty())
+    throw std::runtime_error(what + "is not a non-empty array of token ids");
+  std::vector<int64_t> ids;
+  ids.reserve(v.size());
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0)
+      throw std::runtime_error(what + "holds " + x.dump() + ", not a token id (an integer >= 0)");
+    ids.push_back(x.get<int64_t>());
+  }
+  return ids;
+}
+
 }  // namespace
 
 std::vector<data_record> load_jsonl(const std::filesystem::path& path, const data_keys& keys) {
@@ -66,10 +91,12 @@ std::vector<data_record> load_jsonl(const std::filesystem::path& path, const dat
       }
       r.messages_json = messages->dump();
     }
-    if (!prompt && !messages) {
-      throw std::runtime_error(where + "no '" + keys.prompt + "'" +
-                               (keys.messages.empty() ? "" : " or '" + keys.messages + "'"));
+    if (const json* ids = keys.prompt_ids.empty() ? nullptr : field(keys.prompt_ids)) {
+      r.prompt_ids = token_ids(*ids, where + "'" + keys.prompt_ids + "' ");
     }
+    if (!prompt && !messages && r.prompt_ids.empty())
+      throw std::runtime_error(where + "no " +
+                               one_of({keys.prompt, keys.messages, keys.prompt_ids}));
     if (const json* label = keys.label.empty() ? nullptr : field(keys.label)) {
       try {
         r.label = label_text(*label);

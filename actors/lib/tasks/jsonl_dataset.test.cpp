@@ -70,7 +70,7 @@ TEST_F(JsonlDataset, NamesTheFileLineAndProblem) {
       << error_of("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n");
   EXPECT_EQ(error_of("\n[1, 2]\n"), f + ":2: a array, not a JSON object");
   EXPECT_EQ(error_of("{\"prompt\": 5}"), f + ":1: 'prompt' is number, not a string");
-  EXPECT_EQ(error_of("{\"label\": 5}"), f + ":1: no 'prompt' or 'messages'");
+  EXPECT_EQ(error_of("{\"label\": 5}"), f + ":1: no 'prompt', 'messages' or 'prompt_ids'");
   EXPECT_EQ(error_of("{\"prompt\": \"a\", \"label\": [1]}"),
             f + ":1: 'label' is array, not a string or number");
   EXPECT_EQ(error_of("{\"prompt\": \"a\", \"messages\": \"hi\"}"),
