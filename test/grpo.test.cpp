@@ -589,8 +589,10 @@ TEST(Agreement, TrueOnPolicyHoldsOnTheCpuAndAMismatchFailsTheStep) {
 
 TEST(Agreement, TrueOnPolicyAndTemperatureAreSetAlike) {
   const std::string s = setup_dir().string();
-  const std::string models =
-      " --set trainer.model=" + s + "/model --set rollout.model=" + s + "/model";
+  // Every path of the graph in the tiny setup, so that only the setting under test is wrong.
+  const std::string models = " --set trainer.model=" + s + "/model --set rollout.model=" + s +
+                             "/model --set data.path=" + s +
+                             "/rl.jsonl --set trainer.evalData=" + s + "/heldout.jsonl";
   auto one = run_milesrt("validate graphs/grpo_sync.capnp --set trainer.trueOnPolicy=true" + models,
                          "top-one");
   EXPECT_EQ(one.status, 2);
