@@ -58,7 +58,8 @@ void add_train_options(CLI::App& app, train_options& opt) {
       "--optimizer-probe", opt.optimizer_probe,
       "after the timed steps, time the optimizer step alone: on the trainer's own master weights, "
       "gradient and weights (the gradient refilled with random values), then on fresh copies of "
-      "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms)");
+      "the same tensors with a fresh optimizer (reported as optimizer_probe_*_ms); unlike the "
+      "step, the probe leaves the gradient as it is (no zeroing)");
   app.add_option("--data-parallel", opt.data_parallel,
                  "trainer ranks (threads of this process, as the trainer kind's dataParallel): on "
                  "the CPU through Gloo, on CUDA rank r on the device r places after the first, "
