@@ -1,5 +1,6 @@
 #include "actors/trainer/rank_pool.hpp"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 
 #include <stdexcept>
@@ -18,6 +19,17 @@ c10::Device rank_pool::device_of(const c10::Device& first, int rank) {
 
 rank_pool::rank_pool(dist::group_options o, factory make, c10::Device device)
     : options_(std::move(o)), make_(std::move(make)), device_(device_of(device, 0)) {
+  // Before any rank starts: each rank needs its own GPU (NCCL refuses two ranks on one device).
+  if (device_.is_cuda()) {
+    const auto last = device_of(device_, options_.world_size - 1);
+    const int have = static_cast<int>(at::getNumGPUs());
+    if (last.index() >= have)
+      throw std::runtime_error(who(0) + ": " + last.str() +
+                               " is not a device of this machine (it "
+                               "has " +
+                               std::to_string(have) + "); " + std::to_string(options_.world_size) +
+                               " ranks on cuda need as many GPUs");
+  }
   // Before any rank starts: a rank connecting to whatever holds the port could wait on it forever.
   if (dist::port_in_use(options_.host, options_.port))
     throw std::runtime_error(who(0) + ": the store's port " + std::to_string(options_.port) +
@@ -71,8 +83,9 @@ void rank_pool::serve(int rank) {
   std::unique_ptr<policy_trainer> trainer;
   uint64_t seen = 0;
   auto fail = [&](const std::string& why) {
-    // Its trainer and group go first: closing the group's connections makes the other ranks'
-    // collectives fail now rather than at their timeout.
+    // Its trainer and group go first: with Gloo, closing the group's connections makes the other
+    // ranks' collectives fail now rather than at their timeout (NCCL tells no peer: they wait
+    // for rankTimeoutSeconds).
     trainer.reset();
     group.reset();
     std::lock_guard<std::mutex> lock(mu_);

@@ -120,6 +120,31 @@ TEST(RankPool, ARankThatCannotStartIsNamed) {
   }
 }
 
+TEST(RankPool, RanksOnMoreGpusThanTheMachineHasAreRefusedBeforeAnyStarts) {
+  // Rank r runs on the r-th GPU: a group wider than the machine fails at once, naming the device,
+  // rather than in a rank's thread after rank 0 has waited for it.
+  const int have = at::hasCUDA() ? static_cast<int>(at::getNumGPUs()) : 0;
+  auto g = group_of(have + 1);
+  bool made = false;
+  try {
+    rank_pool pool(
+        g,
+        [&](int, dist::collectives&) -> std::unique_ptr<policy_trainer> {
+          made = true;
+          return nullptr;
+        },
+        at::Device(at::kCUDA, 0));
+    ADD_FAILURE() << "a group of " << have + 1 << " ranks started on " << have << " GPUs";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:" + std::to_string(have) +
+                                         " is not a device of this machine (it has " +
+                                         std::to_string(have) + ")"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(made);
+}
+
 TEST(RankPool, AStorePortInUseIsRefused) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};

@@ -12,7 +12,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/lib/weights/nccl_broadcast.hpp"
 #include "actors/lib/weights/transfer_plan.hpp"
@@ -27,16 +29,24 @@ namespace {
 class step_barrier {
  public:
   explicit step_barrier(int n) : n_(n) {}
+  /// Throws once a rank has broken the barrier (it failed: the others stop waiting for it).
   void wait() {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t gen = generation_;
+    if (broken_) throw std::runtime_error("another rank failed");
     if (++arrived_ == n_) {
       arrived_ = 0;
       ++generation_;
       cv_.notify_all();
       return;
     }
-    cv_.wait(lock, [&] { return generation_ != gen; });
+    cv_.wait(lock, [&] { return generation_ != gen || broken_; });
+    if (broken_) throw std::runtime_error("another rank failed");
+  }
+  void do_break() {
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = true;
+    cv_.notify_all();
   }
 
  private:
@@ -44,6 +54,7 @@ class step_barrier {
   std::condition_variable cv_;
   int n_, arrived_ = 0;
   uint64_t generation_ = 0;
+  bool broken_ = false;
 };
 
 /// Milliseconds a transfer takes, the mean of `steps` after one warm-up: every rank
@@ -65,6 +76,7 @@ double time_ranks(int gpus, int64_t steps, const std::function<void(int)>& move)
         }
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
+        barrier.do_break();  // a rank inside NCCL still waits for it: NCCL's own timeout then
       }
     });
   }
@@ -105,12 +117,22 @@ void multi_gpu_publish_rows(const llm::flat_params& trainer, int gpus, int64_t s
   std::vector<std::unique_ptr<weights::nccl_broadcaster>> comms(static_cast<size_t>(gpus));
   auto join = [&] {
     const auto id = weights::nccl_broadcaster::make_id();
+    std::vector<std::string> errors(static_cast<size_t>(gpus));
     std::vector<std::thread> threads;
     for (int r = 0; r < gpus; ++r)
       threads.emplace_back([&, r] {
-        comms[static_cast<size_t>(r)] = std::make_unique<weights::nccl_broadcaster>(id, gpus, r, r);
+        try {
+          comms[static_cast<size_t>(r)] =
+              std::make_unique<weights::nccl_broadcaster>(id, gpus, r, r);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
       });
     for (auto& t : threads) t.join();
+    for (int r = 0; r < gpus; ++r)
+      if (!errors[static_cast<size_t>(r)].empty())
+        throw std::runtime_error("rank " + std::to_string(r) +
+                                 " could not join NCCL: " + errors[static_cast<size_t>(r)]);
   };
   join();
   const double broadcast_ms =

@@ -175,6 +175,12 @@ struct bench_ranks {
 cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   const auto target = bench_target_of(opt.device, opt.dtype, "bench train", ctx);
   if (!target) return cli::exit_status::bad_input;
+  if (opt.data_parallel > 1 && (!opt.profile.empty() || opt.optimizer_probe || opt.lora_rank > 0)) {
+    cli::print_error(ctx.err, "bench train",
+                     "--data-parallel > 1 goes with neither --profile, --optimizer-probe nor "
+                     "--lora-rank (they run rank 0 alone, or are not built with several ranks)");
+    return cli::exit_status::bad_input;
+  }
   const auto device = target->device;
   std::string name;
   auto model = bench_model(opt.model, opt.layers, *target, name, "bench train", ctx);

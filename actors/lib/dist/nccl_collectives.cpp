@@ -57,14 +57,8 @@ class nccl_collectives final : public collectives {
                    ncclComm_t comm)
       : options_(std::move(o)), device_(device), store_(std::move(store)), comm_(comm) {}
   ~nccl_collectives() override {
-    if (comm_ != nullptr) {
-      // A group some rank left cannot be finalised together: abort (no collective is pending
-      // here, each one is waited for).
-      if (aborted_)
-        ncclCommAbort(comm_);
-      else
-        ncclCommDestroy(comm_);
-    }
+    // No collective is pending here (each one is waited for); an aborted group has no comm left.
+    if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
 
   const char* backend() const override { return "nccl"; }
@@ -136,9 +130,14 @@ class nccl_collectives final : public collectives {
     if (r != ncclSuccess)
       fail(op, ncclGetErrorString(r) + std::string(" (") + ncclGetLastError(comm_) + ")");
     cudaEvent_t done = nullptr;
-    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess)
-      fail(op, "cudaEventCreate failed");
-    cudaEventRecord(done, stream);
+    if (const cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+        e != cudaSuccess)
+      fail(op, "cudaEventCreate: " + cuda_reason(e));
+    if (const cudaError_t e = cudaEventRecord(done, stream); e != cudaSuccess) {
+      cudaEventDestroy(done);  // an unrecorded event reads as done: wait on nothing
+      abort();
+      fail(op, "cudaEventRecord: " + cuda_reason(e));
+    }
     const auto deadline = std::chrono::steady_clock::now() + options_.op_timeout;
     for (auto pause = std::chrono::microseconds(2);;
          pause = std::min(pause * 2, decltype(pause)(1000))) {
@@ -146,10 +145,12 @@ class nccl_collectives final : public collectives {
       if (q == cudaSuccess) break;
       if (q != cudaErrorNotReady) {
         cudaEventDestroy(done);
+        abort();
         fail(op, cuda_reason(q));
       }
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
+      const ncclResult_t asked = ncclCommGetAsyncError(comm_, &async);
+      if (asked != ncclSuccess) async = asked;
       if (async != ncclSuccess && async != ncclInProgress) {
         abort();
         cudaEventDestroy(done);

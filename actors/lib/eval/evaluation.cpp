@@ -22,7 +22,9 @@ eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
   for (size_t i = 0; i < n; ++i) {
     const auto& r = records[i];
     prompts.push_back(
-        codec.encode(r.messages_json.empty() ? r.prompt : codec.render(r.messages_json)));
+        !r.prompt_ids.empty()
+            ? r.prompt_ids
+            : codec.encode(r.messages_json.empty() ? r.prompt : codec.render(r.messages_json)));
     longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts.back().size()));
   }
   cfg.block_size = 16;

@@ -3,7 +3,7 @@
 /// kinds state alike: the rollout samples at a temperature, and the trainer and the reference
 /// model take their log-probs at the same one (else every importance ratio is off).
 
-#include <cstdio>
+#include <charconv>
 #include <string>
 
 namespace milesrt::llm {
@@ -11,8 +11,8 @@ namespace milesrt::llm {
 /// The temperature as the setting compares it: shortest round-trip text ("1", "0.7").
 inline std::string temperature_agreement(double t) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", t);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, t);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace milesrt::llm

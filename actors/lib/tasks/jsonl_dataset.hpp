@@ -28,9 +28,8 @@ struct data_record {
 };
 
 /// Reads every non-blank line of `path`. Each record needs the prompt, the messages or the
-/// prompt ids key. A
-/// missing file, a line that is not a JSON object, or a field of the wrong type throws
-/// std::runtime_error naming the file (and `file:line` for a bad line) and the problem.
+/// prompt ids key. A missing file, a line that is not a JSON object, or a field of the wrong type
+/// throws std::runtime_error naming the file (and `file:line` for a bad line) and the problem.
 std::vector<data_record> load_jsonl(const std::filesystem::path& path, const data_keys& keys = {});
 
 }  // namespace milesrt::tasks
