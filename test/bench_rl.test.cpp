@@ -12,6 +12,7 @@
 #include <random>
 
 #include "test/support/arith_setup.hpp"
+#include "test/support/metrics_log.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -43,15 +44,6 @@ std::string tiny(const std::string& graph, const fs::path& run) {
          " --set trainer.dtype=fp32 --set rollout.maxNewTokens=6 --set rollout.samplesPerPrompt=4"
          " --set rollout.stepTokens=512 --set rollout.kvBlocks=256 --set data.path=" +
          prompts_file().string() + " --set run.steps=3 --set run.batchSize=4";
-}
-
-std::vector<nlohmann::json> steps_of(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 /// test/peers/rl_summary.py on `run` with `args`.

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "test/support/arith_setup.hpp"
+#include "test/support/metrics_log.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -37,15 +38,6 @@ std::string grpo(const fs::path& run, int steps, const std::string& extra) {
          " --set trainer.evalInterval=0 --set trainer.lrSchedule=constant "
          "--set trainer.microBatchTokens=100 --set trainer.exportDir=" +
          (run / "export").string() + setup_paths() + extra;
-}
-
-std::vector<nlohmann::json> steps_of(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 TEST(DataParallelGraphs, TwoTrainerRanksEqualOneBitwise) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test/support.hpp"
+#include "test/support/metrics_log.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -36,15 +37,6 @@ std::string sets() {
 
 std::string paths(const fs::path& run) {
   return " --run-dir '" + run.string() + "' --quiet" + sets();
-}
-
-std::vector<nlohmann::json> steps_of(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 TEST(EnvironmentGraphs, AgentEnvTrainsOnCalculatorEpisodes) {

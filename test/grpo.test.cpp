@@ -10,6 +10,7 @@
 #include <random>
 
 #include "test/support/arith_setup.hpp"
+#include "test/support/metrics_log.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -28,15 +29,6 @@ std::string paths(const fs::path& run, bool rl) {
   else
     a += " --set data.path=" + s + "/sft.jsonl";
   return a;
-}
-
-std::vector<nlohmann::json> steps_of(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 TEST(GrpoGraphs, SyncThreeStepsVersionsStalenessAndExactLogprobs) {

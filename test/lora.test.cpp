@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test/support/arith_setup.hpp"
+#include "test/support/metrics_log.hpp"
 
 namespace {
 using namespace milesrt::testing;
@@ -24,15 +25,6 @@ std::string paths(const fs::path& run) {
          "/model --set rollout.model=" + s + "/model --set data.path=" + s +
          "/rl.jsonl --set trainer.evalData=" + s +
          "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string();
-}
-
-std::vector<nlohmann::json> steps_of(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 /// Bytes of rank-8 fp32 adapters on every projection of the setup's model.

@@ -9,18 +9,10 @@
 #include <set>
 
 #include "test/support.hpp"
+#include "test/support/metrics_log.hpp"
 
 namespace {
 using namespace milesrt::testing;
-
-std::vector<nlohmann::json> steps_of(const fs::path& run) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
 
 /// Steps logged so far (a line being written may be incomplete: not counted).
 size_t steps_of_safe(const fs::path& run) {
