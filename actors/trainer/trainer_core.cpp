@@ -28,31 +28,31 @@ namespace {
 void add_version_split(std::map<std::string, double>& m, const at::Tensor& diff,
                        const batch_layout& layout, const std::vector<train_sequence>& batch,
                        std::optional<uint64_t> held) {
-  if (held) {  // the sequences sampled entirely under the weights the trainer holds
-    double worst = -1;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const auto& v = batch[i].versions;
-      const int64_t from = layout.offsets[i], n = layout.offsets[i + 1] - from;
-      if (v.empty() || n == 0 ||
-          !std::all_of(v.begin(), v.end(), [&](uint64_t x) { return x == *held; }))
-        continue;
-      worst = std::max(worst, diff.narrow(0, from, n).max().item<double>());
-    }
-    if (worst >= 0) m["train_rollout_logprob_abs_diff_max_held"] = worst;
-  }
+  // Each sequence's largest difference, from one copy of the per-token differences to the host
+  // (-1: a sequence without versions or sampled tokens).
+  const auto host = diff.detach().to(at::kCPU, at::kDouble).contiguous();
+  const double* d = host.data_ptr<double>();
+  std::vector<double> seq_max(batch.size(), -1);
   uint64_t newest = 0;
-  for (const auto& s : batch)
-    for (auto v : s.versions) newest = std::max(newest, v);
-  double fresh = -1, older = -1;
   for (size_t i = 0; i < batch.size(); ++i) {
-    const auto& v = batch[i].versions;
-    const int64_t from = layout.offsets[i], n = layout.offsets[i + 1] - from;
-    if (v.empty() || n == 0) continue;
-    const bool all_newest =
-        std::all_of(v.begin(), v.end(), [&](uint64_t x) { return x == newest; });
-    double& slot = all_newest ? fresh : older;
-    slot = std::max(slot, diff.narrow(0, from, n).max().item<double>());
+    for (auto v : batch[i].versions) newest = std::max(newest, v);
+    const int64_t from = layout.offsets[i], to = layout.offsets[i + 1];
+    if (batch[i].versions.empty() || to == from) continue;
+    seq_max[i] = *std::max_element(d + from, d + to);
   }
+  auto all_at = [&](size_t i, uint64_t version) {
+    const auto& v = batch[i].versions;
+    return std::all_of(v.begin(), v.end(), [&](uint64_t x) { return x == version; });
+  };
+  double worst = -1, fresh = -1, older = -1;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (seq_max[i] < 0) continue;
+    // The sequences sampled entirely under the weights the trainer holds.
+    if (held && all_at(i, *held)) worst = std::max(worst, seq_max[i]);
+    double& slot = all_at(i, newest) ? fresh : older;
+    slot = std::max(slot, seq_max[i]);
+  }
+  if (worst >= 0) m["train_rollout_logprob_abs_diff_max_held"] = worst;
   if (fresh >= 0 && older >= 0) {
     m["train_rollout_logprob_abs_diff_max_newest"] = fresh;
     m["train_rollout_logprob_abs_diff_max_older"] = older;
