@@ -131,7 +131,8 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
     totals.skipped++;
     return;
   }
-  rl::check_finite_weights(params.buffer(), "trainer", adam_->steps(), "; nothing is published");
+  rl::check_finite_weights(params.buffer(), info.nonfinite, "trainer", adam_->steps(),
+                           "; nothing is published");
   params.rebuild_views();
 }
 

@@ -13,22 +13,22 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
-// One block per row: h += delta (bf16), x = RMSNorm(h) * w. The row lives in registers/shared
-// memory between the two passes; the sum of squares is reduced in a fixed order.
+// One block per row: sum = h + delta (bf16; sum may be h itself), x = RMSNorm(sum) * w. The row
+// lives in shared memory between the two passes; the sum of squares is reduced in a fixed order.
 __global__ void __launch_bounds__(kNormThreads)
-    add_rmsnorm_kernel(uint16_t* __restrict__ h, const uint16_t* __restrict__ delta,
+    add_rmsnorm_kernel(const uint16_t* h, const uint16_t* __restrict__ delta, uint16_t* sum,
                        const uint16_t* __restrict__ w, uint16_t* __restrict__ x, int64_t cols,
                        float eps) {
   extern __shared__ float row[];
   __shared__ float partial[kNormThreads / 32];
   const int64_t r = blockIdx.x;
-  uint16_t* hr = h + r * cols;
+  const uint16_t* hr = h + r * cols;
   float ss = 0.f;
   for (int64_t c = threadIdx.x; c < cols; c += kNormThreads) {
     float v = bf16_bits_to_float(hr[c]);
     if (delta != nullptr) {
       v = round_bf16(v + bf16_bits_to_float(delta[r * cols + c]));
-      hr[c] = float_to_bf16_bits(v);
+      sum[r * cols + c] = float_to_bf16_bits(v);
     }
     row[c] = v;
     ss += v * v;
@@ -106,14 +106,20 @@ __global__ void silu_mul_kernel(const uint16_t* __restrict__ gu, uint16_t* __res
 
 }  // namespace
 
-void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows,
-                      int64_t cols, float eps, void* stream) {
+void add_rmsnorm_out_cuda(const void* h, const void* delta, void* sum, const void* w, void* x,
+                          int64_t rows, int64_t cols, float eps, void* stream) {
   if (rows == 0) return;
   add_rmsnorm_kernel<<<unsigned(rows), kNormThreads, cols * sizeof(float),
                        static_cast<cudaStream_t>(stream)>>>(
-      static_cast<uint16_t*>(h), static_cast<const uint16_t*>(delta),
-      static_cast<const uint16_t*>(w), static_cast<uint16_t*>(x), cols, eps);
+      static_cast<const uint16_t*>(h), static_cast<const uint16_t*>(delta),
+      static_cast<uint16_t*>(sum), static_cast<const uint16_t*>(w), static_cast<uint16_t*>(x), cols,
+      eps);
   MILESRT_CUDA_CHECK(cudaGetLastError());
+}
+
+void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows,
+                      int64_t cols, float eps, void* stream) {
+  add_rmsnorm_out_cuda(h, delta, h, w, x, rows, cols, eps, stream);
 }
 
 void qk_rope_append_cuda(const qk_rope_args& a, void* stream) {

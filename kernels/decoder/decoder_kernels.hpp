@@ -22,6 +22,9 @@ namespace milesrt::kernels {
 /// only normalised). w: [cols] bf16.
 void add_rmsnorm_cuda(void* h, const void* delta, const void* w, void* x, int64_t rows,
                       int64_t cols, float eps, void* stream);
+/// The same with the sum written to `sum` (h is left alone; sum may be h).
+void add_rmsnorm_out_cuda(const void* h, const void* delta, void* sum, const void* w, void* x,
+                          int64_t rows, int64_t cols, float eps, void* stream);
 void add_rmsnorm_cpu(uint16_t* h, const uint16_t* delta, const uint16_t* w, uint16_t* x,
                      int64_t rows, int64_t cols, float eps);
 

@@ -39,7 +39,18 @@ TEST(DecoderKernelsCuda, MatchTheCpuReferences) {
       EXPECT_EQ(host(dh, h.size()), h_ref);  // the residual sum is element-wise
       // One step in the normalised value can become two after the product with w is rounded.
       EXPECT_LE(max_ulps(host(dx, x_ref.size()), x_ref), 2);
-      for (void* p : {(void*)dh, (void*)dd, (void*)dw, (void*)dx}) cudaFree(p);
+      // Out of place (the training path's): h untouched, the sum and x as in place.
+      auto *dh2 = dev(h), *dsum = dev(std::vector<uint16_t>(h.size(), 0)), *dx2 = dev(x_ref);
+      add_rmsnorm_out_cuda(dh2, with_delta ? dd : nullptr, dsum, dw, dx2, rows, cols, 1e-6f,
+                           nullptr);
+      EXPECT_EQ(host(dh2, h.size()), h);
+      if (with_delta) {
+        EXPECT_EQ(host(dsum, h.size()), h_ref);
+      }
+      EXPECT_EQ(host(dx2, x_ref.size()), host(dx, x_ref.size()));
+      for (void* p :
+           {(void*)dh, (void*)dd, (void*)dw, (void*)dx, (void*)dh2, (void*)dsum, (void*)dx2})
+        cudaFree(p);
     }
   }
   {  // qk_rope_append, with and without QK norm (Qwen3 vs Llama), GQA 16/8

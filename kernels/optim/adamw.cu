@@ -41,7 +41,11 @@ __device__ __forceinline__ void update(const adamw_args& a, float coef, float de
   a.master[i] = p;
   a.exp_avg[i] = m;
   a.exp_avg_sq[i] = v;
-  if (a.weights_bf16 != nullptr) a.weights_bf16[i] = float_to_bf16_bits(p);
+  const uint16_t w = float_to_bf16_bits(p);
+  if (a.weights_bf16 != nullptr) a.weights_bf16[i] = w;
+  if (a.nonfinite != nullptr &&
+      (a.weights_bf16 != nullptr ? (w & 0x7f80u) == 0x7f80u : !isfinite(p)))
+    *a.nonfinite = 1;
 }
 
 __device__ __forceinline__ float load_grad(const adamw_args& a, int64_t i) {
@@ -71,6 +75,7 @@ __global__ void adamw_kernel(adamw_args a) {
   float* __restrict__ master = a.master;
   float* __restrict__ exp_avg = a.exp_avg;
   float* __restrict__ exp_avg_sq = a.exp_avg_sq;
+  bool bad = false;  // a written weight is not finite
   // Each block walks its own contiguous chunk (as libtorch's multi-tensor kernels do).
   const int64_t begin = int64_t(blockIdx.x) * kChunkQuads, end = min(quads, begin + kChunkQuads);
   for (int64_t q = begin + threadIdx.x; q < end; q += blockDim.x) {
@@ -107,6 +112,7 @@ __global__ void adamw_kernel(adamw_args a) {
       mp[k] = mk;
       vp[k] = vk;
       w[k] = float_to_bf16_bits(pk);
+      bad |= a.weights_bf16 != nullptr ? (w[k] & 0x7f80u) == 0x7f80u : !isfinite(pk);
     }
     *reinterpret_cast<float4*>(master + i) = p;
     *reinterpret_cast<float4*>(exp_avg + i) = m;
@@ -123,6 +129,7 @@ __global__ void adamw_kernel(adamw_args a) {
             make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
+  if (bad && a.nonfinite != nullptr) *a.nonfinite = 1;
   // The last n % 4 elements.
   if (blockIdx.x == 0 && threadIdx.x < a.n % 4) {
     const int64_t i = 4 * quads + threadIdx.x;

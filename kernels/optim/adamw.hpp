@@ -19,6 +19,10 @@ struct adamw_args {
   uint16_t* weights_bf16 = nullptr;  ///< [n] bf16 copy of the master weights to refresh, or null
   const float* grad_coef =
       nullptr;  ///< device scalar the gradient is multiplied by (clipping), or null
+  /// Set to 1 (never to 0) when a weight the step writes is not finite: the new master weight,
+  /// or its bf16 copy where one is refreshed (which rounds beyond bf16's range to infinity). Null:
+  /// not checked. Saves the caller a pass over the weights.
+  int32_t* nonfinite = nullptr;
   int64_t n = 0;
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0;
   float step_size = 0;  ///< lr / (1 - beta1^t)

@@ -25,7 +25,11 @@ void adamw_step_cpu(const adamw_args& a) {
     a.master[i] = p;
     a.exp_avg[i] = m;
     a.exp_avg_sq[i] = v;
-    if (a.weights_bf16 != nullptr) a.weights_bf16[i] = float_to_bf16_bits(p);
+    const uint16_t w = float_to_bf16_bits(p);
+    if (a.weights_bf16 != nullptr) a.weights_bf16[i] = w;
+    if (a.nonfinite != nullptr &&
+        (a.weights_bf16 != nullptr ? (w & 0x7f80u) == 0x7f80u : !std::isfinite(p)))
+      *a.nonfinite = 1;
   }
 }
 

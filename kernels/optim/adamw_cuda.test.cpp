@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -9,6 +10,8 @@
 #include "kernels/optim/adamw.hpp"
 #ifdef MILESRT_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "kernels/cuda_testing.hpp"
 #endif
 
 namespace milesrt::kernels {
@@ -113,6 +116,55 @@ TEST(AdamWCuda, OnePassStepEqualsTheCpuReferenceBitForBit) {
     for (int64_t i = 0; i < (bf16 ? n / 2 : n); ++i) nonzero += gg[i] != 0.f;
     EXPECT_EQ(nonzero, 0) << "the gradient is zeroed";
     for (void* p : {(void*)dm, (void*)dmo, (void*)dv, (void*)dcoef, dg, (void*)dw}) cudaFree(p);
+  }
+#endif
+}
+
+// The step's own finiteness flag: 0 when every written weight is finite, 1 when one is not (in
+// the four-a-thread body or the tail), with and without a bf16 copy; the CPU reference alike.
+TEST(AdamWCuda, TheStepFlagsANonFiniteWeight) {
+#ifndef MILESRT_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA kernels";
+#else
+  using testing::dev;
+  using testing::host;
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const int64_t n = 1003;
+  for (int64_t bad : {int64_t(-1), int64_t(10), int64_t(1001)}) {
+    for (bool refresh : {true, false}) {
+      std::vector<float> master(n, 0.5f), m(n, 0.f), v(n, 0.f), g(n, 0.1f);
+      if (bad >= 0) master[bad] = bad % 2 ? std::numeric_limits<float>::infinity() : NAN;
+      adamw_args a;
+      a.n = n;
+      a.lr = 1e-3f;
+      a.step_size = 1e-3f;
+      a.grad_bf16 = false;
+      auto cm = master, cmo = m, cv = v, cg = g;
+      std::vector<uint16_t> cw(n);
+      int32_t cflag = 0;
+      a.master = cm.data();
+      a.exp_avg = cmo.data();
+      a.exp_avg_sq = cv.data();
+      a.grad = cg.data();
+      a.weights_bf16 = refresh ? cw.data() : nullptr;
+      a.nonfinite = &cflag;
+      adamw_step_cpu(a);
+      EXPECT_EQ(cflag, bad >= 0 ? 1 : 0) << "cpu, bad " << bad << " refresh " << refresh;
+      auto *dm = dev(master), *dmo = dev(m), *dv = dev(v), *dg = dev(g);
+      auto* dw = dev(cw);
+      auto* dflag = dev(std::vector<int32_t>{0});
+      a.master = dm;
+      a.exp_avg = dmo;
+      a.exp_avg_sq = dv;
+      a.grad = dg;
+      a.weights_bf16 = refresh ? dw : nullptr;
+      a.nonfinite = dflag;
+      adamw_step_cuda(a, nullptr);
+      EXPECT_EQ(host(dflag, 1)[0], bad >= 0 ? 1 : 0)
+          << "gpu, bad " << bad << " refresh " << refresh;
+      for (void* p : {(void*)dm, (void*)dmo, (void*)dv, (void*)dg, (void*)dw, (void*)dflag})
+        cudaFree(p);
+    }
   }
 #endif
 }

@@ -82,17 +82,18 @@ __device__ __forceinline__ row_state block_merge(row_state st) {
 /// Pass 1, block (split, row): the state of the row's vocabulary slice
 /// [split * kSlice, (split + 1) * kSlice) into partial[row * splits + split]. The slices depend on
 /// the vocabulary size only, never on the batch, so a row's result is the same in any batch.
-template <typename T>
+/// kSample = false: scoring (score_rows), the same reduction without the draw.
+template <typename T, bool kSample>
 __global__ void __launch_bounds__(kThreads)
     sample_slice_kernel(const T* logits, int64_t vocab, int64_t ld, const float* temperature,
-                        const float* min_kept, const uint64_t* seed, const int64_t* position,
-                        row_state* partial) {
+                        float score_temperature, const float* min_kept, const uint64_t* seed,
+                        const int64_t* position, row_state* partial) {
   const int64_t r = blockIdx.y;
   const T* row = logits + r * ld;
-  const float temp = temperature[r];
-  const float floor = min_kept != nullptr ? min_kept[r] : -FLT_MAX;
-  const uint64_t key = seed[r];
-  const int64_t pos = position[r];
+  const float temp = kSample ? temperature[r] : score_temperature;
+  const float floor = kSample && min_kept != nullptr ? min_kept[r] : -FLT_MAX;
+  const uint64_t key = kSample ? seed[r] : 0;
+  const int64_t pos = kSample ? position[r] : 0;
   const int64_t begin = int64_t(blockIdx.x) * kSlice;
   const int64_t end = begin + kSlice < vocab ? begin + kSlice : vocab;
   row_state st{-FLT_MAX, 0.f, 0.f, -DBL_MAX, 0, 0.f};
@@ -108,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
       st.s += e;
       st.t += e * z;
     }
-    if (z >= floor) {
+    if (kSample && z >= floor) {
       const double v = double(z) - log(-log(philox_uniform(key, pos, i)));
       if (v > st.best) {  // i grows within a thread: ties keep the smaller id
         st.best = v;
@@ -137,7 +138,52 @@ __global__ void sample_merge_kernel(const row_state* partial, int64_t splits, in
   }
 }
 
+/// Scoring's pass 2: as sample_merge_kernel, with the given token's z in place of the drawn one.
+template <typename T>
+__global__ void score_merge_kernel(const row_state* partial, int64_t splits, const T* logits,
+                                   int64_t vocab, int64_t ld, float temp, const int64_t* target,
+                                   float* logprob, float* entropy, float* lse_out) {
+  const int64_t r = blockIdx.x;
+  row_state st{-FLT_MAX, 0.f, 0.f, -DBL_MAX, 0, 0.f};
+  for (int64_t k = threadIdx.x; k < splits; k += 32) merge(st, partial[r * splits + k]);
+  for (int offset = 16; offset > 0; offset /= 2) merge(st, shuffle_down(st, offset));
+  if (threadIdx.x == 0) {
+    const float lse = st.m + logf(st.s);
+    const int64_t t = target[r];
+    const float z = t >= 0 && t < vocab ? __fdiv_rn(load(logits + r * ld + t), temp)
+                                        : __int_as_float(0x7fc00000);
+    logprob[r] = z - lse;
+    entropy[r] = lse - st.t / st.s;
+    if (lse_out != nullptr) lse_out[r] = lse;
+  }
+}
+
+template <typename T>
+void score_rows_typed(const score_rows_args& a, cudaStream_t s) {
+  const int64_t splits = (a.vocab + kSlice - 1) / kSlice;
+  auto* partial = static_cast<row_state*>(a.workspace);
+  const auto* logits = static_cast<const T*>(a.logits);
+  sample_slice_kernel<T, false><<<dim3(unsigned(splits), unsigned(a.rows)), kThreads, 0, s>>>(
+      logits, a.vocab, a.ld, nullptr, a.temperature, nullptr, nullptr, nullptr, partial);
+  score_merge_kernel<T><<<unsigned(a.rows), 32, 0, s>>>(
+      partial, splits, logits, a.vocab, a.ld, a.temperature, a.target, a.logprob, a.entropy, a.lse);
+}
+
 }  // namespace
+
+void score_rows_cuda(const score_rows_args& a, void* stream) {
+  if (a.rows == 0) return;
+  if (a.workspace == nullptr) throw std::invalid_argument("score_rows: no workspace");
+  if (a.rows > 65535) throw std::invalid_argument("score_rows: more than 65,535 rows at once");
+  auto s = static_cast<cudaStream_t>(stream);
+  if (a.bf16)
+    score_rows_typed<__nv_bfloat16>(a, s);
+  else
+    score_rows_typed<float>(a, s);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("score_rows: ") + cudaGetErrorString(e));
+}
 
 size_t sample_rows_workspace_bytes(int64_t rows, int64_t vocab) {
   return size_t(rows) * size_t((vocab + kSlice - 1) / kSlice) * sizeof(row_state);
@@ -151,13 +197,13 @@ void sample_rows_cuda(const sample_rows_args& a, void* stream) {
   auto* partial = static_cast<row_state*>(a.workspace);
   const dim3 grid(unsigned(splits), unsigned(a.rows));
   if (a.bf16) {
-    sample_slice_kernel<__nv_bfloat16>
+    sample_slice_kernel<__nv_bfloat16, true>
         <<<grid, kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(a.logits), a.vocab, a.ld,
-                                   a.temperature, a.min_kept, a.seed, a.position, partial);
+                                   a.temperature, 0.f, a.min_kept, a.seed, a.position, partial);
   } else {
-    sample_slice_kernel<float><<<grid, kThreads, 0, s>>>(static_cast<const float*>(a.logits),
-                                                         a.vocab, a.ld, a.temperature, a.min_kept,
-                                                         a.seed, a.position, partial);
+    sample_slice_kernel<float, true>
+        <<<grid, kThreads, 0, s>>>(static_cast<const float*>(a.logits), a.vocab, a.ld,
+                                   a.temperature, 0.f, a.min_kept, a.seed, a.position, partial);
   }
   sample_merge_kernel<<<unsigned(a.rows), 32, 0, s>>>(partial, splits, a.token, a.logprob,
                                                       a.entropy);

@@ -41,4 +41,22 @@ void sample_rows_cuda(const sample_rows_args& a, void* stream);
 /// The reference on the host (every pointer a host pointer; bf16 logits as raw uint16 bits).
 void sample_rows_cpu(const sample_rows_args& a);
 
+/// Scoring given tokens (the trainer's log-probs): per row the log-prob z[target] - lse and the
+/// entropy, reduced over the same slices in the same order as sample_rows (so for equal logits and
+/// temperature, the log-prob of a token equals the one the sampler recorded for it, bit for bit),
+/// and lse itself for a backward.
+struct score_rows_args {
+  const void* logits = nullptr;  ///< [rows, vocab] with row stride `ld` (elements)
+  bool bf16 = true;              ///< logits are bf16 (else fp32)
+  int64_t rows = 0, vocab = 0, ld = 0;
+  float temperature = 1.f;          ///< > 0, every row
+  const int64_t* target = nullptr;  ///< [rows], each in [0, vocab) (else the log-prob is NaN)
+  float* logprob = nullptr;         ///< out [rows]
+  float* entropy = nullptr;         ///< out [rows]
+  float* lse = nullptr;             ///< out [rows] or null
+  void* workspace = nullptr;        ///< sample_rows_workspace_bytes(rows, vocab) (GPU only)
+};
+void score_rows_cuda(const score_rows_args& a, void* stream);
+void score_rows_cpu(const score_rows_args& a);
+
 }  // namespace milesrt::kernels

@@ -99,6 +99,37 @@ TEST(SamplerCpu, DrawsFromTheSoftmaxAndReportsItsLogProbAndEntropy) {
   }
 }
 
+// Scoring's reference: log-softmax(z / T) at the target and the entropy, for fp32 logits; a target
+// outside the vocabulary gives NaN.
+TEST(SamplerCpu, ScoresTheTargetsLogProbAndTheEntropy) {
+  const std::vector<float> logits = {1.0f, 2.0f, 0.5f, -1.0f, 2.5f, 0.f, 3.f, -2.f, 1.f, 1.f};
+  const int64_t V = 5;
+  const float T = 0.8f;
+  std::vector<int64_t> target = {4, 7};
+  std::vector<float> lp(2), ent(2), lse(2);
+  score_rows_args a;
+  a.logits = logits.data();
+  a.bf16 = false;
+  a.rows = 2;
+  a.vocab = a.ld = V;
+  a.temperature = T;
+  a.target = target.data();
+  a.logprob = lp.data();
+  a.entropy = ent.data();
+  a.lse = lse.data();
+  score_rows_cpu(a);
+  double sum = 0, entropy = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(logits[v] / T);
+  for (int64_t v = 0; v < V; ++v) {
+    const double p = std::exp(logits[v] / T) / sum;
+    entropy -= p * std::log(p);
+  }
+  EXPECT_NEAR(lp[0], logits[4] / T - std::log(sum), 1e-6);
+  EXPECT_NEAR(lse[0], std::log(sum), 1e-6);
+  EXPECT_NEAR(ent[0], entropy, 1e-6);
+  EXPECT_TRUE(std::isnan(lp[1]));
+}
+
 TEST(SamplerCpu, KeepsOnlyTokensAtOrAboveTheThreshold) {
   const std::vector<float> row = {1.0f, 2.0f, 0.5f, -1.0f, 2.5f};
   const int64_t V = 5, N = 2000;

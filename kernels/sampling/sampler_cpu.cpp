@@ -46,4 +46,28 @@ void sample_rows_cpu(const sample_rows_args& a) {
   }
 }
 
+void score_rows_cpu(const score_rows_args& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    auto z_at = [&](int64_t i) -> float {
+      const float l = a.bf16 ? bf16_to_float(static_cast<const uint16_t*>(a.logits)[r * a.ld + i])
+                             : static_cast<const float*>(a.logits)[r * a.ld + i];
+      return l / a.temperature;
+    };
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < a.vocab; ++i) m = std::max(m, z_at(i));
+    double s = 0, zs = 0;
+    for (int64_t i = 0; i < a.vocab; ++i) {
+      const double e = std::exp(double(z_at(i)) - double(m));
+      s += e;
+      zs += e * double(z_at(i));
+    }
+    const double lse = double(m) + std::log(s);
+    const int64_t t = a.target[r];
+    a.logprob[r] = t >= 0 && t < a.vocab ? float(double(z_at(t)) - lse)
+                                         : std::numeric_limits<float>::quiet_NaN();
+    a.entropy[r] = float(lse - zs / s);
+    if (a.lse != nullptr) a.lse[r] = float(lse);
+  }
+}
+
 }  // namespace milesrt::kernels

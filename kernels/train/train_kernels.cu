@@ -32,9 +32,10 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // and keeps their dw partial sums in registers; the block's partials go to the workspace.
 __global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy,
                                         const uint16_t* __restrict__ x,
-                                        const uint16_t* __restrict__ w, uint16_t* __restrict__ dx,
-                                        float* __restrict__ partial, int64_t rows, int64_t cols,
-                                        float eps, int64_t per_block) {
+                                        const uint16_t* __restrict__ w,
+                                        const uint16_t* __restrict__ dres,
+                                        uint16_t* __restrict__ dx, float* __restrict__ partial,
+                                        int64_t rows, int64_t cols, float eps, int64_t per_block) {
   __shared__ float scratch[32];
   float acc[kMaxColsPerThread];
   const int per = int((cols + blockDim.x - 1) / blockDim.x);
@@ -66,7 +67,9 @@ __global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy,
       if (c < cols) {
         const float n = bf16_bits_to_float(xr[c]) * rstd;
         const float g = bf16_bits_to_float(gr[c]);
-        dx[r * cols + c] = float_to_bf16_bits(rstd * (g * bf16_bits_to_float(w[c]) - n * mean));
+        float d = rstd * (g * bf16_bits_to_float(w[c]) - n * mean);
+        if (dres != nullptr) d += bf16_bits_to_float(dres[r * cols + c]);
+        dx[r * cols + c] = float_to_bf16_bits(d);
         acc[k] += g * round_bf16(n);
       }
     }
@@ -78,9 +81,10 @@ __global__ void rmsnorm_backward_kernel(const uint16_t* __restrict__ dy,
 }
 
 // dw[c] = the blocks' partial sums in a fixed order: a block takes 32 columns; its 8 warps' lane c
-// sums every 8th partial row (j, j + 8, ...), then warp 0 adds the 8 sums in order.
+// sums every 8th partial row (j, j + 8, ...), then warp 0 adds the 8 sums in order. With `acc`,
+// the sum is added to that bf16 gradient instead (acc[c] = bf16(acc[c] + dw[c])).
 __global__ void sum_partials_kernel(const float* __restrict__ partial, float* __restrict__ dw,
-                                    int64_t blocks, int64_t cols) {
+                                    uint16_t* __restrict__ acc, int64_t blocks, int64_t cols) {
   __shared__ float sums[8][32];
   const int lane = threadIdx.x % 32, j = threadIdx.x / 32;
   const int64_t c = int64_t(blockIdx.x) * 32 + lane;
@@ -92,7 +96,10 @@ __global__ void sum_partials_kernel(const float* __restrict__ partial, float* __
   if (j == 0 && c < cols) {
     float t = 0.f;
     for (int k = 0; k < 8; ++k) t += sums[k][lane];
-    dw[c] = t;
+    if (acc != nullptr)
+      acc[c] = float_to_bf16_bits(bf16_bits_to_float(acc[c]) + t);
+    else
+      dw[c] = t;
   }
 }
 
@@ -203,6 +210,125 @@ __global__ void silu_mul_backward_kernel(const uint16_t* __restrict__ dout,
   if (first < n % 4) silu_mul_grad_one(dout, gate, up, dgate, dup, n / 4 * 4 + first);
 }
 
+constexpr int kHead = 128;  // qk_norm_rope's head size: 4 elements a lane
+
+// One warp a (row, head), as qk_rope_append_kernel (kernels/decoder) normalises and rotates.
+__global__ void qk_norm_rope_kernel(const uint16_t* __restrict__ x, const uint16_t* __restrict__ w,
+                                    const uint16_t* __restrict__ cos,
+                                    const uint16_t* __restrict__ sin, uint16_t* __restrict__ out,
+                                    int64_t rows, int64_t heads, float eps) {
+  const int lane = threadIdx.x % 32;
+  const int64_t rh = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (rh >= rows * heads) return;
+  const int64_t t = rh / heads;
+  uint16_t in[4];
+  *reinterpret_cast<uint2*>(in) = *reinterpret_cast<const uint2*>(x + rh * kHead + 4 * lane);
+  float y[4];
+  for (int i = 0; i < 4; ++i) y[i] = bf16_bits_to_float(in[i]);
+  float ss = y[0] * y[0] + y[1] * y[1] + y[2] * y[2] + y[3] * y[3];
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / float(kHead) + eps);
+  for (int i = 0; i < 4; ++i)
+    y[i] = round_bf16(bf16_bits_to_float(w[4 * lane + i]) * round_bf16(y[i] * inv));
+  const uint16_t* cs = cos + t * kHead + 4 * lane;
+  const uint16_t* sn = sin + t * kHead + 4 * lane;
+  uint16_t o[4];
+  for (int i = 0; i < 4; ++i) {
+    const float partner = __shfl_xor_sync(0xffffffffu, y[i], 16);
+    const float rot = lane < 16 ? -partner : partner;
+    o[i] = float_to_bf16_bits(round_bf16(y[i] * bf16_bits_to_float(cs[i])) +
+                              round_bf16(rot * bf16_bits_to_float(sn[i])));
+  }
+  *reinterpret_cast<uint2*>(out + rh * kHead + 4 * lane) = *reinterpret_cast<const uint2*>(o);
+}
+
+// One warp a block, per_block consecutive head rows in order (rmsnorm_backward_kernel's blocks):
+// rope's transposed rotation, then the norm's backward; lane l owns columns 4l..4l+3 and their dw
+// partial sums.
+__global__ void qk_norm_rope_backward_kernel(
+    const uint16_t* __restrict__ dout, const uint16_t* __restrict__ x,
+    const uint16_t* __restrict__ w, const uint16_t* __restrict__ cos,
+    const uint16_t* __restrict__ sin, uint16_t* __restrict__ dx, float* __restrict__ partial,
+    int64_t total, int64_t heads, float eps, int64_t per_block) {
+  const int lane = threadIdx.x;
+  float wv[4], acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int i = 0; i < 4; ++i) wv[i] = bf16_bits_to_float(w[4 * lane + i]);
+  const int64_t first = int64_t(blockIdx.x) * per_block;
+  const int64_t last = min(total, first + per_block);
+  for (int64_t r = first; r < last; ++r) {
+    const int64_t t = r / heads;
+    uint16_t gb[4], xb[4], cb[4], sb[4];
+    *reinterpret_cast<uint2*>(gb) = *reinterpret_cast<const uint2*>(dout + r * kHead + 4 * lane);
+    *reinterpret_cast<uint2*>(xb) = *reinterpret_cast<const uint2*>(x + r * kHead + 4 * lane);
+    *reinterpret_cast<uint2*>(cb) = *reinterpret_cast<const uint2*>(cos + t * kHead + 4 * lane);
+    *reinterpret_cast<uint2*>(sb) = *reinterpret_cast<const uint2*>(sin + t * kHead + 4 * lane);
+    float dy[4], xv[4];
+    for (int i = 0; i < 4; ++i) {
+      const float g = bf16_bits_to_float(gb[i]), s = bf16_bits_to_float(sb[i]);
+      const float pg = __shfl_xor_sync(0xffffffffu, g, 16);  // element i -+ 64's gradient
+      const float ps = __shfl_xor_sync(0xffffffffu, s, 16);  // and its sin
+      const float c = bf16_bits_to_float(cb[i]);
+      dy[i] = round_bf16(lane < 16 ? g * c + pg * ps : g * c - pg * ps);
+      xv[i] = bf16_bits_to_float(xb[i]);
+    }
+    float ss = 0.f;
+    for (int i = 0; i < 4; ++i) ss += xv[i] * xv[i];
+    const float rstd = rsqrtf(warp_sum(ss) / float(kHead) + eps);
+    float dot = 0.f;
+    for (int i = 0; i < 4; ++i) dot += dy[i] * wv[i] * (xv[i] * rstd);
+    const float mean = warp_sum(dot) / float(kHead);
+    uint16_t o[4];
+    for (int i = 0; i < 4; ++i) {
+      const float n = xv[i] * rstd;
+      o[i] = float_to_bf16_bits(rstd * (dy[i] * wv[i] - n * mean));
+      acc[i] += dy[i] * round_bf16(n);
+    }
+    *reinterpret_cast<uint2*>(dx + r * kHead + 4 * lane) = *reinterpret_cast<const uint2*>(o);
+  }
+  for (int i = 0; i < 4; ++i) partial[int64_t(blockIdx.x) * kHead + 4 * lane + i] = acc[i];
+}
+
+__device__ __forceinline__ float logprob_grad_one(float x, float temp, float lse, float h,
+                                                  float glp, float gent, bool is_target) {
+  const float z = __fdiv_rn(x, temp);
+  const float p = expf(z - lse);
+  float g = -(((z - lse) + h) * gent + glp) * p;
+  if (is_target) g += glp;
+  return __fdiv_rn(g, temp);
+}
+
+// Block (column chunk, row): 8 elements a thread with 16-byte loads where the row allows it.
+__global__ void logprob_backward_kernel(uint16_t* __restrict__ logits, int64_t vocab, int64_t ld,
+                                        const int64_t* __restrict__ target,
+                                        const float* __restrict__ lse,
+                                        const float* __restrict__ entropy,
+                                        const float* __restrict__ g_lp,
+                                        const float* __restrict__ g_ent, float temp, bool vec) {
+  const int64_t r = blockIdx.y;
+  uint16_t* row = logits + r * ld;
+  const float l = lse[r], h = entropy[r], glp = g_lp[r], gent = g_ent[r];
+  const int64_t t = target[r];
+  const int64_t first = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  if (first >= vocab) return;
+  if (vec && first + 8 <= vocab) {
+    uint4 raw = *reinterpret_cast<const uint4*>(row + first);
+    uint32_t* w = reinterpret_cast<uint32_t*>(&raw);
+    for (int i = 0; i < 4; ++i) {
+      const int64_t j = first + 2 * i;
+      const float a = logprob_grad_one(bf16_bits_to_float(uint16_t(w[i] & 0xffffu)), temp, l, h,
+                                       glp, gent, j == t);
+      const float b = logprob_grad_one(bf16_bits_to_float(uint16_t(w[i] >> 16)), temp, l, h, glp,
+                                       gent, j + 1 == t);
+      w[i] = uint32_t(float_to_bf16_bits(a)) | (uint32_t(float_to_bf16_bits(b)) << 16);
+    }
+    *reinterpret_cast<uint4*>(row + first) = raw;
+    return;
+  }
+  for (int64_t j = first; j < first + 8 && j < vocab; ++j)
+    row[j] = float_to_bf16_bits(
+        logprob_grad_one(bf16_bits_to_float(row[j]), temp, l, h, glp, gent, j == t));
+}
+
 bool aligned8(std::initializer_list<const void*> ps) {
   for (const void* p : ps)
     if (reinterpret_cast<uintptr_t>(p) % 8 != 0) return false;
@@ -217,8 +343,9 @@ unsigned grid_for(int64_t n) {
 
 bool train_kernels_available() { return true; }
 
-void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, void* dx, float* dw,
-                           int64_t rows, int64_t cols, float eps, float* workspace, void* stream) {
+void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, const void* dres, void* dx,
+                           float* dw, void* dw_acc, int64_t rows, int64_t cols, float eps,
+                           float* workspace, void* stream) {
   if (cols == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const int threads = int(std::min<int64_t>(256, (cols + 31) / 32 * 32));
@@ -231,11 +358,46 @@ void rmsnorm_backward_cuda(const void* dy, const void* x, const void* w, void* d
   if (blocks > 0) {
     rmsnorm_backward_kernel<<<unsigned(blocks), threads, 0, s>>>(
         static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x),
-        static_cast<const uint16_t*>(w), static_cast<uint16_t*>(dx), workspace, rows, cols, eps,
-        per_block);
+        static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(dres),
+        static_cast<uint16_t*>(dx), workspace, rows, cols, eps, per_block);
     MILESRT_CUDA_CHECK(cudaGetLastError());
   }
-  sum_partials_kernel<<<unsigned((cols + 31) / 32), 256, 0, s>>>(workspace, dw, blocks, cols);
+  if (dw == nullptr && dw_acc == nullptr) return;
+  sum_partials_kernel<<<unsigned((cols + 31) / 32), 256, 0, s>>>(
+      workspace, dw, static_cast<uint16_t*>(dw_acc), blocks, cols);
+  MILESRT_CUDA_CHECK(cudaGetLastError());
+}
+
+void qk_norm_rope_cuda(const void* x, const void* w, const void* cos, const void* sin, void* out,
+                       int64_t rows, int64_t heads, float eps, void* stream) {
+  const int64_t n = rows * heads;
+  if (n == 0) return;
+  constexpr int kWarps = 4;
+  qk_norm_rope_kernel<<<unsigned((n + kWarps - 1) / kWarps), 32 * kWarps, 0,
+                        static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(w),
+      static_cast<const uint16_t*>(cos), static_cast<const uint16_t*>(sin),
+      static_cast<uint16_t*>(out), rows, heads, eps);
+  MILESRT_CUDA_CHECK(cudaGetLastError());
+}
+
+void qk_norm_rope_backward_cuda(const void* dout, const void* x, const void* w, const void* cos,
+                                const void* sin, void* dx, float* dw, void* dw_acc, int64_t rows,
+                                int64_t heads, float eps, float* workspace, void* stream) {
+  const int64_t total = rows * heads;
+  if (total == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  const int64_t per_block = norm_rows_per_block(total);
+  const int64_t blocks = (total + per_block - 1) / per_block;
+  qk_norm_rope_backward_kernel<<<unsigned(blocks), 32, 0, s>>>(
+      static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(x),
+      static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(cos),
+      static_cast<const uint16_t*>(sin), static_cast<uint16_t*>(dx), workspace, total, heads, eps,
+      per_block);
+  MILESRT_CUDA_CHECK(cudaGetLastError());
+  if (dw == nullptr && dw_acc == nullptr) return;
+  sum_partials_kernel<<<unsigned(kHead / 32), 256, 0, s>>>(
+      workspace, dw, static_cast<uint16_t*>(dw_acc), blocks, kHead);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -268,6 +430,19 @@ void silu_mul_backward_cuda(const void* dout, const void* gate, const void* up, 
       static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(gate),
       static_cast<const uint16_t*>(up), static_cast<uint16_t*>(dgate), static_cast<uint16_t*>(dup),
       n, vec);
+  MILESRT_CUDA_CHECK(cudaGetLastError());
+}
+
+void logprob_backward_cuda(void* logits, int64_t rows, int64_t vocab, int64_t ld,
+                           const int64_t* target, const float* lse, const float* entropy,
+                           const float* g_lp, const float* g_ent, float temperature, void* stream) {
+  if (rows == 0 || vocab == 0) return;
+  if (rows > 65535) throw std::invalid_argument("logprob_backward_cuda: more than 65,535 rows");
+  const bool vec = reinterpret_cast<uintptr_t>(logits) % 16 == 0 && ld % 8 == 0;
+  const dim3 grid(unsigned((vocab + 8 * 256 - 1) / (8 * 256)), unsigned(rows));
+  logprob_backward_kernel<<<grid, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<uint16_t*>(logits), vocab, ld, target, lse, entropy, g_lp, g_ent, temperature,
+      vec);
   MILESRT_CUDA_CHECK(cudaGetLastError());
 }
 

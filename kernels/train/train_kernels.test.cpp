@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -53,7 +54,8 @@ TEST(TrainKernels, BackwardReferencesAreTheForwardsGradients) {
       w[c] = bits(1.f + 0.0625f * float(c % 3));
     }
     std::vector<float> dw(cols);
-    rmsnorm_backward_cpu(g.data(), x.data(), w.data(), dx.data(), dw.data(), 1, cols, 1e-6f);
+    rmsnorm_backward_cpu(g.data(), x.data(), w.data(), nullptr, dx.data(), dw.data(), 1, cols,
+                         1e-6f);
     auto loss = [&](std::vector<double> v) {
       double ss = 0;
       for (double e : v) ss += e * e;
@@ -72,6 +74,50 @@ TEST(TrainKernels, BackwardReferencesAreTheForwardsGradients) {
       const double num = (loss(a) - loss(b)) / 2e-4;
       EXPECT_NEAR(bf16_bits_to_float(dx[c]), num, 1e-2 * (1 + std::abs(num))) << c;
     }
+    // The residual stream's own gradient joins dx (the loss gains sum(r * x)): each element moves
+    // by r, rounded once.
+    std::vector<uint16_t> r(cols), dxr(cols);
+    for (int64_t c = 0; c < cols; ++c) r[c] = bits(0.25f * float(c % 5) - 0.5f);
+    rmsnorm_backward_cpu(g.data(), x.data(), w.data(), r.data(), dxr.data(), dw.data(), 1, cols,
+                         1e-6f);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float want = bf16_bits_to_float(dx[c]) + bf16_bits_to_float(r[c]);
+      EXPECT_NEAR(bf16_bits_to_float(dxr[c]), want, 1e-2f * (1 + std::abs(want))) << c;
+    }
+  }
+}
+
+// The log-prob/entropy backward's reference against central differences of
+// g_lp * logp(target) + g_ent * H over fp32 copies of the logits, in double.
+TEST(TrainKernelsCpu, LogProbBackwardIsTheGradientOfLogProbAndEntropy) {
+  const int64_t V = 9;
+  const float T = 0.9f;
+  std::vector<uint16_t> x(V);
+  for (int64_t j = 0; j < V; ++j) x[j] = float_to_bf16_bits(std::sin(1.3f * float(j)) * 2.f);
+  auto objective = [&](const std::vector<double>& z, double* lse_out, double* h_out) {
+    double m = -1e30, s = 0, zs = 0;
+    for (double v : z) m = std::max(m, v / T);
+    for (double v : z) s += std::exp(v / T - m);
+    const double lse = m + std::log(s);
+    for (double v : z) zs += std::exp(v / T - lse) * (v / T);
+    if (lse_out) *lse_out = lse;
+    if (h_out) *h_out = lse - zs;
+    return 0.7 * (z[3] / T - lse) - 0.4 * (lse - zs);
+  };
+  std::vector<double> z(V);
+  for (int64_t j = 0; j < V; ++j) z[j] = bf16_bits_to_float(x[j]);
+  double lse, h;
+  objective(z, &lse, &h);
+  const int64_t target = 3;
+  const float flse = float(lse), fh = float(h), glp = 0.7f, gent = -0.4f;
+  auto g = x;
+  logprob_backward_cpu(g.data(), 1, V, V, &target, &flse, &fh, &glp, &gent, T);
+  for (int64_t j = 0; j < V; ++j) {
+    auto a = z, b = z;
+    a[j] += 1e-5;
+    b[j] -= 1e-5;
+    const double num = (objective(a, nullptr, nullptr) - objective(b, nullptr, nullptr)) / 2e-5;
+    EXPECT_NEAR(bf16_bits_to_float(g[j]), num, 1e-2 * (1 + std::abs(num))) << j;
   }
 }
 

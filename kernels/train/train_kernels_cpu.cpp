@@ -3,12 +3,14 @@
 #include <vector>
 
 #include "kernels/decoder/bf16.hpp"
+#include "kernels/decoder/decoder_kernels.hpp"
 #include "kernels/train/train_kernels.hpp"
 
 namespace milesrt::kernels {
 
-void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t* w, uint16_t* dx,
-                          float* dw, int64_t rows, int64_t cols, float eps) {
+void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t* w,
+                          const uint16_t* dres, uint16_t* dx, float* dw, int64_t rows, int64_t cols,
+                          float eps) {
   const int64_t per_block = norm_rows_per_block(rows);
   const int64_t blocks = (rows + per_block - 1) / per_block;
   std::vector<float> partial(blocks * cols, 0.f);
@@ -29,7 +31,9 @@ void rmsnorm_backward_cpu(const uint16_t* dy, const uint16_t* x, const uint16_t*
     for (int64_t c = 0; c < cols; ++c) {
       const float n = bf16_bits_to_float(xr[c]) * rstd;
       const float g = bf16_bits_to_float(gr[c]);
-      dx[r * cols + c] = float_to_bf16_bits(rstd * (g * bf16_bits_to_float(w[c]) - n * mean));
+      float d = rstd * (g * bf16_bits_to_float(w[c]) - n * mean);
+      if (dres != nullptr) d += bf16_bits_to_float(dres[r * cols + c]);
+      dx[r * cols + c] = float_to_bf16_bits(d);
       part[c] += g * round_bf16(n);
     }
   }
@@ -80,6 +84,38 @@ void silu_mul_backward_cpu(const uint16_t* dout, const uint16_t* gate, const uin
     const float s = 1.0f / (1.0f + std::exp(-g));
     dup[k] = float_to_bf16_bits(d * round_bf16(g * s));
     dgate[k] = float_to_bf16_bits(d * u * (s * (1.0f + g * (1.0f - s))));
+  }
+}
+
+void qk_norm_rope_cpu(const uint16_t* x, const uint16_t* w, const uint16_t* cos,
+                      const uint16_t* sin, uint16_t* out, int64_t rows, int64_t heads, float eps) {
+  constexpr int64_t d = 128;
+  std::vector<uint16_t> h(x, x + rows * heads * d), normed(rows * heads * d);
+  add_rmsnorm_cpu(h.data(), nullptr, w, normed.data(), rows * heads, d, eps);
+  rope_cpu(normed.data(), cos, sin, out, rows, heads, d, false);
+}
+
+void qk_norm_rope_backward_cpu(const uint16_t* dout, const uint16_t* x, const uint16_t* w,
+                               const uint16_t* cos, const uint16_t* sin, uint16_t* dx, float* dw,
+                               int64_t rows, int64_t heads, float eps) {
+  constexpr int64_t d = 128;
+  std::vector<uint16_t> dy(rows * heads * d);
+  rope_cpu(dout, cos, sin, dy.data(), rows, heads, d, true);
+  rmsnorm_backward_cpu(dy.data(), x, w, nullptr, dx, dw, rows * heads, d, eps);
+}
+
+void logprob_backward_cpu(uint16_t* logits, int64_t rows, int64_t vocab, int64_t ld,
+                          const int64_t* target, const float* lse, const float* entropy,
+                          const float* g_lp, const float* g_ent, float temperature) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < vocab; ++j) {
+      uint16_t& x = logits[r * ld + j];
+      const float z = bf16_bits_to_float(x) / temperature;
+      const float p = std::exp(z - lse[r]);
+      float g = -(((z - lse[r]) + entropy[r]) * g_ent[r] + g_lp[r]) * p;
+      if (j == target[r]) g += g_lp[r];
+      x = float_to_bf16_bits(g / temperature);
+    }
   }
 }
 

@@ -10,8 +10,8 @@ namespace {
 }
 }  // namespace
 bool train_kernels_available() { return false; }
-void rmsnorm_backward_cuda(const void*, const void*, const void*, void*, float*, int64_t, int64_t,
-                           float, float*, void*) {
+void rmsnorm_backward_cuda(const void*, const void*, const void*, const void*, void*, float*, void*,
+                           int64_t, int64_t, float, float*, void*) {
   absent();
 }
 void rope_cuda(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, bool,
@@ -20,6 +20,18 @@ void rope_cuda(const void*, const void*, const void*, void*, int64_t, int64_t, i
 }
 void silu_mul_forward_cuda(const void*, const void*, void*, int64_t, void*) { absent(); }
 void silu_mul_backward_cuda(const void*, const void*, const void*, void*, void*, int64_t, void*) {
+  absent();
+}
+void qk_norm_rope_cuda(const void*, const void*, const void*, const void*, void*, int64_t, int64_t,
+                       float, void*) {
+  absent();
+}
+void qk_norm_rope_backward_cuda(const void*, const void*, const void*, const void*, const void*,
+                                void*, float*, void*, int64_t, int64_t, float, float*, void*) {
+  absent();
+}
+void logprob_backward_cuda(void*, int64_t, int64_t, int64_t, const int64_t*, const float*,
+                           const float*, const float*, const float*, float, void*) {
   absent();
 }
 }  // namespace milesrt::kernels

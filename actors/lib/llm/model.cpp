@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <fstream>
@@ -382,12 +383,36 @@ struct forward_pass {
                const std::vector<segment>& segs, const forward_options& options, at::Device dev,
                at::ScalarType type, const at::Tensor& inv_freq);
 
-  /// One decoder layer: h (the layer's input) -> its output. `record` keeps the MoE routing in the
-  /// result (off when a checkpointed layer is computed again).
-  at::Tensor run_layer(int64_t layer, at::Tensor h, bool record);
+  /// The residual stream between blocks: h and the last block's output `delta` (undefined: none),
+  /// which the next norm adds to h (in the same pass on the training kernels).
+  struct residual {
+    at::Tensor h, delta;
+  };
+  /// One decoder layer: the stream at its input -> at its output. `record` keeps the MoE routing
+  /// in the result (off when a checkpointed layer is computed again).
+  residual run_layer(int64_t layer, residual s, bool record);
   at::Tensor norm(const at::Tensor& x, const at::Tensor& w) const {
     return train_kernels ? train_ops::rms_norm(x, w, c.rms_norm_eps)
                          : row_ops::rms_norm(x, w, c.rms_norm_eps);
+  }
+  /// s.h += s.delta (when pending), then RMSNorm(s.h) * w.
+  at::Tensor add_norm(residual& s, const at::Tensor& w) const {
+    if (!s.delta.defined()) return norm(s.h, w);
+    if (train_kernels) {
+      auto [sum, y] = train_ops::add_rms_norm(s.h, s.delta, w, c.rms_norm_eps);
+      s = {sum, at::Tensor()};
+      return y;
+    }
+    s = {s.h + s.delta, at::Tensor()};
+    return norm(s.h, w);
+  }
+  /// The embedding rows of the tokens.
+  at::Tensor embed_rows() const {
+    const auto& e = P.get("model.embed_tokens.weight");
+    return train_kernels ? train_ops::embedding(e, ids) : e.index_select(0, ids);
+  }
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& w) const {
+    return train_kernels ? train_ops::linear(x, w) : row_ops::linear_rows(x, w);
   }
   /// y, the projection `module` of x, plus its LoRA term when the module is adapted.
   at::Tensor adapted(at::Tensor y, int64_t layer, const char* module, const at::Tensor& x) const {
@@ -425,8 +450,8 @@ struct forward_pass {
   at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) const {
     return train_kernels ? train_ops::silu_mul(gate, up) : at::silu(gate) * up;
   }
-  /// h plus the layer's self-attention of RMSNorm(h).
-  at::Tensor attention(int64_t layer, const std::string& p, const at::Tensor& h) const;
+  /// The layer's self-attention of the stream's norm (which takes in its pending delta).
+  at::Tensor attention(int64_t layer, const std::string& p, residual& s) const;
   at::Tensor segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                const at::Tensor& v) const;
   /// The dense MLP of x (the post-attention norm's output).
@@ -488,43 +513,50 @@ forward_pass::forward_pass(const model_config& config, const flat_params& params
   train_kernels = varlen.cu_seqlens.defined() && train_ops::available(device, dtype);
 }
 
-at::Tensor forward_pass::run_layer(int64_t layer, at::Tensor h, bool record) {
+forward_pass::residual forward_pass::run_layer(int64_t layer, residual s, bool record) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  h = attention(layer, p, h);
+  auto attended = attention(layer, p, s);
+  s.delta = attended;
   // MLP or mixture of experts.
-  auto x = norm(h, P.get(p + "post_attention_layernorm.weight"));
-  return h + (c.is_moe_layer(layer) ? moe_ffn(layer, p, x, record) : dense_ffn(layer, p, x));
+  auto x = add_norm(s, P.get(p + "post_attention_layernorm.weight"));
+  s.delta = c.is_moe_layer(layer) ? moe_ffn(layer, p, x, record) : dense_ffn(layer, p, x);
+  return s;
 }
 
-at::Tensor forward_pass::attention(int64_t layer, const std::string& p, const at::Tensor& h) const {
-  using row_ops::linear_rows;
-  auto x = norm(h, P.get(p + "input_layernorm.weight"));
-  at::Tensor q, k, v;
+at::Tensor forward_pass::attention(int64_t layer, const std::string& p, residual& s) const {
+  auto x = add_norm(s, P.get(p + "input_layernorm.weight"));
+  auto q = linear(x, P.get(p + "self_attn.q_proj.weight"));
+  auto k = linear(x, P.get(p + "self_attn.k_proj.weight"));
+  auto v = linear(x, P.get(p + "self_attn.v_proj.weight"));
   if (c.attention_bias) {
-    q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"), P.get(p + "self_attn.q_proj.bias"));
-    k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"), P.get(p + "self_attn.k_proj.bias"));
-    v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"), P.get(p + "self_attn.v_proj.bias"));
-  } else {
-    q = linear_rows(x, P.get(p + "self_attn.q_proj.weight"));
-    k = linear_rows(x, P.get(p + "self_attn.k_proj.weight"));
-    v = linear_rows(x, P.get(p + "self_attn.v_proj.weight"));
+    q = q + P.get(p + "self_attn.q_proj.bias");
+    k = k + P.get(p + "self_attn.k_proj.bias");
+    v = v + P.get(p + "self_attn.v_proj.bias");
   }
   q = adapted(q, layer, "self_attn.q_proj", x).view({Tp, c.num_heads, c.head_dim});
   k = adapted(k, layer, "self_attn.k_proj", x).view({Tp, c.num_kv_heads, c.head_dim});
   v = adapted(v, layer, "self_attn.v_proj", x).view({Tp, c.num_kv_heads, c.head_dim});
-  if (c.qk_norm) {
-    q = norm(q, P.get(p + "self_attn.q_norm.weight"));
-    k = norm(k, P.get(p + "self_attn.k_norm.weight"));
+  if (c.qk_norm && train_kernels && c.head_dim == 128) {  // norm and rotation in one pass
+    const double eps = c.rms_norm_eps;
+    q = train_ops::qk_norm_rope(q, P.get(p + "self_attn.q_norm.weight"), rope.first, rope.second,
+                                eps);
+    k = train_ops::qk_norm_rope(k, P.get(p + "self_attn.k_norm.weight"), rope.first, rope.second,
+                                eps);
+  } else {
+    if (c.qk_norm) {
+      q = norm(q, P.get(p + "self_attn.q_norm.weight"));
+      k = norm(k, P.get(p + "self_attn.k_norm.weight"));
+    }
+    q = rotate(q);
+    k = rotate(k);
   }
-  q = rotate(q);
-  k = rotate(k);
 
   const auto attn =
       paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
                   .reshape({T, c.num_heads * c.head_dim})
             : segment_attention(layer, q, k, v);
-  return h + adapted(linear_rows(attn, P.get(p + "self_attn.o_proj.weight")), layer,
-                     "self_attn.o_proj", attn);
+  return adapted(linear(attn, P.get(p + "self_attn.o_proj.weight")), layer, "self_attn.o_proj",
+                 attn);
 }
 
 // Attention one segment at a time (the CPU path, which keeps each position's calls
@@ -557,11 +589,10 @@ at::Tensor forward_pass::segment_attention(int64_t layer, const at::Tensor& q, c
 }
 
 at::Tensor forward_pass::dense_ffn(int64_t layer, const std::string& p, const at::Tensor& x) const {
-  using row_ops::linear_rows;
-  auto gate = adapted(linear_rows(x, P.get(p + "mlp.gate_proj.weight")), layer, "mlp.gate_proj", x);
-  auto up = adapted(linear_rows(x, P.get(p + "mlp.up_proj.weight")), layer, "mlp.up_proj", x);
+  auto gate = adapted(linear(x, P.get(p + "mlp.gate_proj.weight")), layer, "mlp.gate_proj", x);
+  auto up = adapted(linear(x, P.get(p + "mlp.up_proj.weight")), layer, "mlp.up_proj", x);
   auto act = swiglu(gate, up);
-  return adapted(linear_rows(act, P.get(p + "mlp.down_proj.weight")), layer, "mlp.down_proj", act);
+  return adapted(linear(act, P.get(p + "mlp.down_proj.weight")), layer, "mlp.down_proj", act);
 }
 
 at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::Tensor& x,
@@ -665,34 +696,53 @@ forward_result checkpointed_forward(forward_pass& f) {
   const auto& embed = f.P.get("model.embed_tokens.weight");
   const int64_t recomputed =
       f.opt.checkpoint_layers > 0 ? std::min(f.opt.checkpoint_layers, c.num_layers) : c.num_layers;
-  std::vector<at::Tensor> inputs;
-  at::Tensor boundary;
+  using residual = forward_pass::residual;
+  // A stream's tensors as new leaves, and the gradients they received.
+  auto leaves = [](const residual& s) {
+    auto leaf = [](const at::Tensor& t) {
+      return t.defined() ? t.detach().requires_grad_(true) : at::Tensor();
+    };
+    return residual{leaf(s.h), leaf(s.delta)};
+  };
+  auto grads = [](const residual& s) {
+    return residual{s.h.grad(), s.delta.defined() ? s.delta.grad() : at::Tensor()};
+  };
+  std::vector<residual> inputs;
+  residual boundary;
   {
     at::NoGradGuard no_grad;
-    at::Tensor h = embed.index_select(0, f.ids);
+    residual s{embed.index_select(0, f.ids), at::Tensor()};
     for (int64_t layer = 0; layer < recomputed; ++layer) {
-      inputs.push_back(h);
-      h = f.run_layer(layer, h, true);
+      inputs.push_back(s);
+      s = f.run_layer(layer, s, true);
     }
-    boundary = h;
+    boundary = s;
   }
-  auto x = boundary.detach().requires_grad_(true);
-  at::Tensor kept = x;
+  const residual x = leaves(boundary);
+  residual kept = x;
   for (int64_t layer = recomputed; layer < c.num_layers; ++layer)
     kept = f.run_layer(layer, kept, true);
-  auto hidden = f.norm(kept, f.P.get("model.norm.weight")).narrow(0, 0, f.T);
+  auto hidden = f.add_norm(kept, f.P.get("model.norm.weight")).narrow(0, 0, f.T);
   at::Tensor loss = f.opt.checkpoint_head(hidden);
   f.result.hidden = hidden.detach();
   if (!loss.defined() || !loss.requires_grad()) return std::move(f.result);
   loss.backward();
-  at::Tensor g = x.grad();
-  for (int64_t layer = recomputed - 1; layer >= 0 && g.defined(); --layer) {
-    auto xin = inputs[layer].detach().requires_grad_(true);
-    auto out = f.run_layer(layer, xin, false);
-    out.backward(g);
-    g = xin.grad();
+  residual g = grads(x);
+  for (int64_t layer = recomputed - 1; layer >= 0; --layer) {
+    std::vector<at::Tensor> roots, root_grads;
+    const residual xin = leaves(inputs[layer]);
+    const residual out = f.run_layer(layer, xin, false);
+    for (auto [t, gt] : {std::pair{out.h, g.h}, std::pair{out.delta, g.delta}}) {
+      if (t.defined() && gt.defined()) {
+        roots.push_back(t);
+        root_grads.push_back(gt);
+      }
+    }
+    if (roots.empty()) return std::move(f.result);
+    torch::autograd::backward(roots, root_grads);
+    g = grads(xin);
   }
-  if (g.defined() && embed.requires_grad()) embed.index_select(0, f.ids).backward(g);
+  if (g.h.defined() && embed.requires_grad()) f.embed_rows().backward(g.h);
   return std::move(f.result);
 }
 
@@ -711,61 +761,11 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     return std::move(f.result);
   }
   if (opt.checkpoint_head) return checkpointed_forward(f);
-  at::Tensor h = embed.index_select(0, f.ids);
-  for (int64_t layer = 0; layer < config_.num_layers; ++layer) h = f.run_layer(layer, h, true);
-  f.result.hidden = f.norm(h, params_->get("model.norm.weight")).narrow(0, 0, f.T);
+  forward_pass::residual s{f.embed_rows(), at::Tensor()};
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer)
+    s = f.run_layer(layer, std::move(s), true);
+  f.result.hidden = f.add_norm(s, params_->get("model.norm.weight")).narrow(0, 0, f.T);
   return std::move(f.result);
-}
-
-/// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
-/// same layout in both paths.
-at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head,
-                              double temperature) {
-  if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
-  return row_ops::blocked_mm(row_ops::pad_rows(hidden), head).to(at::kFloat) / temperature;
-}
-
-at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) const {
-  const auto& head = lm_head();
-  return padded_head_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
-}
-
-token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& targets,
-                                 double temperature, int64_t chunk) const {
-  const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
-                                                 : params_->get("lm_head.weight");
-  return chunked_scores(hidden, head, targets, temperature, chunk);
-}
-
-std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector<int64_t>>& seqs,
-                                                   double temperature, int64_t chunk,
-                                                   forward_result* details,
-                                                   bool adapters_off) const {
-  std::vector<segment> segments;
-  std::vector<int64_t> rows, targets;
-  int64_t row = 0;
-  for (const auto& s : seqs) {
-    segments.push_back({s, 0, nullptr});
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      rows.push_back(row + static_cast<int64_t>(i));
-      targets.push_back(s[i + 1]);
-    }
-    row += static_cast<int64_t>(s.size());
-  }
-  forward_options fo;
-  fo.adapters_off = adapters_off;
-  auto fr = forward(segments, fo);
-  auto picked = fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(device_));
-  auto scores = score_rows(picked, at::tensor(targets, at::kLong), temperature, chunk);
-  std::vector<token_scores> out;
-  int64_t at_row = 0;
-  for (const auto& s : seqs) {
-    const int64_t n = s.size() > 1 ? static_cast<int64_t>(s.size()) - 1 : 0;
-    out.push_back({scores.logprobs.narrow(0, at_row, n), scores.entropy.narrow(0, at_row, n)});
-    at_row += n;
-  }
-  if (details) *details = std::move(fr);
-  return out;
 }
 
 std::pair<at::Tensor, at::Tensor> decoder::load_balance(const forward_result& r) const {

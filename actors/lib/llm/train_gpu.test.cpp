@@ -1,7 +1,7 @@
 // The training path on CUDA against the CPU reference: the chunked log-prob/entropy autograd
-// function (fp32, tight), the whole packed forward + backward in bf16 (variable-length flash
-// attention, per-parameter gradients in the flat buffer) against the same weights in fp32 on the
-// CPU.
+// function (fp32, tight; bf16, loose), the whole packed forward + backward in bf16 (variable-length
+// flash attention, per-parameter gradients in the flat buffer) against the same weights in fp32 on
+// the CPU.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
@@ -80,6 +80,43 @@ TEST(TrainCuda, PackedBackwardInBf16FollowsTheCpuFp32Gradient) {
   // Every parameter received a gradient (the flat buffer has no untouched parameter).
   for (const auto& [name, count] : gpu->params().element_counts()) {
     EXPECT_GT(gpu->params().get(name).grad().abs().sum().item<double>(), 0) << name;
+  }
+  // A second backward adds to the gradients (the kernels that write into a parameter's gradient
+  // accumulate, as autograd does): twice the first, within bf16 rounding.
+  auto g_twice = backward(*gpu);
+  const double r2 = rel_diff(g_twice, 2 * g_gpu);
+  std::cout << "two backwards vs twice one: relative difference " << r2 << "\n";
+  EXPECT_LT(r2, 1e-2);
+}
+
+// bf16 on CUDA (the sampler's reduction and the in-place logits gradient) against CPU autograd in
+// fp32 over the same bf16 values; the head's gradient is added into the gradient it has, twice.
+TEST(TrainCuda, Bf16ScoresFollowCpuAutograd) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 3000, d = 64, vocab = 151936;  // two chunks of 1,766 rows
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  auto hidden = at::randn({n, d}, gen, at::kDouble).to(at::kBFloat16);
+  auto head = (at::randn({vocab, d}, gen, at::kDouble) * 0.3).to(at::kBFloat16);
+  auto targets = at::randint(vocab, {n}, gen, at::kLong);
+  auto w_lp = at::randn({n}, gen, at::kDouble).to(at::kFloat);
+  auto w_ent = at::randn({n}, gen, at::kDouble).to(at::kFloat);
+  auto run = [&](at::Device dev, at::ScalarType type) {
+    auto h = hidden.to(dev, type).requires_grad_(true), w = head.to(dev, type).requires_grad_(true);
+    w.mutable_grad() = at::zeros_like(w);  // a parameter's gradient buffer: added into
+    token_scores s;
+    for (int pass = 0; pass < 2; ++pass) {  // two micro-batches: the gradients add up
+      s = chunked_scores(h, w, targets.to(dev), 0.7, 256);
+      ((s.logprobs * w_lp.to(dev)).sum() + (s.entropy * w_ent.to(dev)).sum()).backward();
+    }
+    return std::vector<at::Tensor>{s.logprobs.detach(), s.entropy.detach(), h.grad(), w.grad()};
+  };
+  auto cpu = run(at::kCPU, at::kFloat), gpu = run(kCuda, at::kBFloat16);
+  const char* what[] = {"log-probs", "entropies", "hidden gradient", "head gradient"};
+  const double limit[] = {1e-2, 1e-2, 2e-2, 5e-2};  // bf16 logits and gradients
+  for (int i = 0; i < 4; ++i) {
+    const double r = rel_diff(gpu[i], cpu[i]);
+    std::cout << what[i] << ": relative difference " << r << "\n";
+    EXPECT_LT(r, limit[i]) << what[i];
   }
 }
 

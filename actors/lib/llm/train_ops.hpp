@@ -6,12 +6,28 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 namespace milesrt::llm::train_ops {
 
 /// Whether these functions run for tensors on `device` of `dtype`.
 bool available(const at::Device& device, at::ScalarType dtype);
 /// RMSNorm over the last dimension times w (transformers' rounding).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+/// {h + delta, RMSNorm(h + delta) * w} in one pass (the residual stream and the next block's
+/// input); in the backward the stream's gradient and the norm's are summed in the same pass.
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& h, const at::Tensor& delta,
+                                               const at::Tensor& w, double eps);
+/// x [rows, in] times w [out, in] transposed; w's gradient is added into w.grad() by the GEMM
+/// itself where w has one (a flat-buffer parameter).
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w);
+/// The rows `ids` of an embedding table; the table's gradient is added into table.grad() in place
+/// where it has one.
+at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids);
+/// rope(RMSNorm(x) * w) of x [T, heads, 128] with the tables [T, 1, 128] (Qwen3's q/k norm and
+/// rotary embedding) in one pass, forward and backward.
+at::Tensor qk_norm_rope(const at::Tensor& x, const at::Tensor& w, const at::Tensor& cos,
+                        const at::Tensor& sin, double eps);
 /// Rotary embedding of x [T, heads, d] with the tables [T, 1, d] of its positions.
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 /// silu(gate) * up.

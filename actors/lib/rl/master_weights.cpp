@@ -43,6 +43,15 @@ bool all_finite(const at::Tensor& t) {
   return at::isfinite(t.detach()).all().item<bool>();  // an overflowing sum of finite values
 }
 
+void check_finite_weights(const at::Tensor& weights, const at::Tensor& nonfinite_flag,
+                          const std::string& who, uint64_t step, const std::string& tail) {
+  if (!nonfinite_flag.defined()) return check_finite_weights(weights, who, step, tail);
+  if (nonfinite_flag.item<int32_t>() != 0) {
+    throw std::runtime_error(who + ": the weights are no longer finite after optimizer step " +
+                             std::to_string(step) + tail);
+  }
+}
+
 void check_finite_weights(const at::Tensor& weights, const std::string& who, uint64_t step,
                           const std::string& tail) {
   if (!all_finite(weights)) {

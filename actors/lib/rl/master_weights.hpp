@@ -27,6 +27,10 @@ bool all_finite(const at::Tensor& t);
 /// <step><tail>" unless all_finite(weights).
 void check_finite_weights(const at::Tensor& weights, const std::string& who, uint64_t step,
                           const std::string& tail = "");
+/// The same from a step's own flag (adamw::step_info::nonfinite) where it has one: one int read
+/// instead of a pass over the weights.
+void check_finite_weights(const at::Tensor& weights, const at::Tensor& nonfinite_flag,
+                          const std::string& who, uint64_t step, const std::string& tail = "");
 
 /// Writes `adam`'s state to dir/optimizer.bin and, when `with_master`, the fp32 `master` to
 /// dir/master.bin (its raw bytes); throws naming the file (and errno's reason) when a write fails.

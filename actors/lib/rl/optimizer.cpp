@@ -140,6 +140,8 @@ adamw::step_info adamw::step_fused(at::Tensor& master, const at::Tensor& grad,
     a.weights_bf16 = static_cast<uint16_t*>(weights.data_ptr());
   }
   a.grad_coef = coef.defined() ? coef.data_ptr<float>() : nullptr;
+  info.nonfinite = at::zeros({1}, master.options().dtype(at::kInt));
+  a.nonfinite = info.nonfinite.data_ptr<int32_t>();
   a.n = master.numel();
   a.lr = static_cast<float>(info.lr);
   a.beta1 = static_cast<float>(o.beta1);

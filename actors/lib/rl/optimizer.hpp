@@ -37,6 +37,9 @@ class adamw {
     double grad_norm = 0;  // global L2 norm of the gradient, before clipping
     double lr = 0;         // the learning rate of this step
     bool skipped = false;  // non-finite gradient: no update, state and step count untouched
+    /// On CUDA: a device int32 the step set to 1 if a weight it wrote is not finite (so the
+    /// caller need not read the weights again); undefined elsewhere.
+    at::Tensor nonfinite;
   };
   /// One update of `master` in place (under a no-grad guard) from `grad` (same shape; not
   /// modified): clip by global norm (torch.nn.utils.clip_grad_norm_: scale by
