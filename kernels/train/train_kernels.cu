@@ -385,16 +385,17 @@ void qk_norm_rope_backward_cuda(const void* dout, const void* x, const void* w, 
                                 const void* sin, void* dx, float* dw, void* dw_acc, int64_t rows,
                                 int64_t heads, float eps, float* workspace, void* stream) {
   const int64_t total = rows * heads;
-  if (total == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t per_block = norm_rows_per_block(total);
   const int64_t blocks = (total + per_block - 1) / per_block;
-  qk_norm_rope_backward_kernel<<<unsigned(blocks), 32, 0, s>>>(
-      static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(x),
-      static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(cos),
-      static_cast<const uint16_t*>(sin), static_cast<uint16_t*>(dx), workspace, total, heads, eps,
-      per_block);
-  MILESRT_CUDA_CHECK(cudaGetLastError());
+  if (blocks > 0) {  // no rows: dw still gets its (zero) sums below
+    qk_norm_rope_backward_kernel<<<unsigned(blocks), 32, 0, s>>>(
+        static_cast<const uint16_t*>(dout), static_cast<const uint16_t*>(x),
+        static_cast<const uint16_t*>(w), static_cast<const uint16_t*>(cos),
+        static_cast<const uint16_t*>(sin), static_cast<uint16_t*>(dx), workspace, total, heads, eps,
+        per_block);
+    MILESRT_CUDA_CHECK(cudaGetLastError());
+  }
   if (dw == nullptr && dw_acc == nullptr) return;
   sum_partials_kernel<<<unsigned(kHead / 32), 256, 0, s>>>(
       workspace, dw, static_cast<uint16_t*>(dw_acc), blocks, kHead);

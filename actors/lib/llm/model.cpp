@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/autograd/autograd.h>
 
 #include <cmath>
 #include <fstream>
@@ -696,30 +695,24 @@ forward_result checkpointed_forward(forward_pass& f) {
   const auto& embed = f.P.get("model.embed_tokens.weight");
   const int64_t recomputed =
       f.opt.checkpoint_layers > 0 ? std::min(f.opt.checkpoint_layers, c.num_layers) : c.num_layers;
-  using residual = forward_pass::residual;
-  // A stream's tensors as new leaves, and the gradients they received.
-  auto leaves = [](const residual& s) {
-    auto leaf = [](const at::Tensor& t) {
-      return t.defined() ? t.detach().requires_grad_(true) : at::Tensor();
-    };
-    return residual{leaf(s.h), leaf(s.delta)};
+  // A layer's stream folded into one tensor (h + its pending delta): what is kept per recomputed
+  // layer, so checkpointing holds one [tokens, hidden] tensor a layer.
+  auto fold = [](const forward_pass::residual& s) {
+    return s.delta.defined() ? s.h + s.delta : s.h;
   };
-  auto grads = [](const residual& s) {
-    return residual{s.h.grad(), s.delta.defined() ? s.delta.grad() : at::Tensor()};
-  };
-  std::vector<residual> inputs;
-  residual boundary;
+  std::vector<at::Tensor> inputs;
+  at::Tensor boundary;
   {
     at::NoGradGuard no_grad;
-    residual s{embed.index_select(0, f.ids), at::Tensor()};
+    at::Tensor h = embed.index_select(0, f.ids);
     for (int64_t layer = 0; layer < recomputed; ++layer) {
-      inputs.push_back(s);
-      s = f.run_layer(layer, s, true);
+      inputs.push_back(h);
+      h = fold(f.run_layer(layer, {h, at::Tensor()}, true));
     }
-    boundary = s;
+    boundary = h;
   }
-  const residual x = leaves(boundary);
-  residual kept = x;
+  auto x = boundary.detach().requires_grad_(true);
+  forward_pass::residual kept{x, at::Tensor()};
   for (int64_t layer = recomputed; layer < c.num_layers; ++layer)
     kept = f.run_layer(layer, kept, true);
   auto hidden = f.add_norm(kept, f.P.get("model.norm.weight")).narrow(0, 0, f.T);
@@ -727,22 +720,13 @@ forward_result checkpointed_forward(forward_pass& f) {
   f.result.hidden = hidden.detach();
   if (!loss.defined() || !loss.requires_grad()) return std::move(f.result);
   loss.backward();
-  residual g = grads(x);
-  for (int64_t layer = recomputed - 1; layer >= 0; --layer) {
-    std::vector<at::Tensor> roots, root_grads;
-    const residual xin = leaves(inputs[layer]);
-    const residual out = f.run_layer(layer, xin, false);
-    for (auto [t, gt] : {std::pair{out.h, g.h}, std::pair{out.delta, g.delta}}) {
-      if (t.defined() && gt.defined()) {
-        roots.push_back(t);
-        root_grads.push_back(gt);
-      }
-    }
-    if (roots.empty()) return std::move(f.result);
-    torch::autograd::backward(roots, root_grads);
-    g = grads(xin);
+  at::Tensor g = x.grad();
+  for (int64_t layer = recomputed - 1; layer >= 0 && g.defined(); --layer) {
+    auto xin = inputs[layer].detach().requires_grad_(true);
+    fold(f.run_layer(layer, {xin, at::Tensor()}, false)).backward(g);
+    g = xin.grad();
   }
-  if (g.h.defined() && embed.requires_grad()) f.embed_rows().backward(g.h);
+  if (g.defined() && embed.requires_grad()) f.embed_rows().backward(g);
   return std::move(f.result);
 }
 

@@ -164,7 +164,8 @@ struct chunked_scores_fn : public torch::autograd::Function<chunked_scores_fn> {
       grad_hidden.narrow(0, from, m).copy_(at::mm(gl, head));
       at::addmm_out(grad_head, grad_head, gl.t(), h, at::kFloat);
     }
-    return {grad_hidden, head_gradient(head, grad_head), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {grad_hidden, ctx->needs_input_grad(1) ? head_gradient(head, grad_head) : at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 

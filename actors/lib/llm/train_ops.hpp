@@ -3,6 +3,11 @@
 /// kernels of kernels/train (their forwards are the serving path's kernels or their equals, so a
 /// token's training log-prob is computed the way the rollout computed it). Elsewhere the model
 /// keeps ATen's composite operations.
+///
+/// Where a weight has an accumulated gradient (w.grad() defined: a parameter of the flat buffer),
+/// these functions add the weight's gradient into it themselves, during the backward, and hand
+/// autograd none: backward() accumulates as usual, but torch::autograd::grad() with respect to
+/// such a weight is not supported (it would get nothing, and w.grad() would change).
 
 #include <ATen/core/Tensor.h>
 

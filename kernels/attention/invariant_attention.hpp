@@ -1,0 +1,38 @@
+#pragma once
+/// Causal attention whose result for a query depends only on that query and its own keys (the
+/// batch-invariant attention of the true on-policy mode, docs/design/true-on-policy.md): one warp
+/// a (query, head) walks the query's keys 0..pos in chunks of kInvariantKeyChunk, in order, with an
+/// fp32 online softmax; the same code whether the keys sit in packed rows (training) or in the
+/// paged cache (serving), and whether the query came in a prefill, a chunk of one, or a decode
+/// step. Head size 128, grouped-query heads. Also each query's log-sum-exp of its scaled scores,
+/// in flash attention's [heads, rows] layout, for a backward. No ATen here.
+
+#include <cstdint>
+
+namespace milesrt::kernels {
+
+constexpr int kInvariantKeyChunk = 8;
+
+struct invariant_attention_args {
+  const void* q = nullptr;       ///< [rows, heads, 128] bf16
+  const void* k = nullptr;       ///< packed [kv rows, kv_heads, 128] or the cache [slots, ...]
+  const void* v = nullptr;       ///< as k
+  const int32_t* seq = nullptr;  ///< [rows] each query's sequence
+  const int32_t* pos = nullptr;  ///< [rows] its position: it attends keys 0..pos of its sequence
+  /// Packed keys: key j of sequence s is row kv_start[s] + j (null: paged).
+  const int32_t* kv_start = nullptr;
+  /// Paged keys: key j of sequence s is slot block_table[s * max_blocks + j / block_size] *
+  /// block_size + j % block_size.
+  const int32_t* block_table = nullptr;
+  int64_t max_blocks = 0, block_size = 0;
+  void* out = nullptr;   ///< [rows, heads, 128] bf16
+  float* lse = nullptr;  ///< [heads, rows] or null
+  int64_t rows = 0, heads = 0, kv_heads = 0;
+  float scale = 1.f;
+};
+
+void invariant_attention_cuda(const invariant_attention_args& a, void* stream);
+/// The reference on the host (host pointers): the same online softmax over the same chunks.
+void invariant_attention_cpu(const invariant_attention_args& a);
+
+}  // namespace milesrt::kernels

@@ -1,0 +1,63 @@
+// The batch-invariant attention's host reference (invariant_attention.hpp): the same chunks and
+// online softmax in fp32 (the GPU's dot products are warp trees: equal within rounding).
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/attention/invariant_attention.hpp"
+#include "kernels/decoder/bf16.hpp"
+
+namespace milesrt::kernels {
+
+void invariant_attention_cpu(const invariant_attention_args& a) {
+  constexpr int64_t D = 128;
+  if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+    throw std::invalid_argument("invariant attention: heads must be a multiple of kv_heads");
+  const auto* q = static_cast<const uint16_t*>(a.q);
+  const auto* kp = static_cast<const uint16_t*>(a.k);
+  const auto* vp = static_cast<const uint16_t*>(a.v);
+  auto* out = static_cast<uint16_t*>(a.out);
+  auto key_row = [&](int32_t s, int64_t j) -> int64_t {
+    if (a.kv_start != nullptr) return int64_t(a.kv_start[s]) + j;
+    return int64_t(a.block_table[int64_t(s) * a.max_blocks + j / a.block_size]) * a.block_size +
+           j % a.block_size;
+  };
+  for (int64_t row = 0; row < a.rows; ++row) {
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const int64_t kvh = h / (a.heads / a.kv_heads);
+      const uint16_t* qr = q + (row * a.heads + h) * D;
+      const int64_t n = int64_t(a.pos[row]) + 1;
+      float m = -FLT_MAX, l = 0.f, acc[D] = {};
+      for (int64_t j0 = 0; j0 < n; j0 += kInvariantKeyChunk) {
+        const int64_t e = std::min<int64_t>(n, j0 + kInvariantKeyChunk);
+        float sc[kInvariantKeyChunk];
+        float cm = -FLT_MAX;
+        for (int64_t j = j0; j < e; ++j) {
+          const uint16_t* kr = kp + (key_row(a.seq[row], j) * a.kv_heads + kvh) * D;
+          float dot = 0.f;
+          for (int64_t i = 0; i < D; ++i)
+            dot += bf16_bits_to_float(qr[i]) * bf16_bits_to_float(kr[i]);
+          sc[j - j0] = dot * a.scale;
+          cm = std::max(cm, sc[j - j0]);
+        }
+        const float mn = std::max(m, cm);
+        const float corr = m == -FLT_MAX ? 0.f : std::exp(m - mn);
+        l *= corr;
+        for (float& x : acc) x *= corr;
+        for (int64_t j = j0; j < e; ++j) {
+          const uint16_t* vr = vp + (key_row(a.seq[row], j) * a.kv_heads + kvh) * D;
+          const float p = std::exp(sc[j - j0] - mn);
+          l += p;
+          for (int64_t i = 0; i < D; ++i) acc[i] += p * bf16_bits_to_float(vr[i]);
+        }
+        m = mn;
+      }
+      for (int64_t i = 0; i < D; ++i)
+        out[(row * a.heads + h) * D + i] = float_to_bf16_bits(acc[i] / l);
+      if (a.lse != nullptr) a.lse[h * a.rows + row] = m + std::log(l);
+    }
+  }
+}
+
+}  // namespace milesrt::kernels
