@@ -42,6 +42,22 @@ TEST(Cli, IntraOpThreadsMustBeAPositiveCount) {
   EXPECT_EQ(status_of("2"), 0) << slurp(dir / "err");
 }
 
+// `bench gemm` needs a GPU: without one it says so in one line and exits 2; with one it prints a
+// JSON line per projection shape with each GEMM's time and row invariance.
+TEST(Cli, BenchGemmRunsOnAGpuAndSaysSoWithoutOne) {
+  auto r = run_milesrt("bench gemm --rows 1 --steps 1");
+  if (r.status == 0) {
+    EXPECT_EQ(lines(r.out), 5u) << r.out;
+    EXPECT_NE(r.out.find("\"invariant_rows_equal_1\""), std::string::npos) << r.out;
+    return;
+  }
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("bench gemm: error: --device cuda: no CUDA device is visible"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, NoSubcommandIsBadInputWithOneLine) {
   auto r = run_milesrt("");
   EXPECT_EQ(r.status, 2);

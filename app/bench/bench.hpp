@@ -28,6 +28,7 @@ cli::runner define_bench_tokenize(CLI::App& app, cli::context& ctx);  ///< token
 cli::runner define_bench_rollout(CLI::App& app, cli::context& ctx);   ///< rollout engine tok/s
 cli::runner define_bench_train(CLI::App& app, cli::context& ctx);     ///< trainer step, MFU
 cli::runner define_bench_optim(CLI::App& app, cli::context& ctx);  ///< one AdamW step vs libtorch's
+cli::runner define_bench_gemm(CLI::App& app, cli::context& ctx);   ///< invariant GEMM vs cuBLAS
 cli::runner define_bench_publish(CLI::App& app,
                                  cli::context& ctx);  ///< weights handed to an engine
 

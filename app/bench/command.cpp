@@ -56,7 +56,7 @@ void attach_bench_adapters(llm::decoder& model, int64_t rank) {
 cli::command make_bench_command() {
   return {
       "bench",
-      "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, publish (see "
+      "Benchmarks: forward, logprobs, tokenize, rollout, train, optim, gemm, publish (see "
       "docs/benchmarks.md)",
       [](CLI::App& app, cli::context& ctx) -> cli::runner {
         const std::vector<std::tuple<const char*, const char*, bench_define>> benches = {
@@ -74,6 +74,8 @@ cli::command make_bench_command() {
             {"optim",
              "One AdamW step over fp32 master weights (GPU: beside libtorch's fused AdamW)",
              define_bench_optim},
+            {"gemm", "The batch-invariant GEMM beside cuBLAS on a model's projection shapes (GPU)",
+             define_bench_gemm},
             {"publish",
              "A version of the weights handed to an engine (colocated, CUDA IPC) vs a device copy",
              define_bench_publish},
