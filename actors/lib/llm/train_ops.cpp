@@ -13,9 +13,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-/// The gradient of RMSNorm(x) * w (and, with dres, of the residual stream x itself) on the
-/// kernels; dw goes straight into w's accumulated gradient where w has one (a parameter of the
-/// flat buffer), else it is returned. Returns {dx, dw or undefined}.
 /// Where a norm weight's gradient goes: {an fp32 row to return, or w's own accumulated bf16
 /// gradient to add into}; neither when it is not wanted.
 std::pair<at::Tensor, at::Tensor> dw_target(const at::Tensor& w, at::ScalarType dtype, bool want) {
@@ -25,6 +22,9 @@ std::pair<at::Tensor, at::Tensor> dw_target(const at::Tensor& w, at::ScalarType 
   return {at::empty({w.numel()}, w.options().dtype(at::kFloat)), at::Tensor()};
 }
 
+/// The gradient of RMSNorm(x) * w (and, with dres, of the residual stream x itself) on the
+/// kernels; dw goes straight into w's accumulated gradient where w has one (a parameter of the
+/// flat buffer), else it is returned. Returns {dx, dw or undefined}.
 std::pair<at::Tensor, at::Tensor> norm_backward(const at::Tensor& dy, const at::Tensor& x,
                                                 const at::Tensor& w, const at::Tensor& dres,
                                                 double eps, bool need_dw) {
