@@ -95,11 +95,13 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
   cfg.url = "http://" + host + ":" + std::to_string(http->port());
-  // Where clients (and tests) find the server when its port was left to the system.
+  // Where clients (and tests) find the server when its port was left to the system: written
+  // whole under another name, then renamed, so a reader never sees it half written.
   std::error_code ec;
   fs::create_directories(s.run_dir, ec);
-  std::ofstream(s.run_dir / (s.name + ".json"))
-      << nlohmann::json{{"url", cfg.url}, {"port", http->port()}}.dump() << "\n";
+  const auto where = s.run_dir / (s.name + ".json"), part = s.run_dir / (s.name + ".json.part");
+  std::ofstream(part) << nlohmann::json{{"url", cfg.url}, {"port", http->port()}}.dump() << "\n";
+  fs::rename(part, where, ec);
   if (s.progress)
     std::fprintf(s.progress, "actor '%s': sessions at %s\n", s.name.c_str(), cfg.url.c_str());
   return spawn_session_server(sys, std::move(cfg), std::move(http));
