@@ -42,6 +42,40 @@ at::Tensor head_gradient(const at::Tensor& head, const at::Tensor& grad_fp32) {
   return grad_fp32.to(head.scalar_type());
 }
 
+/// What both scoring functions keep for their backward, and the gradients it receives as fp32
+/// rows (zeros for an output that got none).
+struct saved_scores {
+  at::Tensor hidden, head, targets, lse, entropy, g_lp, g_ent;
+  double temperature = 1;
+  int64_t chunk = 1;
+
+  static void save(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& head,
+                   const at::Tensor& targets, const at::Tensor& lse, const at::Tensor& entropy,
+                   double temperature, int64_t chunk) {
+    ctx->save_for_backward({hidden, head, targets, lse, entropy.clone()});
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["chunk"] = chunk;
+  }
+  static saved_scores load(AutogradContext* ctx, const variable_list& grads) {
+    const auto v = ctx->get_saved_variables();
+    saved_scores s;
+    s.hidden = v[0];
+    s.head = v[1];
+    s.targets = v[2];
+    s.lse = v[3];
+    s.entropy = v[4];
+    s.temperature = ctx->saved_data["temperature"].toDouble();
+    s.chunk = ctx->saved_data["chunk"].toInt();
+    auto rows = [&](const at::Tensor& g) {
+      return g.defined() ? g.to(at::kFloat).contiguous()
+                         : at::zeros({s.hidden.size(0)}, s.hidden.options().dtype(at::kFloat));
+    };
+    s.g_lp = rows(grads[0]);
+    s.g_ent = rows(grads[1]);
+    return s;
+  }
+};
+
 /// bf16 logits on CUDA: the two kernels of kernels/sampling and kernels/train.
 struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& hidden,
@@ -68,22 +102,16 @@ struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
       a.workspace = ws.data_ptr();
       kernels::score_rows_cuda(a, current_cuda_stream());
     }
-    ctx->save_for_backward({hidden, head, targets, lse, entropy.clone()});
-    ctx->saved_data["temperature"] = temperature;
-    ctx->saved_data["chunk"] = chunk;
+    saved_scores::save(ctx, hidden, head, targets, lse, entropy, temperature, chunk);
     return {logprobs, entropy};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &hidden = saved[0], &head = saved[1], &targets = saved[2], &lse = saved[3],
-               &entropy = saved[4];
-    const double temperature = ctx->saved_data["temperature"].toDouble();
-    const int64_t chunk = ctx->saved_data["chunk"].toInt();
-    const int64_t n = hidden.size(0), vocab = head.size(0);
-    auto opts = hidden.options().dtype(at::kFloat);
-    auto g_lp = grads[0].defined() ? grads[0].to(at::kFloat).contiguous() : at::zeros({n}, opts);
-    auto g_ent = grads[1].defined() ? grads[1].to(at::kFloat).contiguous() : at::zeros({n}, opts);
+    const auto s = saved_scores::load(ctx, grads);
+    const auto &hidden = s.hidden, &head = s.head, &targets = s.targets, &lse = s.lse,
+               &entropy = s.entropy, &g_lp = s.g_lp, &g_ent = s.g_ent;
+    const double temperature = s.temperature;
+    const int64_t chunk = s.chunk, n = hidden.size(0), vocab = head.size(0);
     auto grad_hidden = at::empty_like(hidden);
     const bool want_head = ctx->needs_input_grad(1);
     auto grad_head =
@@ -125,23 +153,17 @@ struct chunked_scores_fn : public torch::autograd::Function<chunked_scores_fn> {
           .copy_(z.gather(1, targets.narrow(0, from, m).unsqueeze(1)).squeeze(1) - l);
       entropy.narrow(0, from, m).copy_(l - (p * z).sum(-1));
     }
-    ctx->save_for_backward({hidden, head, targets, lse, entropy.clone()});
-    ctx->saved_data["temperature"] = temperature;
-    ctx->saved_data["chunk"] = chunk;
+    saved_scores::save(ctx, hidden, head, targets, lse, entropy, temperature, chunk);
     return {logprobs, entropy};
   }
 
   // d logp_t / dz_j = [j = t] - p_j;  d H / dz_j = -p_j (z_j - lse + H);  z = logits / temperature.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &hidden = saved[0], &head = saved[1], &targets = saved[2], &lse = saved[3],
-               &entropy = saved[4];
-    const double temperature = ctx->saved_data["temperature"].toDouble();
-    const int64_t chunk = ctx->saved_data["chunk"].toInt();
-    const int64_t n = hidden.size(0);
-    auto opts = hidden.options().dtype(at::kFloat);
-    auto g_lp = grads[0].defined() ? grads[0].to(at::kFloat) : at::zeros({n}, opts);
-    auto g_ent = grads[1].defined() ? grads[1].to(at::kFloat) : at::zeros({n}, opts);
+    const auto s = saved_scores::load(ctx, grads);
+    const auto &hidden = s.hidden, &head = s.head, &targets = s.targets, &lse = s.lse,
+               &entropy = s.entropy, &g_lp = s.g_lp, &g_ent = s.g_ent;
+    const double temperature = s.temperature;
+    const int64_t chunk = s.chunk, n = hidden.size(0);
     auto grad_hidden = at::empty_like(hidden);
     at::Tensor grad_head = at::zeros(head.sizes(), head.options().dtype(at::kFloat));
     for (int64_t from = 0; from < n; from += chunk) {
