@@ -461,7 +461,8 @@ std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reade
   }
   if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
   if (p.getTrueOnPolicy()) {
-    if (auto problem = llm::true_on_policy_problem(p.getDevice()); !problem.empty())
+    if (auto problem = llm::true_on_policy_problem(p.getDevice(), p.getDtype(), p.hasLora());
+        !problem.empty())
       problems.push_back(problem);
     if (p.hasLora() && p.getLora().getMerge())
       problems.push_back(
@@ -517,6 +518,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
     loading.update(1);
     loading.finish();
     if (p.hasLora()) attach_lora(*model, p.getLora(), std::string(p.getModel()));
+    if (p.getTrueOnPolicy()) model->set_batch_invariant(true);
     engine_config cfg;
     cfg.num_blocks = p.getKvBlocks();
     cfg.block_size = p.getBlockSize();

@@ -523,7 +523,9 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader, const rl::re
   check_data_parallel(p, bad);
   if (p.getLogprobDiffAlarm() < 0) bad("logprobDiffAlarm: must be >= 0 (0 = off)");
   if (p.getTrueOnPolicy()) {
-    if (auto problem = llm::true_on_policy_problem(p.getDevice()); !problem.empty()) bad(problem);
+    if (auto problem = llm::true_on_policy_problem(p.getDevice(), p.getDtype(), p.hasLora());
+        !problem.empty())
+      bad(problem);
     // Rank 0 compares its own share of the batch only, which the held check does not cover.
     if (p.getDataParallel() > 1) bad("trueOnPolicy: not built with dataParallel > 1");
   }
@@ -578,6 +580,7 @@ void register_trainer_kind(kind_registry& registry, std::shared_ptr<const rl::re
       // The base stays frozen; only these adapters train, are checkpointed and published.
       llm::attach_initial_adapters(*model, p.getLora(), std::string(p.getModel()));
     }
+    if (p.getTrueOnPolicy()) model->set_batch_invariant(true);
     auto o = options_of(p, s.steps);
     auto init = std::make_shared<trainer_state>();
     init->name = s.name;

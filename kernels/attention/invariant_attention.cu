@@ -24,7 +24,8 @@ __device__ __forceinline__ void load4(const uint16_t* p, float (&v)[4]) {
 __device__ __forceinline__ int64_t key_row(const invariant_attention_args& a, int32_t s,
                                            int64_t j) {
   if (a.kv_start != nullptr) return int64_t(a.kv_start[s]) + j;
-  const int64_t block = a.block_table[int64_t(s) * a.max_blocks + j / a.block_size];
+  const int64_t first = a.page_indptr != nullptr ? a.page_indptr[s] : int64_t(s) * a.max_blocks;
+  const int64_t block = a.block_table[first + j / a.block_size];
   return block * a.block_size + j % a.block_size;
 }
 
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const auto* vp = static_cast<const uint16_t*>(a.v);
   float qv[4];
   load4(q + rh * kD + 4 * lane, qv);
-  const int32_t s = a.seq[row];
+  const int32_t s = a.seq != nullptr ? a.seq[row] : int32_t(row);
   const int64_t n = int64_t(a.pos[row]) + 1;
   float m = -FLT_MAX, l = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int64_t j0 = 0; j0 < n; j0 += kInvariantKeyChunk) {

@@ -14,16 +14,19 @@ namespace milesrt::kernels {
 constexpr int kInvariantKeyChunk = 8;
 
 struct invariant_attention_args {
-  const void* q = nullptr;       ///< [rows, heads, 128] bf16
-  const void* k = nullptr;       ///< packed [kv rows, kv_heads, 128] or the cache [slots, ...]
-  const void* v = nullptr;       ///< as k
-  const int32_t* seq = nullptr;  ///< [rows] each query's sequence
+  const void* q = nullptr;  ///< [rows, heads, 128] bf16
+  const void* k = nullptr;  ///< packed [kv rows, kv_heads, 128] or the cache [slots, ...]
+  const void* v = nullptr;  ///< as k
+  /// [rows] each query's sequence (null: the row's own index, one query a sequence as in decode)
+  const int32_t* seq = nullptr;
   const int32_t* pos = nullptr;  ///< [rows] its position: it attends keys 0..pos of its sequence
   /// Packed keys: key j of sequence s is row kv_start[s] + j (null: paged).
   const int32_t* kv_start = nullptr;
-  /// Paged keys: key j of sequence s is slot block_table[s * max_blocks + j / block_size] *
-  /// block_size + j % block_size.
+  /// Paged keys: key j of sequence s is slot block_table[first + j / block_size] * block_size +
+  /// j % block_size, where first is page_indptr[s] (the serving step's CSR page lists) or, without
+  /// page_indptr, s * max_blocks (one padded table row a sequence).
   const int32_t* block_table = nullptr;
+  const int32_t* page_indptr = nullptr;
   int64_t max_blocks = 0, block_size = 0;
   void* out = nullptr;   ///< [rows, heads, 128] bf16
   float* lse = nullptr;  ///< [heads, rows] or null

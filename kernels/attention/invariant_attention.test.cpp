@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -71,6 +73,77 @@ TEST(InvariantAttentionCpu, IsCausalSoftmaxAttention) {
       }
     }
   }
+}
+
+// The serving step's layouts: keys in a paged cache addressed through CSR page lists
+// (page_indptr), and decode rows (no seq: row r is sequence r), give each query the packed
+// layout's bits.
+TEST(InvariantAttentionCpu, CsrPagesAndDecodeRowsMatchPackedKeys) {
+  constexpr int64_t D = 128, H = 2, KH = 1, B = 4;
+  const std::vector<int32_t> lens = {7, 13};
+  const int64_t T = 20;
+  std::mt19937 gen(9);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto randv = [&](int64_t n) {
+    std::vector<uint16_t> v(n);
+    for (auto& x : v) x = float_to_bf16_bits(nd(gen));
+    return v;
+  };
+  auto q = randv(T * H * D), k = randv(T * KH * D), v = randv(T * KH * D);
+  std::vector<int32_t> seq, pos, start = {0, 7};
+  for (int32_t s = 0; s < 2; ++s)
+    for (int32_t j = 0; j < lens[s]; ++j) {
+      seq.push_back(s);
+      pos.push_back(j);
+    }
+  invariant_attention_args a;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.seq = seq.data();
+  a.pos = pos.data();
+  a.kv_start = start.data();
+  a.rows = T;
+  a.heads = H;
+  a.kv_heads = KH;
+  a.scale = 1.f / std::sqrt(float(D));
+  std::vector<uint16_t> packed(T * H * D);
+  a.out = packed.data();
+  invariant_attention_cpu(a);
+
+  // Pages: sequence 0 holds 2 blocks, sequence 1 holds 4, in shuffled order after one unused.
+  std::vector<int32_t> order(7);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937(3));
+  const std::vector<int32_t> indptr = {1, 3, 7};
+  std::vector<uint16_t> kc(7 * B * KH * D, 0), vc(kc.size(), 0);
+  for (int32_t s = 0; s < 2; ++s)
+    for (int32_t j = 0; j < lens[s]; ++j) {
+      const int64_t slot = int64_t(order[indptr[s] + j / B]) * B + j % B;
+      std::copy_n(k.begin() + (start[s] + j) * KH * D, KH * D, kc.begin() + slot * KH * D);
+      std::copy_n(v.begin() + (start[s] + j) * KH * D, KH * D, vc.begin() + slot * KH * D);
+    }
+  // Decode rows: the last query of each sequence, one row a sequence.
+  std::vector<uint16_t> q2(2 * H * D), out2(2 * H * D);
+  const std::vector<int32_t> rows = {6, 19}, pos2 = {6, 12};
+  for (int r = 0; r < 2; ++r)
+    std::copy_n(q.begin() + rows[r] * H * D, H * D, q2.begin() + r * H * D);
+  invariant_attention_args d = a;
+  d.q = q2.data();
+  d.k = kc.data();
+  d.v = vc.data();
+  d.seq = nullptr;
+  d.pos = pos2.data();
+  d.kv_start = nullptr;
+  d.block_table = order.data();
+  d.page_indptr = indptr.data();
+  d.block_size = B;
+  d.rows = 2;
+  d.out = out2.data();
+  invariant_attention_cpu(d);
+  for (int r = 0; r < 2; ++r)
+    for (int64_t e = 0; e < H * D; ++e)
+      ASSERT_EQ(out2[r * H * D + e], packed[rows[r] * H * D + e]) << r << "," << e;
 }
 
 }  // namespace

@@ -20,21 +20,22 @@ void invariant_attention_cpu(const invariant_attention_args& a) {
   auto* out = static_cast<uint16_t*>(a.out);
   auto key_row = [&](int32_t s, int64_t j) -> int64_t {
     if (a.kv_start != nullptr) return int64_t(a.kv_start[s]) + j;
-    return int64_t(a.block_table[int64_t(s) * a.max_blocks + j / a.block_size]) * a.block_size +
-           j % a.block_size;
+    const int64_t first = a.page_indptr != nullptr ? a.page_indptr[s] : int64_t(s) * a.max_blocks;
+    return int64_t(a.block_table[first + j / a.block_size]) * a.block_size + j % a.block_size;
   };
   for (int64_t row = 0; row < a.rows; ++row) {
     for (int64_t h = 0; h < a.heads; ++h) {
       const int64_t kvh = h / (a.heads / a.kv_heads);
       const uint16_t* qr = q + (row * a.heads + h) * D;
       const int64_t n = int64_t(a.pos[row]) + 1;
+      const int32_t sq = a.seq != nullptr ? a.seq[row] : int32_t(row);
       float m = -FLT_MAX, l = 0.f, acc[D] = {};
       for (int64_t j0 = 0; j0 < n; j0 += kInvariantKeyChunk) {
         const int64_t e = std::min<int64_t>(n, j0 + kInvariantKeyChunk);
         float sc[kInvariantKeyChunk];
         float cm = -FLT_MAX;
         for (int64_t j = j0; j < e; ++j) {
-          const uint16_t* kr = kp + (key_row(a.seq[row], j) * a.kv_heads + kvh) * D;
+          const uint16_t* kr = kp + (key_row(sq, j) * a.kv_heads + kvh) * D;
           float dot = 0.f;
           for (int64_t i = 0; i < D; ++i)
             dot += bf16_bits_to_float(qr[i]) * bf16_bits_to_float(kr[i]);
@@ -46,7 +47,7 @@ void invariant_attention_cpu(const invariant_attention_args& a) {
         l *= corr;
         for (float& x : acc) x *= corr;
         for (int64_t j = j0; j < e; ++j) {
-          const uint16_t* vr = vp + (key_row(a.seq[row], j) * a.kv_heads + kvh) * D;
+          const uint16_t* vr = vp + (key_row(sq, j) * a.kv_heads + kvh) * D;
           const float p = std::exp(sc[j - j0] - mn);
           l += p;
           for (int64_t i = 0; i < D; ++i) acc[i] += p * bf16_bits_to_float(vr[i]);

@@ -4,10 +4,12 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/gemm/invariant_gemm.hpp"
 
@@ -56,20 +58,25 @@ struct call {
   call& operator=(const call&) = delete;
 };
 
-/// The algorithm of a (device, n, k): the heuristic's first choice for kInvariantPlanRows rows
-/// among those with no workspace and no reduction, split-K pinned to 1.
-cublasLtMatmulAlgo_t plan(int device, int64_t n, int64_t k) {
-  static std::mutex mu;
-  static std::map<std::tuple<int, int64_t, int64_t>, cublasLtMatmulAlgo_t> plans;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, n, k);
-  if (auto it = plans.find(key); it != plans.end()) return it->second;
-  call shape(kInvariantPlanRows, n, k, k, n);
+/// Whether `algo` serves m rows of (n, k), contiguous, without workspace.
+bool serves(cublasLtMatmulAlgo_t algo, int64_t m, int64_t n, int64_t k) {
+  call shape(m, n, k, k, n);
+  cublasLtMatmulHeuristicResult_t checked{};
+  return cublasLtMatmulAlgoCheck(handle(), shape.op, shape.a, shape.b, shape.c, shape.c, &algo,
+                                 &checked) == CUBLAS_STATUS_SUCCESS &&
+         checked.workspaceSize == 0;
+}
+
+/// The heuristic's algorithms for m rows of (n, k) among those with no workspace and no
+/// reduction, best first.
+std::vector<cublasLtMatmulAlgo_t> candidates(int64_t m, int64_t n, int64_t k) {
+  constexpr int kWanted = 16;
+  call shape(m, n, k, k, n);
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
   const uint64_t no_workspace = 0;
   const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-  cublasLtMatmulHeuristicResult_t found{};
+  cublasLtMatmulHeuristicResult_t found[kWanted] = {};
   int count = 0;
   cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &no_workspace, sizeof(no_workspace));
@@ -78,19 +85,72 @@ cublasLtMatmulAlgo_t plan(int device, int64_t n, int64_t k) {
                                              &no_reduction, sizeof(no_reduction));
   if (s == CUBLAS_STATUS_SUCCESS)
     s = cublasLtMatmulAlgoGetHeuristic(handle(), shape.op, shape.a, shape.b, shape.c, shape.c, pref,
-                                       1, &found, &count);
+                                       kWanted, found, &count);
   cublasLtMatmulPreferenceDestroy(pref);
   check(s, "AlgoGetHeuristic");
-  if (count == 0)
-    throw std::runtime_error("invariant GEMM: cuBLASLt has no algorithm without split-K for n = " +
-                             std::to_string(n) + ", k = " + std::to_string(k));
-  cublasLtMatmulAlgo_t algo = found.algo;
+  std::vector<cublasLtMatmulAlgo_t> out;
+  for (int i = 0; i < count; ++i) out.push_back(found[i].algo);
+  return out;
+}
+
+/// The algorithm of a (device, n, k): the heuristic's best for kInvariantPlanRows rows (then for
+/// more) whose split-K pinned to 1 serves every row count from 1 to 32,768 (checked at a few):
+/// some algorithms the heuristic offers for 256 rows refuse 1,024.
+cublasLtMatmulAlgo_t plan(int device, int64_t n, int64_t k) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int64_t, int64_t>, cublasLtMatmulAlgo_t> plans;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, n, k);
+  if (auto it = plans.find(key); it != plans.end()) return it->second;
+  const int64_t probes[] = {1, 7, 64, kInvariantPlanRows, 1024, 4096, 32768};
   const uint32_t one = 1;
-  check(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
-                                             sizeof(one)),
-        "pinning split-K to 1");
-  plans.emplace(key, algo);
-  return algo;
+  for (int64_t rows : {kInvariantPlanRows, int64_t{4096}}) {
+    for (auto algo : candidates(rows, n, k)) {
+      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one,
+                                               sizeof(one)) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      bool all = true;
+      for (int64_t m : probes) all = all && serves(algo, m, n, k);
+      if (!all) continue;
+      plans.emplace(key, algo);
+      return algo;
+    }
+  }
+  throw std::runtime_error(
+      "invariant GEMM: cuBLASLt offers no algorithm without split-K or workspace that serves 1 "
+      "to 32768 rows for n = " +
+      std::to_string(n) + ", k = " + std::to_string(k));
+}
+
+/// A checked call of one shape: its descriptors and the pinned algorithm, checked for its m.
+struct prepared {
+  call shape;
+  cublasLtMatmulAlgo_t algo;
+  prepared(int device, int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldy)
+      : shape(m, n, k, ldx, ldy), algo(plan(device, n, k)) {
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoCheck(handle(), shape.op, shape.a, shape.b, shape.c, shape.c, &algo,
+                                &checked) != CUBLAS_STATUS_SUCCESS ||
+        checked.workspaceSize > 0) {
+      throw std::runtime_error("invariant GEMM: the algorithm pinned for n = " + std::to_string(n) +
+                               ", k = " + std::to_string(k) +
+                               " cannot serve m = " + std::to_string(m) + " rows");
+    }
+  }
+};
+
+/// This thread's prepared calls by (device, m, n, k, ldx, ldy): a decode step or a training step
+/// repeats its shapes, so descriptors are built and checked once (at most kKept shapes are kept).
+const prepared& prepared_call(int device, int64_t m, int64_t n, int64_t k, int64_t ldx,
+                              int64_t ldy) {
+  constexpr size_t kKept = 4096;
+  using key_t = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  thread_local std::map<key_t, std::unique_ptr<prepared>> calls;
+  const key_t key{device, m, n, k, ldx, ldy};
+  if (auto it = calls.find(key); it != calls.end()) return *it->second;
+  if (calls.size() >= kKept) calls.clear();
+  auto made = std::make_unique<prepared>(device, m, n, k, ldx, ldy);
+  return *calls.emplace(key, std::move(made)).first->second;
 }
 
 }  // namespace
@@ -104,20 +164,12 @@ void invariant_gemm_bf16_cuda(const void* x, int64_t ldx, const void* w, void* y
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess)
     throw std::runtime_error("invariant GEMM: no current CUDA device");
-  cublasLtMatmulAlgo_t algo = plan(device, n, k);
-  call shape(m, n, k, ldx, ldy);
-  cublasLtMatmulHeuristicResult_t checked{};
-  if (cublasLtMatmulAlgoCheck(handle(), shape.op, shape.a, shape.b, shape.c, shape.c, &algo,
-                              &checked) != CUBLAS_STATUS_SUCCESS ||
-      checked.workspaceSize > 0) {
-    throw std::runtime_error("invariant GEMM: the algorithm pinned for n = " + std::to_string(n) +
-                             ", k = " + std::to_string(k) +
-                             " cannot serve m = " + std::to_string(m) + " rows");
-  }
+  const prepared& p = prepared_call(device, m, n, k, ldx, ldy);
   const float alpha = 1.f, beta = 0.f;
-  check(cublasLtMatmul(handle(), shape.op, &alpha, w, shape.a, x, shape.b, &beta, y, shape.c, y,
-                       shape.c, &algo, nullptr, 0, static_cast<cudaStream_t>(stream)),
-        "Matmul");
+  check(
+      cublasLtMatmul(handle(), p.shape.op, &alpha, w, p.shape.a, x, p.shape.b, &beta, y, p.shape.c,
+                     y, p.shape.c, &p.algo, nullptr, 0, static_cast<cudaStream_t>(stream)),
+      "Matmul");
 }
 
 }  // namespace milesrt::kernels

@@ -7,6 +7,8 @@
 
 #include <stdexcept>
 
+#include "kernels/train/train_kernels.hpp"
+
 #ifdef MILESRT_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -62,11 +64,14 @@ c10::DeviceIndex cuda_index(const c10::Device& device) {
 }  // namespace
 #endif
 
-std::string true_on_policy_problem(schema::Device device) {
+std::string true_on_policy_problem(schema::Device device, schema::Dtype dtype, bool lora) {
   if (device == schema::Device::CPU) return "";
-  return "trueOnPolicy: on cuda the engine and the trainer do not yet agree bit for bit (the "
-         "batch-invariant kernels the mode needs are not built); use device = cpu, or leave the "
-         "mode off and watch train_rollout_logprob_abs_diff_max (logprobDiffAlarm)";
+  if (!kernels::train_kernels_available())
+    return "trueOnPolicy: this build has no CUDA kernels (the mode's batch-invariant kernels); "
+           "use device = cpu";
+  if (dtype != schema::Dtype::BF16) return "trueOnPolicy: on cuda the mode needs dtype = bf16";
+  if (lora) return "trueOnPolicy: on cuda the mode is not built for LoRA adapters";
+  return "";
 }
 
 void set_current_device(const c10::Device& device) {

@@ -27,9 +27,11 @@ c10::ScalarType to_dtype(schema::Dtype dtype);
 /// Makes `device` the calling thread's current CUDA device (nothing for the CPU).
 void set_current_device(const c10::Device& device);
 
-/// Why the trueOnPolicy mode (docs/metrics.md#trainrollout-agreement) cannot run on `device`
-/// ("" when it can): the CPU paths agree bit for bit; CUDA needs batch-invariant kernels not built.
-std::string true_on_policy_problem(schema::Device device);
+/// Why the trueOnPolicy mode (docs/metrics.md#trainrollout-agreement) cannot run on `device` in
+/// `dtype`, with or without LoRA adapters ("" when it can): the CPU paths agree bit for bit; on
+/// CUDA the batch-invariant kernels (invariant_ops.hpp) are bf16 and know no adapters. (The head
+/// size, 128, is checked when the model loads.)
+std::string true_on_policy_problem(schema::Device device, schema::Dtype dtype, bool lora);
 
 /// libtorch's current CUDA stream as the raw handle kernels/ takes (null without libtorch's CUDA
 /// part).

@@ -260,6 +260,8 @@ at::Tensor lora_expert_delta(const lora_view& v, int64_t layer, const std::strin
 
 void decoder::set_adapters(std::shared_ptr<flat_params> adapters, lora_config c) {
   if (!adapters) throw std::invalid_argument("set_adapters: no adapters");
+  if (batch_invariant_ && device_.is_cuda())
+    throw std::invalid_argument("trueOnPolicy on cuda: not built for LoRA adapters");
   const auto specs = lora_parameter_specs(config_, c);
   const auto& names = adapters->names();
   const auto& shapes = adapters->shapes();

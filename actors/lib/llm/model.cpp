@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/paged_forward.hpp"
 #include "actors/lib/llm/row_ops.hpp"
@@ -232,6 +233,16 @@ void decoder::set_params(std::shared_ptr<flat_params> p) {
   params_ = std::move(p);
 }
 
+void decoder::set_batch_invariant(bool on) {
+  if (on) {
+    if (auto why = invariant_ops::problem(device_, dtype_, config_.head_dim); !why.empty())
+      throw std::invalid_argument(why);
+    if (adapters_ && device_.is_cuda())
+      throw std::invalid_argument("trueOnPolicy on cuda: not built for LoRA adapters");
+  }
+  batch_invariant_ = on;
+}
+
 const at::Tensor& decoder::lm_head() const {
   return config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
                                      : params_->get("lm_head.weight");
@@ -330,57 +341,12 @@ at::Tensor varlen_attention(const varlen_batch& b, const at::Tensor& q, const at
 
 namespace {
 
-/// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
-/// autograd (serving, scoring), with the expert weights laid out as the grouped GEMM needs them
-/// (16-byte aligned, sizes multiples of 8).
-bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::string& p,
-                     const model_config& c) {
-  if (!x.is_cuda() || x.scalar_type() != at::kBFloat16 || at::GradMode::is_enabled()) return false;
-  const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
-  const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
-  return reinterpret_cast<uintptr_t>(g0.data_ptr()) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(d0.data_ptr()) % 16 == 0 && c.hidden_size % 8 == 0 &&
-         c.moe_intermediate_size % 8 == 0;
-}
-
-/// A MoE layer's experts over x [T, hidden] with routing `chosen` [T, k] and `weights` [T, k]:
-/// the (token, slot) pairs sorted by expert, two grouped GEMMs over every expert's rows at once
-/// (at::_grouped_mm; each expert's gate/up and down weights read in place from the flat buffer),
-/// SiLU*mul, the routing weights, then each token's k outputs summed in slot order (the same
-/// order whatever the batch). Nothing goes to the host: a decode step stays one GPU stream.
-at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& chosen,
-                       const flat_params& P, const std::string& p, const model_config& c) {
-  const int64_t T = x.size(0), k = c.num_experts_per_tok, E = c.num_experts;
-  const int64_t I = c.moe_intermediate_size, H = c.hidden_size;
-  auto flat = chosen.reshape({-1});
-  auto sorted = at::sort(flat, /*stable=*/true, 0, /*descending=*/false);
-  const auto& experts = std::get<0>(sorted);
-  const auto& order = std::get<1>(sorted);  // (token, slot) pairs by expert
-  auto ends =
-      at::searchsorted(experts, at::arange(E, flat.options()), /*out_int32=*/true, /*right=*/true);
-  auto xs = x.index_select(0, at::div(order, k, "floor"));  // [T k, hidden]
-  const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
-  const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
-  const int64_t expert_stride = 3 * I * H;  // gate, up, down of one expert, back to back
-  auto w_gate_up =
-      g0.as_strided({E, 2 * I, H}, {expert_stride, H, 1}).transpose(1, 2);        // [E, H, 2I]
-  auto w_down = d0.as_strided({E, H, I}, {expert_stride, I, 1}).transpose(1, 2);  // [E, I, H]
-  auto gate_up = at::_grouped_mm(xs, w_gate_up, ends);
-  auto act = at::empty({gate_up.size(0), I}, x.options());
-  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I,
-                         current_cuda_stream());
-  auto y = at::_grouped_mm(act, w_down, ends) *
-           weights.reshape({-1}).index_select(0, order).unsqueeze(1);
-  auto by_slot = at::empty_like(y).index_copy_(0, order, y);  // back to (token, slot) order
-  return by_slot.view({T, k, H}).sum(1);
-}
-
 /// One forward's inputs on the device, the paths they take (the paged serving batch, the training
 /// path's variable-length attention and kernels), and the decoder's blocks over them.
 struct forward_pass {
   forward_pass(const model_config& config, const flat_params& params,
                const std::vector<segment>& segs, const forward_options& options, at::Device dev,
-               at::ScalarType type, const at::Tensor& inv_freq);
+               at::ScalarType type, const at::Tensor& inv_freq, bool batch_invariant);
 
   /// The residual stream between blocks: h and the last block's output `delta` (undefined: none),
   /// which the next norm adds to h (in the same pass on the training kernels).
@@ -411,7 +377,7 @@ struct forward_pass {
     return train_kernels ? train_ops::embedding(e, ids) : e.index_select(0, ids);
   }
   at::Tensor linear(const at::Tensor& x, const at::Tensor& w) const {
-    return train_kernels ? train_ops::linear(x, w) : row_ops::linear_rows(x, w);
+    return train_kernels ? train_ops::linear(x, w, invariant) : row_ops::linear_rows(x, w);
   }
   /// y, the projection `module` of x, plus its LoRA term when the module is adapted.
   at::Tensor adapted(at::Tensor y, int64_t layer, const char* module, const at::Tensor& x) const {
@@ -433,7 +399,9 @@ struct forward_pass {
   std::pair<at::Tensor, at::Tensor> rope;
   varlen_batch varlen;
   bool train_kernels = false;
-  lora_view lora;  ///< the adapters this forward applies (none: the base)
+  bool invariant = false;           ///< the true on-policy mode on CUDA (invariant_ops.hpp)
+  invariant_ops::packed_keys keys;  ///< its packed training batch (no cache)
+  lora_view lora;                   ///< the adapters this forward applies (none: the base)
   forward_result result;
 
  private:
@@ -464,8 +432,15 @@ struct forward_pass {
 
 forward_pass::forward_pass(const model_config& config, const flat_params& params,
                            const std::vector<segment>& segs, const forward_options& options,
-                           at::Device dev, at::ScalarType type, const at::Tensor& inv_freq)
-    : c(config), P(params), segments(segs), opt(options), device(dev), dtype(type) {
+                           at::Device dev, at::ScalarType type, const at::Tensor& inv_freq,
+                           bool batch_invariant)
+    : c(config),
+      P(params),
+      segments(segs),
+      opt(options),
+      device(dev),
+      dtype(type),
+      invariant(batch_invariant && dev.is_cuda()) {
   std::vector<int64_t> host_ids, host_pos;
   static const std::vector<segment> kPrepared;  // a prepared step has its ids on the device
   for (const auto& s : opt.step != nullptr ? kPrepared : segments) {
@@ -508,8 +483,16 @@ forward_pass::forward_pass(const model_config& config, const flat_params& params
   // (forward and backward), from their cumulative lengths.
   varlen = training_varlen(segments, opt, c, device, dtype);
 
-  // With it, the element-wise layers run as the training kernels (forward and backward).
-  train_kernels = varlen.cu_seqlens.defined() && train_ops::available(device, dtype);
+  // With it, the element-wise layers run as the training kernels (forward and backward). In the
+  // true on-policy mode both paths run them, and the batch-invariant GEMMs and attention.
+  train_kernels = invariant || (varlen.cu_seqlens.defined() && train_ops::available(device, dtype));
+  if (invariant && !paged) {
+    TORCH_CHECK(varlen.cu_seqlens.defined(),
+                "trueOnPolicy on cuda: the forward needs a paged cache or no cache");
+    std::vector<int64_t> lengths;
+    for (const auto& s : segments) lengths.push_back(static_cast<int64_t>(s.ids.size()));
+    keys = invariant_ops::make_packed_keys(lengths, device, c.head_dim);
+  }
 }
 
 forward_pass::residual forward_pass::run_layer(int64_t layer, residual s, bool record) {
@@ -550,10 +533,13 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, residual
     k = rotate(k);
   }
 
-  const auto attn =
-      paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c)
-                  .reshape({T, c.num_heads * c.head_dim})
-            : segment_attention(layer, q, k, v);
+  at::Tensor attn;
+  if (paged && invariant)
+    attn = paged::paged_attend_invariant(batch, *opt.cache, layer, q, k.detach(), v.detach());
+  else if (paged)
+    attn = paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c);
+  attn = attn.defined() ? attn.reshape({T, c.num_heads * c.head_dim})
+                        : segment_attention(layer, q, k, v);
   return adapted(linear(attn, P.get(p + "self_attn.o_proj.weight")), layer, "self_attn.o_proj",
                  attn);
 }
@@ -562,6 +548,8 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, residual
 // batch-invariant, and caches the paged kernels do not cover).
 at::Tensor forward_pass::segment_attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                            const at::Tensor& v) const {
+  if (invariant)
+    return invariant_ops::packed_attention(keys, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
   if (varlen.cu_seqlens.defined())
     return varlen_attention(varlen, q, k, v).reshape({Tp, c.num_heads * c.head_dim});
   std::vector<at::Tensor> outs;
@@ -599,8 +587,8 @@ at::Tensor forward_pass::moe_ffn(int64_t layer, const std::string& p, const at::
   const routing r = route(layer, p, x);
   // On the GPU without autograd: no host synchronisation. The grouped GEMMs know no adapters.
   const bool expert_adapters = lora && !lora.config->target_parameters.empty();
-  auto out = !expert_adapters && grouped_experts(x, P, p, c)
-                 ? moe_grouped(x, r.weights, r.chosen, P, p, c)
+  auto out = !expert_adapters && !invariant && paged::grouped_experts(x, P, p, c)
+                 ? paged::moe_grouped(x, r.weights, r.chosen, P, p, c)
                  : moe_by_expert(layer, p, x, r);
   if (record) {
     result.experts.push_back(r.chosen.narrow(0, 0, T));
@@ -614,7 +602,8 @@ forward_pass::routing forward_pass::route(int64_t layer, const std::string& p,
   int64_t moe_index = 0;
   for (int64_t l = 0; l < layer; ++l) moe_index += c.is_moe_layer(l) ? 1 : 0;
   routing r;
-  auto router_logits = row_ops::linear_rows(x, P.get(p + "mlp.gate.weight"));
+  const auto& gate = P.get(p + "mlp.gate.weight");
+  auto router_logits = invariant ? train_ops::linear(x, gate, true) : row_ops::linear_rows(x, gate);
   r.probs = at::softmax(router_logits.to(at::kFloat), -1);
   if (opt.replay_experts != nullptr) {
     TORCH_CHECK(moe_index < static_cast<int64_t>(opt.replay_experts->size()),
@@ -631,7 +620,11 @@ forward_pass::routing forward_pass::route(int64_t layer, const std::string& p,
     r.weights = std::get<0>(top);
     r.chosen = std::get<1>(top);
   }
-  if (c.norm_topk_prob) r.weights = r.weights / r.weights.sum(-1, true);
+  if (c.norm_topk_prob) {
+    at::Tensor sum = r.weights.select(1, 0).unsqueeze(1);  // in slot order, row by row
+    for (int64_t s = 1; s < r.weights.size(1); ++s) sum = sum + r.weights.select(1, s).unsqueeze(1);
+    r.weights = r.weights / (invariant ? sum : r.weights.sum(-1, true));
+  }
   r.weights = r.weights.to(x.scalar_type());
   return r;
 }
@@ -640,7 +633,9 @@ forward_pass::routing forward_pass::route(int64_t layer, const std::string& p,
 // token's sum has the same order whatever else is in the batch.
 at::Tensor forward_pass::moe_by_expert(int64_t layer, const std::string& p, const at::Tensor& x,
                                        const routing& r) const {
-  using row_ops::linear_rows;
+  auto linear_rows = [this](const at::Tensor& a, const at::Tensor& w) {
+    return invariant ? linear(a, w) : row_ops::linear_rows(a, w);
+  };
   auto moe_out = at::zeros_like(x);
   auto chosen_cpu = r.chosen.to(at::kCPU);
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_expert;  // expert -> (row, slot)
@@ -734,12 +729,12 @@ forward_result checkpointed_forward(forward_pass& f) {
 
 forward_result decoder::forward(const std::vector<segment>& segments,
                                 const forward_options& opt) const {
-  forward_pass f(config_, *params_, segments, opt, device_, dtype_, inv_freq_);
+  forward_pass f(config_, *params_, segments, opt, device_, dtype_, inv_freq_, batch_invariant_);
   if (adapters_ && !merged_base_ && !opt.adapters_off)
     f.lora = lora_view{adapters_.get(), &lora_, opt.lora_dropout, opt.lora_dropout_seed};
   const auto& embed = params_->get("model.embed_tokens.weight");
   // The fused serving kernels know no adapters: an adapted model serves through the layers below.
-  if (f.paged && !f.lora && paged::fused_serving(config_, dtype_)) {
+  if (f.paged && !f.lora && !f.invariant && paged::fused_serving(config_, dtype_)) {
     f.result.hidden = paged::fused_forward(*params_, config_, f.batch, *opt.cache,
                                            embed.index_select(0, f.ids), f.rope);
     return std::move(f.result);

@@ -63,6 +63,9 @@ struct segment {
 struct paged_step {
   at::Tensor ids, positions, slots;                      ///< [T] int64: token, position, cache row
   at::Tensor qo_indptr, kv_indptr, kv_indices, kv_last;  ///< int32
+  /// int32 [T]: each row's position and its sequence (the batch-invariant attention's; seq32 is
+  /// undefined where row r is sequence r, a decode step)
+  at::Tensor positions32, seq32;
   int64_t sequences = 0;
   bool decode_only = false;  ///< one token per sequence (the decode kernel, else prefill)
   std::shared_ptr<kernels::paged_attention> attention;  ///< planned for this batch
@@ -155,6 +158,14 @@ class decoder {
   /// Uses `p` as the published weights (set_adapters' or set_params' checks apply).
   void set_published(std::shared_ptr<flat_params> p);
 
+  /// The true on-policy mode: on CUDA every forward, score_rows and the engine's head run the
+  /// batch-invariant kernels (invariant_ops.hpp), so a token gets the same bits in the serving and
+  /// the training forward; the fused serving kernels and the grouped expert GEMMs are left out.
+  /// (The CPU path is batch-invariant already.) Throws std::invalid_argument naming why a model
+  /// cannot (dtype, head size, LoRA adapters).
+  void set_batch_invariant(bool on);
+  bool batch_invariant() const { return batch_invariant_; }
+
   const std::string& config_json() const { return config_json_; }
   at::ScalarType dtype() const { return dtype_; }
   at::Device device() const { return device_; }
@@ -200,6 +211,7 @@ class decoder {
   at::ScalarType dtype_;
   at::Device device_;
   at::Tensor inv_freq_;
+  bool batch_invariant_ = false;
 };
 
 /// The model a benchmark runs: the Hugging Face folder `dir` when given, else Qwen3-0.6B's
@@ -213,11 +225,14 @@ std::unique_ptr<decoder> benchmark_model(const std::string& dir, int64_t layers,
 /// autograd differentiates its operations; on CUDA it is one autograd function that keeps only each
 /// row's log-sum-exp and entropy and computes each chunk's logits again in the backward (its chunks
 /// are then at least 2^28 / vocab rows, so that the head's gradient GEMMs stay large).
+/// `invariant`: on CUDA the head's GEMM is the batch-invariant one (the true on-policy mode).
 token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
-                            const at::Tensor& targets, double temperature, int64_t chunk);
+                            const at::Tensor& targets, double temperature, int64_t chunk,
+                            bool invariant = false);
 /// fp32 logits of `hidden` [n, d] against `head` [vocab, d] at `temperature` (the head GEMM in the
 /// weights' dtype, then fp32); on the CPU the rows are padded to a multiple of 8 and kept padded.
-at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature);
+at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature,
+                              bool invariant = false);
 
 /// The names and shapes of every parameter of a model, in the Hugging Face layout.
 std::vector<std::pair<std::string, std::vector<int64_t>>> parameter_specs(const model_config& c);

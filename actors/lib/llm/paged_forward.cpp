@@ -1,11 +1,13 @@
 #include "actors/lib/llm/paged_forward.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "kernels/attention/paged_attention.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
 
@@ -17,14 +19,16 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
   const int64_t T = static_cast<int64_t>(ids.size());
   const int64_t B = static_cast<int64_t>(segments.size());
   const int64_t bs = cache.block_size;
-  // One int32 buffer: ids | positions | slots | qo_indptr | kv_indptr | kv_last | kv_indices.
-  std::vector<int32_t> meta(3 * T + 3 * B + 2);
+  // One int32 buffer: ids | positions | slots | qo_indptr | kv_indptr | kv_last | sequence of
+  // each row | kv_indices.
+  std::vector<int32_t> meta(4 * T + 3 * B + 2);
   int32_t* mid = meta.data();
   int32_t* mpos = mid + T;
   int32_t* mslot = mpos + T;
   int32_t* qo = mslot + T;
   int32_t* kvp = qo + B + 1;
   int32_t* last = kvp + B + 1;
+  int32_t* mseq = last + B;
   qo[0] = 0;
   kvp[0] = 0;
   std::vector<int32_t> indices;
@@ -42,6 +46,7 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
     for (int64_t i = 0; i < n; ++i) {
       const int64_t p = s.start + i;
       mslot[row + i] = static_cast<int32_t>(int64_t((*s.block_table)[p / bs]) * bs + p % bs);
+      mseq[row + i] = static_cast<int32_t>(b);
     }
     indices.insert(indices.end(), s.block_table->begin(), s.block_table->begin() + pages);
     qo[b + 1] = static_cast<int32_t>(row + n);
@@ -62,11 +67,13 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
   auto dev = pinned.to(cache.k.front().device(), /*non_blocking=*/true);
   paged_step out;
   out.ids = dev.narrow(0, 0, T).to(at::kLong);
-  out.positions = dev.narrow(0, T, T).to(at::kLong);
+  out.positions32 = dev.narrow(0, T, T);
+  out.positions = out.positions32.to(at::kLong);
   out.slots = dev.narrow(0, 2 * T, T).to(at::kLong);
   out.qo_indptr = dev.narrow(0, 3 * T, B + 1);
   out.kv_indptr = dev.narrow(0, 3 * T + B + 1, B + 1);
   out.kv_last = dev.narrow(0, 3 * T + 2 * B + 2, B);
+  out.seq32 = dev.narrow(0, 3 * T + 3 * B + 2, T);
   out.kv_indices = dev.narrow(0, head, static_cast<int64_t>(indices.size()));
   out.sequences = B;
   out.decode_only = decode_only;
@@ -121,6 +128,60 @@ at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, con
   cache.k[layer].index_copy_(0, b.slots, k);
   cache.v[layer].index_copy_(0, b.slots, v);
   return paged_attention_only(b, cache, layer, q.contiguous(), c);
+}
+
+/// As paged_attend, with the batch-invariant kernel (the true on-policy mode).
+at::Tensor paged_attend_invariant(const paged_step& b, kv_cache& cache, int64_t layer,
+                                  const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  cache.k[layer].index_copy_(0, b.slots, k);
+  cache.v[layer].index_copy_(0, b.slots, v);
+  return invariant_ops::paged_attention(q, cache.k[layer], cache.v[layer], b.kv_indices,
+                                        b.kv_indptr, b.seq32, b.positions32, cache.block_size);
+}
+
+/// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
+/// autograd (serving, scoring), with the expert weights laid out as the grouped GEMM needs them
+/// (16-byte aligned, sizes multiples of 8).
+bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::string& p,
+                     const model_config& c) {
+  if (!x.is_cuda() || x.scalar_type() != at::kBFloat16 || at::GradMode::is_enabled()) return false;
+  const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
+  const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
+  return reinterpret_cast<uintptr_t>(g0.data_ptr()) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(d0.data_ptr()) % 16 == 0 && c.hidden_size % 8 == 0 &&
+         c.moe_intermediate_size % 8 == 0;
+}
+
+/// A MoE layer's experts over x [T, hidden] with routing `chosen` [T, k] and `weights` [T, k]:
+/// the (token, slot) pairs sorted by expert, two grouped GEMMs over every expert's rows at once
+/// (at::_grouped_mm; each expert's gate/up and down weights read in place from the flat buffer),
+/// SiLU*mul, the routing weights, then each token's k outputs summed in slot order (the same
+/// order whatever the batch). Nothing goes to the host: a decode step stays one GPU stream.
+at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& chosen,
+                       const flat_params& P, const std::string& p, const model_config& c) {
+  const int64_t T = x.size(0), k = c.num_experts_per_tok, E = c.num_experts;
+  const int64_t I = c.moe_intermediate_size, H = c.hidden_size;
+  auto flat = chosen.reshape({-1});
+  auto sorted = at::sort(flat, /*stable=*/true, 0, /*descending=*/false);
+  const auto& experts = std::get<0>(sorted);
+  const auto& order = std::get<1>(sorted);  // (token, slot) pairs by expert
+  auto ends =
+      at::searchsorted(experts, at::arange(E, flat.options()), /*out_int32=*/true, /*right=*/true);
+  auto xs = x.index_select(0, at::div(order, k, "floor"));  // [T k, hidden]
+  const auto& g0 = P.get(p + "mlp.experts.0.gate_proj.weight");
+  const auto& d0 = P.get(p + "mlp.experts.0.down_proj.weight");
+  const int64_t expert_stride = 3 * I * H;  // gate, up, down of one expert, back to back
+  auto w_gate_up =
+      g0.as_strided({E, 2 * I, H}, {expert_stride, H, 1}).transpose(1, 2);        // [E, H, 2I]
+  auto w_down = d0.as_strided({E, H, I}, {expert_stride, I, 1}).transpose(1, 2);  // [E, I, H]
+  auto gate_up = at::_grouped_mm(xs, w_gate_up, ends);
+  auto act = at::empty({gate_up.size(0), I}, x.options());
+  kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), gate_up.size(0), I,
+                         current_cuda_stream());
+  auto y = at::_grouped_mm(act, w_down, ends) *
+           weights.reshape({-1}).index_select(0, order).unsqueeze(1);
+  auto by_slot = at::empty_like(y).index_copy_(0, order, y);  // back to (token, slot) order
+  return by_slot.view({T, k, H}).sum(1);
 }
 
 /// Whether the serving forward uses the fused bf16 kernels (kernels/decoder): dense layers,

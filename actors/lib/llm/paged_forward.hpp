@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,6 +25,20 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
 /// the kernel. q [T, heads, d] -> [T, heads, d].
 at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
                         const at::Tensor& k, const at::Tensor& v, const model_config& c);
+
+/// As paged_attend, with the batch-invariant kernel of the true on-policy mode (invariant_ops.hpp):
+/// a row's result does not depend on the rest of the step.
+at::Tensor paged_attend_invariant(const paged_step& b, kv_cache& cache, int64_t layer,
+                                  const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+/// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
+/// autograd (serving, scoring), the expert weights laid out as the grouped GEMM needs them.
+bool grouped_experts(const at::Tensor& x, const flat_params& P, const std::string& p,
+                     const model_config& c);
+/// A MoE layer's experts over x [T, hidden] with routing `chosen` [T, k] and `weights` [T, k] as
+/// two grouped GEMMs, each token's k outputs summed in slot order, nothing sent to the host.
+at::Tensor moe_grouped(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& chosen,
+                       const flat_params& P, const std::string& p, const model_config& c);
 
 /// Whether the serving forward uses the fused bf16 kernels (kernels/decoder): dense layers,
 /// head_dim 128, bf16 on the GPU.

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/row_ops.hpp"
 #include "kernels/sampling/sampler.hpp"
@@ -76,11 +77,16 @@ struct saved_scores {
   }
 };
 
+/// A chunk's bf16 logits: the head's GEMM, the batch-invariant one in the true on-policy mode.
+at::Tensor chunk_logits(const at::Tensor& h, const at::Tensor& head, bool invariant) {
+  return invariant ? invariant_ops::mm(h, head) : at::mm(h, head.t());
+}
+
 /// bf16 logits on CUDA: the two kernels of kernels/sampling and kernels/train.
 struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& hidden,
                                const at::Tensor& head, const at::Tensor& targets,
-                               double temperature, int64_t chunk) {
+                               double temperature, int64_t chunk, bool invariant) {
     const int64_t n = hidden.size(0), vocab = head.size(0);
     auto opts = hidden.options().dtype(at::kFloat);
     auto logprobs = at::empty({n}, opts), entropy = at::empty({n}, opts),
@@ -89,7 +95,7 @@ struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
                         hidden.options().dtype(at::kByte));
     for (int64_t from = 0; from < n; from += chunk) {
       const int64_t m = std::min(chunk, n - from);
-      auto z = at::mm(hidden.narrow(0, from, m), head.t());  // [m, vocab] bf16
+      auto z = chunk_logits(hidden.narrow(0, from, m), head, invariant);  // [m, vocab] bf16
       kernels::score_rows_args a;
       a.logits = z.data_ptr();
       a.rows = m;
@@ -103,11 +109,13 @@ struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
       kernels::score_rows_cuda(a, current_cuda_stream());
     }
     saved_scores::save(ctx, hidden, head, targets, lse, entropy, temperature, chunk);
+    ctx->saved_data["invariant"] = invariant;
     return {logprobs, entropy};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto s = saved_scores::load(ctx, grads);
+    const bool invariant = ctx->saved_data["invariant"].toBool();
     const auto &hidden = s.hidden, &head = s.head, &targets = s.targets, &lse = s.lse,
                &entropy = s.entropy, &g_lp = s.g_lp, &g_ent = s.g_ent;
     const double temperature = s.temperature;
@@ -119,7 +127,7 @@ struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
     for (int64_t from = 0; from < n; from += chunk) {
       const int64_t m = std::min(chunk, n - from);
       auto h = hidden.narrow(0, from, m);
-      auto z = at::mm(h, head.t());  // the chunk's logits again, then their gradient in place
+      auto z = chunk_logits(h, head, invariant);  // the logits again, then their gradient in place
       kernels::logprob_backward_cuda(z.data_ptr(), m, vocab, vocab,
                                      targets.data_ptr<int64_t>() + from,
                                      lse.data_ptr<float>() + from, entropy.data_ptr<float>() + from,
@@ -130,7 +138,8 @@ struct fused_scores_fn : public torch::autograd::Function<fused_scores_fn> {
       if (want_head)
         at::addmm_out(grad_head, grad_head, z.t(), h, at::kFloat, /*beta=*/from == 0 ? 0 : 1);
     }
-    return {grad_hidden, want_head ? head_gradient(head, grad_head) : at::Tensor(), at::Tensor(),
+    return {grad_hidden,  want_head ? head_gradient(head, grad_head) : at::Tensor(),
+            at::Tensor(), at::Tensor(),
             at::Tensor(), at::Tensor()};
   }
 };
@@ -195,22 +204,23 @@ struct chunked_scores_fn : public torch::autograd::Function<chunked_scores_fn> {
 
 /// Logits of padded rows (a multiple of 8), kept padded so that every later operation sees the
 /// same layout in both paths.
-at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head,
-                              double temperature) {
-  if (hidden.is_cuda()) return at::mm(hidden, head.t()).to(at::kFloat) / temperature;
+at::Tensor padded_head_logits(const at::Tensor& hidden, const at::Tensor& head, double temperature,
+                              bool invariant) {
+  if (hidden.is_cuda()) return chunk_logits(hidden, head, invariant).to(at::kFloat) / temperature;
   return row_ops::blocked_mm(row_ops::pad_rows(hidden), head).to(at::kFloat) / temperature;
 }
 
 at::Tensor decoder::logits_rows(const at::Tensor& hidden, double temperature) const {
   const auto& head = lm_head();
-  return padded_head_logits(hidden, head, temperature).narrow(0, 0, hidden.size(0));
+  return padded_head_logits(hidden, head, temperature, batch_invariant_)
+      .narrow(0, 0, hidden.size(0));
 }
 
 token_scores decoder::score_rows(const at::Tensor& hidden, const at::Tensor& targets,
                                  double temperature, int64_t chunk) const {
   const auto& head = config_.tie_word_embeddings ? params_->get("model.embed_tokens.weight")
                                                  : params_->get("lm_head.weight");
-  return chunked_scores(hidden, head, targets, temperature, chunk);
+  return chunked_scores(hidden, head, targets, temperature, chunk, batch_invariant_);
 }
 
 std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector<int64_t>>& seqs,
@@ -245,7 +255,8 @@ std::vector<token_scores> decoder::score_sequences(const std::vector<std::vector
 }
 
 token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
-                            const at::Tensor& targets, double temperature, int64_t chunk) {
+                            const at::Tensor& targets, double temperature, int64_t chunk,
+                            bool invariant) {
   TORCH_CHECK(temperature > 0, "temperature must be positive");
   TORCH_CHECK(chunk > 0, "chunk must be positive");
   const int64_t n = hidden.size(0);
@@ -256,10 +267,11 @@ token_scores chunked_scores(const at::Tensor& hidden, const at::Tensor& head,
       return {empty, empty};
     }
     const int64_t rows = gpu_chunk_rows(chunk, head.size(0));
-    auto out = hidden.scalar_type() == at::kBFloat16 && head.scalar_type() == at::kBFloat16 &&
-                       kernels::train_kernels_available()
-                   ? fused_scores_fn::apply(hidden, head, tgt.contiguous(), temperature, rows)
-                   : chunked_scores_fn::apply(hidden, head, tgt, temperature, rows);
+    auto out =
+        hidden.scalar_type() == at::kBFloat16 && head.scalar_type() == at::kBFloat16 &&
+                kernels::train_kernels_available()
+            ? fused_scores_fn::apply(hidden, head, tgt.contiguous(), temperature, rows, invariant)
+            : chunked_scores_fn::apply(hidden, head, tgt, temperature, rows);
     return {out[0], out[1]};
   }
   std::vector<at::Tensor> lps, ents;

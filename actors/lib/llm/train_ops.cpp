@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "kernels/decoder/decoder_kernels.hpp"
 #include "kernels/train/train_kernels.hpp"
 
@@ -124,9 +125,10 @@ struct add_rms_norm_fn : public torch::autograd::Function<add_rms_norm_fn> {
 /// x [rows, in] times w [out, in] transposed. The backward adds w's gradient into w's
 /// accumulated gradient in the GEMM itself (no separate tensor and addition) where w has one.
 struct linear_fn : public torch::autograd::Function<linear_fn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            bool invariant) {
     ctx->save_for_backward({x, w});
-    return at::mm(x, w.t());
+    return invariant ? invariant_ops::mm(x, w) : at::mm(x, w.t());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -142,7 +144,7 @@ struct linear_fn : public torch::autograd::Function<linear_fn> {
       else
         dw = at::mm(dy.t(), x);
     }
-    return {dx, dw};
+    return {dx, dw, at::Tensor()};
   }
 };
 
@@ -223,7 +225,9 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& h, const at::Te
   return {out[0], out[1]};
 }
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w) { return linear_fn::apply(x, w); }
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, bool invariant) {
+  return linear_fn::apply(x, w, invariant);
+}
 
 at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids) {
   return embedding_fn::apply(table, ids);

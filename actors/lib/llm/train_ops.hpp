@@ -24,8 +24,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& h, const at::Tensor& delta,
                                                const at::Tensor& w, double eps);
 /// x [rows, in] times w [out, in] transposed; w's gradient is added into w.grad() by the GEMM
-/// itself where w has one (a flat-buffer parameter).
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w);
+/// itself where w has one (a flat-buffer parameter). `invariant`: the forward is the
+/// batch-invariant GEMM (invariant_ops::mm; the backward's GEMMs stay cuBLAS's).
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, bool invariant = false);
 /// The rows `ids` of an embedding table; the table's gradient is added into table.grad() in place
 /// where it has one.
 at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids);

@@ -234,7 +234,8 @@ struct decode_graphs::impl {
   void body(int64_t B) {
     llm::paged_step st;
     st.ids = meta.narrow(0, 0, B).to(at::kLong);
-    st.positions = meta.narrow(0, off_pos(), B).to(at::kLong);
+    st.positions32 = meta.narrow(0, off_pos(), B);
+    st.positions = st.positions32.to(at::kLong);
     st.slots = meta.narrow(0, off_slot(), B).to(at::kLong);
     st.kv_indptr = meta.narrow(0, off_indptr(), B + 1);
     st.kv_last = meta.narrow(0, off_last(), B);
@@ -313,7 +314,16 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
       // graph allocates outlives it (its outputs are copied into the static buffers).
       g = std::make_unique<at::cuda::CUDAGraph>();
       g->capture_begin(m.pool, cudaStreamCaptureModeThreadLocal);
-      m.body(B);
+      try {
+        m.body(B);
+      } catch (...) {  // end the capture, or the stream stays capturing after the error
+        try {
+          g->capture_end();
+        } catch (...) {
+        }
+        g.reset();
+        throw;
+      }
       g->capture_end();
       if (m.pool.first == 0 && m.pool.second == 0) m.pool = g->pool();
       stats_.captures++;

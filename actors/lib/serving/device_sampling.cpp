@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "kernels/sampling/sampler.hpp"
 
 namespace milesrt::serving {
@@ -21,7 +22,9 @@ namespace {
 
 /// The logits of rows of hidden states [S, d]: [S, vocab] in bf16 or fp32 (what the sampler reads).
 at::Tensor head_logits(const llm::decoder& model, const at::Tensor& hidden) {
-  auto logits = at::mm(hidden, model.lm_head().t());
+  auto logits = model.batch_invariant() && hidden.is_cuda()
+                    ? llm::invariant_ops::mm(hidden, model.lm_head())
+                    : at::mm(hidden, model.lm_head().t());
   if (logits.scalar_type() != at::kBFloat16 && logits.scalar_type() != at::kFloat)
     logits = logits.to(at::kFloat);
   return logits;

@@ -1,0 +1,173 @@
+#include "actors/lib/llm/invariant_ops.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "actors/lib/llm/device.hpp"
+#include "kernels/attention/invariant_attention.hpp"
+#include "kernels/gemm/invariant_gemm.hpp"
+#include "kernels/train/train_kernels.hpp"
+
+namespace milesrt::llm::invariant_ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+constexpr int64_t kHeadDim = 128;
+
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+/// Rows of x as the GEMM reads them: unit column stride, a row stride that is a multiple of 8
+/// and at least the row, 16-byte aligned (else a contiguous copy: the same values).
+at::Tensor gemm_rows(const at::Tensor& x) {
+  const bool ok =
+      x.stride(1) == 1 && x.stride(0) >= x.size(1) && x.stride(0) % 8 == 0 && aligned16(x);
+  if (ok) return x;
+  auto c = x.contiguous();
+  return aligned16(c) ? c : c.clone();
+}
+
+/// One attention call of kernels/attention over host-described keys.
+void run_attention(kernels::invariant_attention_args a, const at::Tensor& q, const at::Tensor& out,
+                   float* lse) {
+  a.q = q.data_ptr();
+  a.out = out.data_ptr();
+  a.lse = lse;
+  a.rows = q.size(0);
+  a.heads = q.size(1);
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHeadDim)));
+  kernels::invariant_attention_cuda(a, current_cuda_stream());
+}
+
+struct packed_attention_fn : public torch::autograd::Function<packed_attention_fn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& seq, const at::Tensor& pos,
+                            const at::Tensor& start, const at::Tensor& cu, int64_t max_len,
+                            double scale) {
+    auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    auto out = at::empty_like(qc);
+    auto lse = at::empty({qc.size(1), qc.size(0)}, qc.options().dtype(at::kFloat));
+    kernels::invariant_attention_args a;
+    a.k = kc.data_ptr();
+    a.v = vc.data_ptr();
+    a.seq = seq.data_ptr<int32_t>();
+    a.pos = pos.data_ptr<int32_t>();
+    a.kv_start = start.data_ptr<int32_t>();
+    a.kv_heads = kc.size(1);
+    run_attention(a, qc, out, lse.data_ptr<float>());
+    ctx->save_for_backward({qc, kc, vc, out, lse, cu});
+    ctx->saved_data["max_len"] = max_len;
+    ctx->saved_data["scale"] = scale;
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto s = ctx->get_saved_variables();
+    const int64_t max_len = ctx->saved_data["max_len"].toInt();
+    // No dropout: flash attention's random state is not read.
+    auto rng = at::zeros({2}, s[0].options().dtype(at::kLong));
+    auto unused = at::empty({0}, s[0].options().dtype(at::kLong));
+    auto [dq, dk, dv] = at::_flash_attention_backward(
+        grads[0].contiguous(), s[0], s[1], s[2], s[3], s[4], s[5], s[5], max_len, max_len, 0.0,
+        /*is_causal=*/true, rng, unused, ctx->saved_data["scale"].toDouble());
+    return {dq,           dk,           dv,           at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::string problem(const at::Device& device, at::ScalarType dtype, int64_t head_dim) {
+  if (!device.is_cuda()) return {};  // the CPU path is batch-invariant by construction
+  if (!kernels::train_kernels_available())
+    return "trueOnPolicy on cuda: this build has no CUDA kernels";
+  if (dtype != at::kBFloat16) return "trueOnPolicy on cuda: needs dtype bf16";
+  if (head_dim != kHeadDim)
+    return "trueOnPolicy on cuda: needs head_dim 128 (the model has " + std::to_string(head_dim) +
+           ")";
+  return {};
+}
+
+at::Tensor mm(const at::Tensor& x, const at::Tensor& w) {
+  TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kBFloat16 && w.scalar_type() == at::kBFloat16,
+              "the batch-invariant GEMM is bf16 on CUDA");
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+              "the batch-invariant GEMM needs x [m, k] and w [n, k]");
+  const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
+  TORCH_CHECK(n % 8 == 0 && k % 8 == 0,
+              "the batch-invariant GEMM needs sizes that are multiples of 8 (got ", n, " x ", k,
+              ")");
+  auto xr = gemm_rows(x);
+  auto wr = w.is_contiguous() && aligned16(w) ? w : w.contiguous().clone();
+  auto y = at::empty({m, n}, x.options());
+  kernels::invariant_gemm_bf16_cuda(xr.data_ptr(), xr.stride(0), wr.data_ptr(), y.data_ptr(), n, m,
+                                    n, k, current_cuda_stream());
+  return y;
+}
+
+packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Device& device,
+                             int64_t head_dim) {
+  packed_keys b;
+  int64_t T = 0;
+  for (auto n : lengths) {
+    T += n;
+    b.max_len = std::max(b.max_len, n);
+  }
+  const auto S = static_cast<int64_t>(lengths.size());
+  // One int32 buffer, one copy: seq | pos | start | cu_seqlens.
+  auto host =
+      at::empty({2 * T + 2 * S + 1}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+  int32_t* seq = host.data_ptr<int32_t>();
+  int32_t* pos = seq + T;
+  int32_t* start = pos + T;
+  int32_t* cu = start + S;
+  int64_t row = 0;
+  cu[0] = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    start[s] = static_cast<int32_t>(row);
+    for (int64_t j = 0; j < lengths[s]; ++j, ++row) {
+      seq[row] = static_cast<int32_t>(s);
+      pos[row] = static_cast<int32_t>(j);
+    }
+    cu[s + 1] = static_cast<int32_t>(row);
+  }
+  auto dev = host.to(device, /*non_blocking=*/true);
+  b.seq = dev.narrow(0, 0, T);
+  b.pos = dev.narrow(0, T, T);
+  b.start = dev.narrow(0, 2 * T, S);
+  b.cu_seqlens = dev.narrow(0, 2 * T + S, S + 1);
+  b.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return b;
+}
+
+at::Tensor packed_attention(const packed_keys& b, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v) {
+  TORCH_CHECK(q.size(-1) == kHeadDim, "the batch-invariant attention needs head_dim 128");
+  return packed_attention_fn::apply(q, k, v, b.seq, b.pos, b.start, b.cu_seqlens, b.max_len,
+                                    b.scale);
+}
+
+at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k_cache,
+                           const at::Tensor& v_cache, const at::Tensor& pages,
+                           const at::Tensor& page_indptr, const at::Tensor& seq,
+                           const at::Tensor& pos, int64_t block_size) {
+  TORCH_CHECK(q.size(-1) == kHeadDim, "the batch-invariant attention needs head_dim 128");
+  auto qc = q.contiguous();
+  auto out = at::empty_like(qc);
+  kernels::invariant_attention_args a;
+  a.k = k_cache.data_ptr();
+  a.v = v_cache.data_ptr();
+  a.seq = seq.defined() ? seq.data_ptr<int32_t>() : nullptr;
+  a.pos = pos.data_ptr<int32_t>();
+  a.block_table = pages.data_ptr<int32_t>();
+  a.page_indptr = page_indptr.data_ptr<int32_t>();
+  a.block_size = block_size;
+  a.kv_heads = k_cache.size(-2);
+  run_attention(a, qc, out, nullptr);
+  return out;
+}
+
+}  // namespace milesrt::llm::invariant_ops
