@@ -119,4 +119,34 @@ TEST(GrpoGpu, ReleasingTheKvPoolBetweenPhasesLowersTheTrainersPeak) {
   }
 }
 
+// The true on-policy mode on the GPU: 5 GRPO steps of a head-size-128 model (the mode's kernels),
+// dense and Qwen3-MoE (4 experts, 2 a token), report a train/rollout log-prob difference of exactly
+// 0 at every step (the trainer fails the step on any difference in the mode).
+void expect_true_on_policy(const std::string& name, const std::string& model_args) {
+  const fs::path setup = scratch(name + "-setup");
+  ASSERT_EQ(make_arith_setup(setup, 64, 64, 8, model_args), 0);
+  auto run =
+      run_sync(setup, name, "--set trainer.trueOnPolicy=true --set rollout.trueOnPolicy=true");
+  ASSERT_EQ(run.steps.size(), 5u);
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const auto& m = run.steps[i]["metrics"];
+    EXPECT_EQ(m["train_rollout_logprob_abs_diff_max"].get<double>(), 0.0) << m.dump();
+    EXPECT_EQ(m["train_rollout_logprob_abs_diff"].get<double>(), 0.0) << m.dump();
+    EXPECT_TRUE(std::isfinite(m["loss"].get<double>())) << m.dump();
+    std::cout << name << " step " << i + 1 << ": |train - rollout| max "
+              << m["train_rollout_logprob_abs_diff_max"] << ", loss " << m["loss"] << "\n";
+  }
+}
+
+TEST(GrpoGpu, TrueOnPolicyStepsAgreeBitForBitDense) {
+  if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_true_on_policy("grpo-gpu-top", "--hidden 256 --layers 2 --heads 2 --kv-heads 1");
+}
+
+TEST(GrpoGpu, TrueOnPolicyStepsAgreeBitForBitMoe) {
+  if (milesrt::kernels::cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_true_on_policy("grpo-gpu-top-moe",
+                        "--hidden 256 --layers 2 --heads 2 --kv-heads 1 --experts 4");
+}
+
 }  // namespace

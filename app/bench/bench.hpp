@@ -57,5 +57,8 @@ void multi_gpu_publish_rows(const llm::flat_params& trainer, int gpus, int64_t s
 /// `--lora-rank`: attaches new LoRA adapters of rank `rank` (alpha 2 x rank, seed 1) on every
 /// projection (the attention ones of a mixture-of-experts model); the base is left as it is.
 void attach_bench_adapters(llm::decoder& model, int64_t rank);
+/// `--true-on-policy`: the model runs the mode's batch-invariant kernels when `on`; false with
+/// `cmd`'s error printed when it cannot (not bf16 on cuda, head size, adapters).
+bool set_true_on_policy(llm::decoder& model, bool on, const char* cmd, cli::context& ctx);
 
 }  // namespace milesrt::app

@@ -53,6 +53,16 @@ void attach_bench_adapters(llm::decoder& model, int64_t rank) {
   model.set_adapters(llm::make_adapters(model.config(), c, model.dtype(), model.device(), 1), c);
 }
 
+bool set_true_on_policy(llm::decoder& model, bool on, const char* cmd, cli::context& ctx) {
+  try {
+    model.set_batch_invariant(on);
+    return true;
+  } catch (const std::exception& e) {
+    cli::print_error(ctx.err, cmd, std::string("--true-on-policy: ") + e.what());
+    return false;
+  }
+}
+
 cli::command make_bench_command() {
   return {
       "bench",

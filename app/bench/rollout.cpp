@@ -27,6 +27,7 @@ struct rollout_options {
   double kv_fraction = 0.9, temperature = 1.0;
   uint64_t seed = 1;
   bool overlap = true;
+  bool true_on_policy = false;
 };
 
 void add_rollout_options(CLI::App& app, rollout_options& opt) {
@@ -56,6 +57,8 @@ void add_rollout_options(CLI::App& app, rollout_options& opt) {
   app.add_flag(
       "!--no-overlap", opt.overlap,
       "stage each decode step after the last one's samples are back (default: while it runs)");
+  app.add_flag("--true-on-policy", opt.true_on_policy,
+               "the trueOnPolicy mode's batch-invariant kernels (cuda bf16)");
   app.add_option("--save-prompts", opt.save_prompts,
                  "write the prompts as JSON lines {\"prompt_ids\": [...]}");
 }
@@ -165,6 +168,8 @@ cli::exit_status bench_rollout(const rollout_options& opt, cli::context& ctx) {
   std::string name;
   auto model = bench_model(opt.model, opt.layers, *target, name, "bench rollout", ctx);
   if (!model) return cli::exit_status::bad_input;
+  if (!set_true_on_policy(*model, opt.true_on_policy, "bench rollout", ctx))
+    return cli::exit_status::bad_input;
   const int64_t vocab = model->config().vocab_size;
   std::mt19937_64 rng(opt.seed);
   std::vector<std::vector<int64_t>> prompts(opt.batch);
@@ -179,10 +184,10 @@ cli::exit_status bench_rollout(const rollout_options& opt, cli::context& ctx) {
     }
   }
   const serving::engine_config cfg = rollout_engine_config(opt, device);
-  nlohmann::json out = {{"bench", "rollout"},          {"model", name},
-                        {"device", opt.device},        {"dtype", opt.dtype},
-                        {"batch", opt.batch},          {"prompt_len", opt.prompt_len},
-                        {"new_tokens", opt.new_tokens}};
+  nlohmann::json out = {{"bench", "rollout"},           {"model", name},
+                        {"device", opt.device},         {"dtype", opt.dtype},
+                        {"batch", opt.batch},           {"prompt_len", opt.prompt_len},
+                        {"new_tokens", opt.new_tokens}, {"true_on_policy", opt.true_on_policy}};
   if (device.is_cuda()) hbm_floor(*model, device, out);
   try {
     serving::engine e(*model, cfg);

@@ -34,6 +34,7 @@ struct train_options {
   int64_t lora_rank = 0;
   int64_t data_parallel = 1;
   bool shard_optimizer = false;
+  bool true_on_policy = false;
   int64_t layers = 0, seqs = 32, prompt = 256, response = 256, steps = 3, micro = 16384;
 };
 
@@ -71,6 +72,8 @@ void add_train_options(CLI::App& app, train_options& opt) {
                  "LoRA adapters of this rank (alpha 2 x rank) on every projection (the attention "
                  "ones of a mixture-of-experts model); the base frozen; 0 = full fine-tuning")
       ->check(CLI::Range(int64_t{0}, llm::lora_limits::max_rank));
+  app.add_flag("--true-on-policy", opt.true_on_policy,
+               "the trueOnPolicy mode's batch-invariant kernels (cuda bf16)");
   app.add_option("--device", opt.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", opt.dtype, "fp32 or bf16")->check(CLI::IsMember({"fp32", "bf16"}));
 }
@@ -187,6 +190,8 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
   if (!model) return cli::exit_status::bad_input;
   const int64_t vocab = model->config().vocab_size;
   if (opt.lora_rank > 0) attach_bench_adapters(*model, opt.lora_rank);
+  if (!set_true_on_policy(*model, opt.true_on_policy, "bench train", ctx))
+    return cli::exit_status::bad_input;
   trainer_options o;
   o.optimizer.lr = 1e-6;
   o.micro_batch_tokens = opt.micro;
@@ -226,6 +231,7 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
                         {"tokens_per_step", tokens},
                         {"checkpoint_layers", opt.checkpoint_layers},
                         {"lora_rank", opt.lora_rank},
+                        {"true_on_policy", opt.true_on_policy},
                         {"data_parallel", opt.data_parallel},
                         {"shard_optimizer", o.shard_optimizer},
                         {"seconds_per_step", secs / double(opt.steps)},

@@ -64,7 +64,10 @@ void write_tokenizer(const fs::path& dir) {
   std::ofstream(dir / "tokenizer_config.json") << cfg.dump(2) << "\n";
 }
 
-std::string model_config(int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads) {
+/// Qwen3, or with `experts` > 0 Qwen3-MoE: every layer's MLP `experts` experts of half the dense
+/// width, `per_token` of them chosen per token.
+std::string model_config(int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads,
+                         int64_t experts, int64_t per_token) {
   nlohmann::ordered_json c = {{"architectures", {"Qwen3ForCausalLM"}},
                               {"model_type", "qwen3"},
                               {"vocab_size", kVocab.size()},
@@ -83,6 +86,16 @@ std::string model_config(int64_t hidden, int64_t layers, int64_t heads, int64_t 
                               {"torch_dtype", "float32"},
                               {"bos_token_id", kVocab.size() - 1},
                               {"eos_token_id", kVocab.size() - 1}};
+  if (experts > 0) {
+    c["architectures"] = {"Qwen3MoeForCausalLM"};
+    c["model_type"] = "qwen3_moe";
+    c["num_experts"] = experts;
+    c["num_experts_per_tok"] = per_token;
+    c["moe_intermediate_size"] = hidden * 3 / 2;
+    c["norm_topk_prob"] = true;
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = nlohmann::ordered_json::array();
+  }
   return c.dump(2);
 }
 
@@ -100,7 +113,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes the arithmetic example's model, tokenizer and datasets"};
   std::string out = "runs/arith/setup";
   int64_t max_operand = 49, sft_size = 2000, rl_size = 4000, heldout = 200, hidden = 128,
-          layers = 2, heads = 4, kv_heads = 1;
+          layers = 2, heads = 4, kv_heads = 1, experts = 0, per_token = 2;
   double slip = 0.6;
   uint64_t seed = 7;
   app.add_option("--out", out, "the folder to write");
@@ -113,14 +126,17 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "layers");
   app.add_option("--heads", heads, "attention heads");
   app.add_option("--kv-heads", kv_heads, "key/value heads");
+  app.add_option("--experts", experts, "experts per layer (0: a dense model, else Qwen3-MoE)");
+  app.add_option("--experts-per-token", per_token, "experts chosen per token (with --experts)");
   app.add_option("--seed", seed, "seed of the data and the initial weights");
   CLI11_PARSE(app, argc, argv);
 
   const fs::path dir = out;
   fs::create_directories(dir / "model");
   write_tokenizer(dir / "model");
-  auto model = milesrt::llm::decoder::random(model_config(hidden, layers, heads, kv_heads),
-                                             at::kFloat, at::Device(at::kCPU), seed);
+  auto model = milesrt::llm::decoder::random(
+      model_config(hidden, layers, heads, kv_heads, experts, per_token), at::kFloat,
+      at::Device(at::kCPU), seed);
   model->save(dir / "model");
 
   // Every problem once: held-out ones first, then the rest shared out to SFT and RL prompts.

@@ -3,10 +3,11 @@
 /// true on-policy mode): y[M, N] = x[M, K] · w[N, K]^T, bf16 in and out, fp32 accumulation.
 ///
 /// cuBLAS picks its kernel, and may split K, by the whole problem shape, so a row's result changes
-/// with how many rows came with it. Here one cuBLASLt algorithm per (device, N, K) is chosen once,
-/// for kInvariantPlanRows rows, among the algorithms that need no workspace and no reduction (no
-/// split-K), with split-K pinned to 1, and reused for every M: each output element is then one
-/// thread block's sum over K in the algorithm's fixed order, whatever M is. An M the pinned
+/// with how many rows came with it. Here one cuBLASLt algorithm per (device, N, K) is chosen once:
+/// the heuristic's best for kInvariantPlanRows rows (then for 4,096) among the algorithms that need
+/// no workspace and no reduction (no split-K), with split-K pinned to 1, that serves every row
+/// count from 1 to 32,768 (checked at a few); it is reused for every M, so each output element is
+/// one thread block's sum over K in the algorithm's fixed order, whatever M is. An M the pinned
 /// algorithm cannot serve is refused with an error naming the shape, never computed another way.
 /// No ATen here: raw device pointers and a stream.
 

@@ -58,9 +58,12 @@ struct call {
   call& operator=(const call&) = delete;
 };
 
+/// The output's row stride the callers use: n rounded up to 8 (16-byte aligned rows).
+int64_t padded(int64_t n) { return (n + 7) / 8 * 8; }
+
 /// Whether `algo` serves m rows of (n, k), contiguous, without workspace.
 bool serves(cublasLtMatmulAlgo_t algo, int64_t m, int64_t n, int64_t k) {
-  call shape(m, n, k, k, n);
+  call shape(m, n, k, k, padded(n));
   cublasLtMatmulHeuristicResult_t checked{};
   return cublasLtMatmulAlgoCheck(handle(), shape.op, shape.a, shape.b, shape.c, shape.c, &algo,
                                  &checked) == CUBLAS_STATUS_SUCCESS &&
@@ -71,7 +74,7 @@ bool serves(cublasLtMatmulAlgo_t algo, int64_t m, int64_t n, int64_t k) {
 /// reduction, best first.
 std::vector<cublasLtMatmulAlgo_t> candidates(int64_t m, int64_t n, int64_t k) {
   constexpr int kWanted = 16;
-  call shape(m, n, k, k, n);
+  call shape(m, n, k, k, padded(n));
   cublasLtMatmulPreference_t pref = nullptr;
   check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
   const uint64_t no_workspace = 0;

@@ -12,14 +12,14 @@
 
 namespace milesrt::testing {
 
-/// Makes the setup in `dir` (operands up to 9); returns the maker's exit status as std::system
-/// gives it (0: made).
+/// Makes the setup in `dir` (operands up to 9; `model_args` for the maker's model options, e.g.
+/// "--hidden 256 --heads 2"); returns the maker's exit status as std::system gives it (0: made).
 inline int make_arith_setup(const fs::path& dir, int sft_size = 64, int rl_size = 64,
-                            int heldout = 8) {
+                            int heldout = 8, const std::string& model_args = "") {
   const std::string cmd = std::string("'") + MILESRT_ARITH_MAKE + "' --out '" + dir.string() +
                           "' --sft-size " + std::to_string(sft_size) + " --rl-size " +
                           std::to_string(rl_size) + " --heldout " + std::to_string(heldout) +
-                          " --max-operand 9 > /dev/null";
+                          " --max-operand 9 " + model_args + " > /dev/null";
   return std::system(cmd.c_str());
 }
 

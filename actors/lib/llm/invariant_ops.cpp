@@ -97,15 +97,16 @@ at::Tensor mm(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
               "the batch-invariant GEMM needs x [m, k] and w [n, k]");
   const int64_t m = x.size(0), n = w.size(0), k = x.size(1);
-  TORCH_CHECK(n % 8 == 0 && k % 8 == 0,
-              "the batch-invariant GEMM needs sizes that are multiples of 8 (got ", n, " x ", k,
-              ")");
+  TORCH_CHECK(k % 8 == 0,
+              "the batch-invariant GEMM needs an inner size that is a multiple of 8 (got ", k, ")");
   auto xr = gemm_rows(x);
   auto wr = w.is_contiguous() && aligned16(w) ? w : w.contiguous().clone();
-  auto y = at::empty({m, n}, x.options());
-  kernels::invariant_gemm_bf16_cuda(xr.data_ptr(), xr.stride(0), wr.data_ptr(), y.data_ptr(), n, m,
-                                    n, k, current_cuda_stream());
-  return y;
+  // Output rows 16-byte aligned: n rounded up to 8 columns (a small vocabulary), then cut.
+  const int64_t ldy = (n + 7) / 8 * 8;
+  auto y = at::empty({m, ldy}, x.options());
+  kernels::invariant_gemm_bf16_cuda(xr.data_ptr(), xr.stride(0), wr.data_ptr(), y.data_ptr(), ldy,
+                                    m, n, k, current_cuda_stream());
+  return ldy == n ? y : y.narrow(1, 0, n).contiguous();
 }
 
 packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Device& device,

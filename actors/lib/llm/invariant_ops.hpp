@@ -20,7 +20,8 @@ namespace milesrt::llm::invariant_ops {
 /// can): the kernels are bf16, CUDA, head size 128.
 std::string problem(const at::Device& device, at::ScalarType dtype, int64_t head_dim);
 
-/// x [m, k] times w [n, k] transposed -> [m, n] bf16, each row as if alone (no autograd).
+/// x [m, k] times w [n, k] transposed -> [m, n] bf16 (contiguous), each row as if alone (no
+/// autograd). k must be a multiple of 8.
 at::Tensor mm(const at::Tensor& x, const at::Tensor& w);
 
 /// A packed training batch's keys: each row's sequence and position, each sequence's first row,
