@@ -579,6 +579,33 @@ TEST(Agreement, TrueOnPolicyHoldsOnTheCpuAndAMismatchFailsTheStep) {
   EXPECT_EQ(ws[1]["metrics"]["logprob_diff_alarms"].get<double>(), 2.0);
 }
 
+// The mode with a mixture of experts (the arithmetic model as Qwen3-MoE, 4 experts, 2 a token):
+// the trainer's forward with the engine's routing replayed, or routing again itself, gives the
+// engine's log-probs bit for bit at every step.
+TEST(Agreement, TrueOnPolicyHoldsForAMoeModelWithAndWithoutRoutingReplay) {
+  const fs::path setup = scratch("top-moe-setup");
+  ASSERT_EQ(make_arith_setup(setup, 64, 64, 8, "--experts 4"), 0);
+  const std::string s = setup.string();
+  for (const char* replay : {"true", "false"}) {
+    fs::path run = scratch(std::string("top-moe-") + replay);
+    auto r = run_milesrt(
+        "run graphs/grpo_sync.capnp --set run.steps=2 --set run.batchSize=2 --set "
+        "trainer.evalInterval=0 --set trainer.trueOnPolicy=true --set rollout.trueOnPolicy=true "
+        "--set trainer.routingReplay=" +
+            std::string(replay) + " --run-dir '" + run.string() +
+            "' --quiet --set trainer.model=" + s + "/model --set trainer.evalData=" + s +
+            "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string() +
+            " --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl",
+        std::string("top-moe-run-") + replay);
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto steps = steps_of(run);
+    ASSERT_EQ(steps.size(), 2u);
+    for (const auto& st : steps)
+      EXPECT_EQ(st["metrics"]["train_rollout_logprob_abs_diff_max_held"].get<double>(), 0.0)
+          << replay << ": " << st.dump();
+  }
+}
+
 TEST(Agreement, TrueOnPolicyAndTemperatureAreSetAlike) {
   const std::string s = setup_dir().string();
   // Every path of the graph in the tiny setup, so that only the setting under test is wrong.

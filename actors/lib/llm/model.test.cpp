@@ -14,6 +14,7 @@
 #include <random>
 
 #include "actors/lib/llm/bf16_testing.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/safetensors.hpp"
 
@@ -379,6 +380,30 @@ TEST(ModelCheckpointing, OnlyTheFirstLayersAreRecomputed) {
   const auto all = grad_of(0), first = grad_of(1);
   EXPECT_GT(all.abs().sum().item<double>(), 0.0);
   EXPECT_LT((all - first).abs().max().item<double>(), 1e-6);
+}
+
+// The true on-policy mode's switch: on the CPU (batch-invariant already) it changes nothing; on
+// CUDA it says why a model cannot run it (the kernels are bf16, head size 128, no LoRA).
+TEST(BatchInvariant, TheCpuPathIsUnchangedAndCudaSaysWhatItNeeds) {
+  auto model = decoder::random(config_json("qwen3"), at::kFloat, at::kCPU, 3);
+  const std::vector<std::vector<int64_t>> seqs = {{5, 7, 11, 13, 17}, {3, 2}};
+  const auto before = model->score_sequences(seqs, 0.9);
+  model->set_batch_invariant(true);
+  EXPECT_TRUE(model->batch_invariant());
+  const auto after = model->score_sequences(seqs, 0.9);
+  for (size_t i = 0; i < seqs.size(); ++i)
+    EXPECT_TRUE(at::equal(before[i].logprobs, after[i].logprobs)) << i;
+  const at::Device cuda(at::kCUDA, 0);
+  EXPECT_EQ(invariant_ops::problem(at::kCPU, at::kFloat, 32), "");
+  const std::string fp32 = invariant_ops::problem(cuda, at::kFloat, 128);
+  const std::string head = invariant_ops::problem(cuda, at::kBFloat16, 64);
+  if (fp32.find("no CUDA kernels") == std::string::npos) {  // a build with the CUDA kernels
+    EXPECT_EQ(fp32, "trueOnPolicy on cuda: needs dtype bf16");
+    EXPECT_EQ(head, "trueOnPolicy on cuda: needs head_dim 128 (the model has 64)");
+    EXPECT_EQ(invariant_ops::problem(cuda, at::kBFloat16, 128), "");
+  } else {
+    EXPECT_EQ(head, fp32);
+  }
 }
 
 }  // namespace
