@@ -22,13 +22,12 @@ constexpr int64_t kHeadDim = 128;
 bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 /// Rows of x as the GEMM reads them: unit column stride, a row stride that is a multiple of 8
-/// and at least the row, 16-byte aligned (else a contiguous copy: the same values).
+/// and at least the row, 16-byte aligned (else a fresh contiguous copy: the same values).
 at::Tensor gemm_rows(const at::Tensor& x) {
   const bool ok =
       x.stride(1) == 1 && x.stride(0) >= x.size(1) && x.stride(0) % 8 == 0 && aligned16(x);
   if (ok) return x;
-  auto c = x.contiguous();
-  return aligned16(c) ? c : c.clone();
+  return x.clone(at::MemoryFormat::Contiguous);  // fresh: row stride = row, aligned
 }
 
 /// One attention call of kernels/attention over host-described keys.
@@ -100,7 +99,9 @@ at::Tensor mm(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(k % 8 == 0,
               "the batch-invariant GEMM needs an inner size that is a multiple of 8 (got ", k, ")");
   auto xr = gemm_rows(x);
-  auto wr = w.is_contiguous() && aligned16(w) ? w : w.contiguous().clone();
+  auto wr = w.stride(1) == 1 && w.stride(0) == k && aligned16(w)
+                ? w
+                : w.clone(at::MemoryFormat::Contiguous);
   // Output rows 16-byte aligned: n rounded up to 8 columns (a small vocabulary), then cut.
   const int64_t ldy = (n + 7) / 8 * 8;
   auto y = at::empty({m, ldy}, x.options());
