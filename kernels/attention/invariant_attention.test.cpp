@@ -13,43 +13,64 @@
 namespace milesrt::kernels {
 namespace {
 
+constexpr int64_t D = 128;
+
+/// Packed sequences of `lens` with random bf16 q [T, heads, D], k and v [T, kv_heads, D], each
+/// row's sequence and position, each sequence's first row, and the host reference's arguments
+/// over them (out and lse left to the test).
+struct packed_batch {
+  int64_t T = 0;
+  std::vector<int32_t> seq, pos, start;
+  std::vector<uint16_t> q, k, v;
+  invariant_attention_args a;
+
+  packed_batch(const std::vector<int32_t>& lens, int64_t heads, int64_t kv_heads, uint32_t seed) {
+    for (int32_t s = 0; s < int32_t(lens.size()); ++s) {
+      start.push_back(int32_t(T));
+      for (int32_t j = 0; j < lens[s]; ++j) {
+        seq.push_back(s);
+        pos.push_back(j);
+      }
+      T += lens[s];
+    }
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    auto randv = [&](int64_t n) {
+      std::vector<uint16_t> r(n);
+      for (auto& x : r) x = float_to_bf16_bits(nd(gen));
+      return r;
+    };
+    q = randv(T * heads * D);
+    k = randv(T * kv_heads * D);
+    v = randv(T * kv_heads * D);
+    a.q = q.data();
+    a.k = k.data();
+    a.v = v.data();
+    a.seq = seq.data();
+    a.pos = pos.data();
+    a.kv_start = start.data();
+    a.rows = T;
+    a.heads = heads;
+    a.kv_heads = kv_heads;
+    a.scale = 1.f / std::sqrt(float(D));
+  }
+};
+
 // The host reference against plain causal softmax attention in double: two packed sequences
 // (lengths 3 and 21: a partial key chunk and several), 4 query heads over 2 key heads.
 TEST(InvariantAttentionCpu, IsCausalSoftmaxAttention) {
-  constexpr int64_t D = 128, H = 4, KH = 2;
-  const std::vector<int64_t> lens = {3, 21};
-  const int64_t T = 24;
-  std::mt19937 gen(5);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  auto randv = [&](int64_t n) {
-    std::vector<uint16_t> v(n);
-    for (auto& x : v) x = float_to_bf16_bits(nd(gen));
-    return v;
-  };
-  auto q = randv(T * H * D), k = randv(T * KH * D), v = randv(T * KH * D);
-  std::vector<int32_t> seq, pos, start = {0, 3};
-  for (int32_t s = 0; s < 2; ++s)
-    for (int32_t j = 0; j < lens[s]; ++j) {
-      seq.push_back(s);
-      pos.push_back(j);
-    }
+  constexpr int64_t H = 4, KH = 2;
+  packed_batch b({3, 21}, H, KH, 5);
+  const int64_t T = b.T;
+  const auto &q = b.q, &k = b.k, &v = b.v;
+  const auto &seq = b.seq, &pos = b.pos, &start = b.start;
   std::vector<uint16_t> out(T * H * D);
   std::vector<float> lse(H * T);
-  invariant_attention_args a;
-  a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
-  a.seq = seq.data();
-  a.pos = pos.data();
-  a.kv_start = start.data();
+  invariant_attention_args a = b.a;
   a.out = out.data();
   a.lse = lse.data();
-  a.rows = T;
-  a.heads = H;
-  a.kv_heads = KH;
-  a.scale = 1.f / std::sqrt(float(D));
   invariant_attention_cpu(a);
-  auto f = [](uint16_t b) { return double(bf16_bits_to_float(b)); };
+  auto f = [](uint16_t bits) { return double(bf16_bits_to_float(bits)); };
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t h = 0; h < H; ++h) {
       const int64_t kvh = h / (H / KH), first = start[seq[t]];
@@ -79,34 +100,13 @@ TEST(InvariantAttentionCpu, IsCausalSoftmaxAttention) {
 // (page_indptr), and decode rows (no seq: row r is sequence r), give each query the packed
 // layout's bits.
 TEST(InvariantAttentionCpu, CsrPagesAndDecodeRowsMatchPackedKeys) {
-  constexpr int64_t D = 128, H = 2, KH = 1, B = 4;
+  constexpr int64_t H = 2, KH = 1, B = 4;
   const std::vector<int32_t> lens = {7, 13};
-  const int64_t T = 20;
-  std::mt19937 gen(9);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  auto randv = [&](int64_t n) {
-    std::vector<uint16_t> v(n);
-    for (auto& x : v) x = float_to_bf16_bits(nd(gen));
-    return v;
-  };
-  auto q = randv(T * H * D), k = randv(T * KH * D), v = randv(T * KH * D);
-  std::vector<int32_t> seq, pos, start = {0, 7};
-  for (int32_t s = 0; s < 2; ++s)
-    for (int32_t j = 0; j < lens[s]; ++j) {
-      seq.push_back(s);
-      pos.push_back(j);
-    }
-  invariant_attention_args a;
-  a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
-  a.seq = seq.data();
-  a.pos = pos.data();
-  a.kv_start = start.data();
-  a.rows = T;
-  a.heads = H;
-  a.kv_heads = KH;
-  a.scale = 1.f / std::sqrt(float(D));
+  packed_batch b(lens, H, KH, 9);
+  const int64_t T = b.T;
+  const auto &q = b.q, &k = b.k, &v = b.v;
+  const auto& start = b.start;
+  invariant_attention_args a = b.a;
   std::vector<uint16_t> packed(T * H * D);
   a.out = packed.data();
   invariant_attention_cpu(a);

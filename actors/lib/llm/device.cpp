@@ -7,7 +7,7 @@
 
 #include <stdexcept>
 
-#include "kernels/train/train_kernels.hpp"
+#include "actors/lib/llm/invariant_ops.hpp"
 
 #ifdef MILESRT_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -65,13 +65,7 @@ c10::DeviceIndex cuda_index(const c10::Device& device) {
 #endif
 
 std::string true_on_policy_problem(schema::Device device, schema::Dtype dtype, bool lora) {
-  if (device == schema::Device::CPU) return "";
-  if (!kernels::train_kernels_available())
-    return "trueOnPolicy: this build has no CUDA kernels (the mode's batch-invariant kernels); "
-           "use device = cpu";
-  if (dtype != schema::Dtype::BF16) return "trueOnPolicy: on cuda the mode needs dtype = bf16";
-  if (lora) return "trueOnPolicy: on cuda the mode is not built for LoRA adapters";
-  return "";
+  return invariant_ops::problem(to_device(device), to_dtype(dtype), lora);
 }
 
 void set_current_device(const c10::Device& device) {

@@ -79,14 +79,16 @@ struct packed_attention_fn : public torch::autograd::Function<packed_attention_f
 
 }  // namespace
 
-std::string problem(const at::Device& device, at::ScalarType dtype, int64_t head_dim) {
+std::string problem(const at::Device& device, at::ScalarType dtype, bool lora, int64_t head_dim) {
   if (!device.is_cuda()) return {};  // the CPU path is batch-invariant by construction
   if (!kernels::train_kernels_available())
-    return "trueOnPolicy on cuda: this build has no CUDA kernels";
-  if (dtype != at::kBFloat16) return "trueOnPolicy on cuda: needs dtype bf16";
-  if (head_dim != kHeadDim)
-    return "trueOnPolicy on cuda: needs head_dim 128 (the model has " + std::to_string(head_dim) +
-           ")";
+    return "trueOnPolicy: this build has no CUDA kernels (the mode's batch-invariant kernels); "
+           "use device = cpu";
+  if (dtype != at::kBFloat16) return "trueOnPolicy: on cuda the mode needs dtype = bf16";
+  if (lora) return "trueOnPolicy: on cuda the mode is not built for LoRA adapters";
+  if (head_dim != 0 && head_dim != kHeadDim)
+    return "trueOnPolicy: on cuda the mode needs head_dim 128 (the model has " +
+           std::to_string(head_dim) + ")";
   return {};
 }
 

@@ -16,9 +16,11 @@
 
 namespace milesrt::llm::invariant_ops {
 
-/// Why the mode cannot run for a model on `device` in `dtype` with heads of `head_dim` (empty: it
-/// can): the kernels are bf16, CUDA, head size 128.
-std::string problem(const at::Device& device, at::ScalarType dtype, int64_t head_dim);
+/// Why the mode cannot run for a model on `device` in `dtype`, with or without LoRA adapters, with
+/// heads of `head_dim` (0: not known yet, as in validation) (empty: it can). The one statement of
+/// the mode's limits on CUDA: the kernels are bf16, head size 128, and know no adapters.
+std::string problem(const at::Device& device, at::ScalarType dtype, bool lora,
+                    int64_t head_dim = 0);
 
 /// x [m, k] times w [n, k] transposed -> [m, n] bf16 (contiguous), each row as if alone (no
 /// autograd). k must be a multiple of 8.

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "actors/lib/llm/invariant_ops.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/row_ops.hpp"
 
@@ -260,8 +261,10 @@ at::Tensor lora_expert_delta(const lora_view& v, int64_t layer, const std::strin
 
 void decoder::set_adapters(std::shared_ptr<flat_params> adapters, lora_config c) {
   if (!adapters) throw std::invalid_argument("set_adapters: no adapters");
-  if (batch_invariant_ && device_.is_cuda())
-    throw std::invalid_argument("trueOnPolicy on cuda: not built for LoRA adapters");
+  if (batch_invariant_) {
+    if (auto why = invariant_ops::problem(device_, dtype_, true); !why.empty())
+      throw std::invalid_argument(why);
+  }
   const auto specs = lora_parameter_specs(config_, c);
   const auto& names = adapters->names();
   const auto& shapes = adapters->shapes();

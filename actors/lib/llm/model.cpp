@@ -235,10 +235,9 @@ void decoder::set_params(std::shared_ptr<flat_params> p) {
 
 void decoder::set_batch_invariant(bool on) {
   if (on) {
-    if (auto why = invariant_ops::problem(device_, dtype_, config_.head_dim); !why.empty())
-      throw std::invalid_argument(why);
-    if (adapters_ && device_.is_cuda())
-      throw std::invalid_argument("trueOnPolicy on cuda: not built for LoRA adapters");
+    const auto why =
+        invariant_ops::problem(device_, dtype_, adapters_ != nullptr, config_.head_dim);
+    if (!why.empty()) throw std::invalid_argument(why);
   }
   batch_invariant_ = on;
 }
@@ -533,13 +532,10 @@ at::Tensor forward_pass::attention(int64_t layer, const std::string& p, residual
     k = rotate(k);
   }
 
-  at::Tensor attn;
-  if (paged && invariant)
-    attn = paged::paged_attend_invariant(batch, *opt.cache, layer, q, k.detach(), v.detach());
-  else if (paged)
-    attn = paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c);
-  attn = attn.defined() ? attn.reshape({T, c.num_heads * c.head_dim})
-                        : segment_attention(layer, q, k, v);
+  const auto attn =
+      paged ? paged::paged_attend(batch, *opt.cache, layer, q, k.detach(), v.detach(), c, invariant)
+                  .reshape({T, c.num_heads * c.head_dim})
+            : segment_attention(layer, q, k, v);
   return adapted(linear(attn, P.get(p + "self_attn.o_proj.weight")), layer, "self_attn.o_proj",
                  attn);
 }

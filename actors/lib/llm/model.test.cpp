@@ -394,13 +394,15 @@ TEST(BatchInvariant, TheCpuPathIsUnchangedAndCudaSaysWhatItNeeds) {
   for (size_t i = 0; i < seqs.size(); ++i)
     EXPECT_TRUE(at::equal(before[i].logprobs, after[i].logprobs)) << i;
   const at::Device cuda(at::kCUDA, 0);
-  EXPECT_EQ(invariant_ops::problem(at::kCPU, at::kFloat, 32), "");
-  const std::string fp32 = invariant_ops::problem(cuda, at::kFloat, 128);
-  const std::string head = invariant_ops::problem(cuda, at::kBFloat16, 64);
+  EXPECT_EQ(invariant_ops::problem(at::kCPU, at::kFloat, true, 32), "");
+  const std::string fp32 = invariant_ops::problem(cuda, at::kFloat, false, 128);
+  const std::string head = invariant_ops::problem(cuda, at::kBFloat16, false, 64);
   if (fp32.find("no CUDA kernels") == std::string::npos) {  // a build with the CUDA kernels
-    EXPECT_EQ(fp32, "trueOnPolicy on cuda: needs dtype bf16");
-    EXPECT_EQ(head, "trueOnPolicy on cuda: needs head_dim 128 (the model has 64)");
-    EXPECT_EQ(invariant_ops::problem(cuda, at::kBFloat16, 128), "");
+    EXPECT_EQ(fp32, "trueOnPolicy: on cuda the mode needs dtype = bf16");
+    EXPECT_EQ(head, "trueOnPolicy: on cuda the mode needs head_dim 128 (the model has 64)");
+    EXPECT_EQ(invariant_ops::problem(cuda, at::kBFloat16, true, 128),
+              "trueOnPolicy: on cuda the mode is not built for LoRA adapters");
+    EXPECT_EQ(invariant_ops::problem(cuda, at::kBFloat16, false, 128), "");
   } else {
     EXPECT_EQ(head, fp32);
   }

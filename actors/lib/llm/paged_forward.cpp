@@ -122,21 +122,16 @@ at::Tensor paged_attention_only(const paged_step& b, kv_cache& cache, int64_t la
 }  // namespace
 
 /// One layer's attention over the paged cache: writes the new tokens' K/V into their slots, then
-/// the kernel. q [T, heads, d] -> [T, heads, d].
+/// the kernel (FlashInfer's, or the batch-invariant one). q [T, heads, d] -> [T, heads, d].
 at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
-                        const at::Tensor& k, const at::Tensor& v, const model_config& c) {
+                        const at::Tensor& k, const at::Tensor& v, const model_config& c,
+                        bool invariant) {
   cache.k[layer].index_copy_(0, b.slots, k);
   cache.v[layer].index_copy_(0, b.slots, v);
+  if (invariant)
+    return invariant_ops::paged_attention(q, cache.k[layer], cache.v[layer], b.kv_indices,
+                                          b.kv_indptr, b.seq32, b.positions32, cache.block_size);
   return paged_attention_only(b, cache, layer, q.contiguous(), c);
-}
-
-/// As paged_attend, with the batch-invariant kernel (the true on-policy mode).
-at::Tensor paged_attend_invariant(const paged_step& b, kv_cache& cache, int64_t layer,
-                                  const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  cache.k[layer].index_copy_(0, b.slots, k);
-  cache.v[layer].index_copy_(0, b.slots, v);
-  return invariant_ops::paged_attention(q, cache.k[layer], cache.v[layer], b.kv_indices,
-                                        b.kv_indptr, b.seq32, b.positions32, cache.block_size);
 }
 
 /// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without

@@ -22,14 +22,12 @@ paged_step make_paged_step(const std::vector<segment>& segments, const std::vect
                            const model_config& c);
 
 /// One layer's attention over the paged cache: writes the new tokens' K/V into their slots, then
-/// the kernel. q [T, heads, d] -> [T, heads, d].
+/// the kernel: FlashInfer's, or with `invariant` the batch-invariant one of the true on-policy mode
+/// (invariant_ops.hpp: a row's result does not depend on the rest of the step). q [T, heads, d]
+/// -> [T, heads, d].
 at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, const at::Tensor& q,
-                        const at::Tensor& k, const at::Tensor& v, const model_config& c);
-
-/// As paged_attend, with the batch-invariant kernel of the true on-policy mode (invariant_ops.hpp):
-/// a row's result does not depend on the rest of the step.
-at::Tensor paged_attend_invariant(const paged_step& b, kv_cache& cache, int64_t layer,
-                                  const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+                        const at::Tensor& k, const at::Tensor& v, const model_config& c,
+                        bool invariant);
 
 /// Whether a MoE layer runs its experts as grouped GEMMs on the device: bf16 on CUDA without
 /// autograd (serving, scoring), the expert weights laid out as the grouped GEMM needs them.
