@@ -31,6 +31,9 @@ at::Tensor gemm_rows(const at::Tensor& x) {
 }
 
 /// One attention call of kernels/attention over host-described keys.
+/// Softmax's scale of head size 128 (the forward's and the backward's).
+double attention_scale() { return 1.0 / std::sqrt(static_cast<double>(kHeadDim)); }
+
 void run_attention(kernels::invariant_attention_args a, const at::Tensor& q, const at::Tensor& out,
                    float* lse) {
   a.q = q.data_ptr();
@@ -38,15 +41,14 @@ void run_attention(kernels::invariant_attention_args a, const at::Tensor& q, con
   a.lse = lse;
   a.rows = q.size(0);
   a.heads = q.size(1);
-  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHeadDim)));
+  a.scale = static_cast<float>(attention_scale());
   kernels::invariant_attention_cuda(a, current_cuda_stream());
 }
 
 struct packed_attention_fn : public torch::autograd::Function<packed_attention_fn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, const at::Tensor& seq, const at::Tensor& pos,
-                            const at::Tensor& start, const at::Tensor& cu, int64_t max_len,
-                            double scale) {
+                            const at::Tensor& cu, int64_t max_len) {
     auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
     auto out = at::empty_like(qc);
     auto lse = at::empty({qc.size(1), qc.size(0)}, qc.options().dtype(at::kFloat));
@@ -55,12 +57,11 @@ struct packed_attention_fn : public torch::autograd::Function<packed_attention_f
     a.v = vc.data_ptr();
     a.seq = seq.data_ptr<int32_t>();
     a.pos = pos.data_ptr<int32_t>();
-    a.kv_start = start.data_ptr<int32_t>();
+    a.kv_start = cu.data_ptr<int32_t>();  // its first entries: each sequence's first row
     a.kv_heads = kc.size(1);
     run_attention(a, qc, out, lse.data_ptr<float>());
     ctx->save_for_backward({qc, kc, vc, out, lse, cu});
     ctx->saved_data["max_len"] = max_len;
-    ctx->saved_data["scale"] = scale;
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -71,9 +72,8 @@ struct packed_attention_fn : public torch::autograd::Function<packed_attention_f
     auto unused = at::empty({0}, s[0].options().dtype(at::kLong));
     auto [dq, dk, dv] = at::_flash_attention_backward(
         grads[0].contiguous(), s[0], s[1], s[2], s[3], s[4], s[5], s[5], max_len, max_len, 0.0,
-        /*is_causal=*/true, rng, unused, ctx->saved_data["scale"].toDouble());
-    return {dq,           dk,           dv,           at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+        /*is_causal=*/true, rng, unused, attention_scale());
+    return {dq, dk, dv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -112,46 +112,34 @@ at::Tensor mm(const at::Tensor& x, const at::Tensor& w) {
   return ldy == n ? y : y.narrow(1, 0, n).contiguous();
 }
 
-packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Device& device,
-                             int64_t head_dim) {
+packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Tensor& cu_seqlens,
+                             int64_t max_len) {
   packed_keys b;
+  b.cu_seqlens = cu_seqlens;
+  b.max_len = max_len;
   int64_t T = 0;
-  for (auto n : lengths) {
-    T += n;
-    b.max_len = std::max(b.max_len, n);
-  }
-  const auto S = static_cast<int64_t>(lengths.size());
-  // One int32 buffer, one copy: seq | pos | start | cu_seqlens.
-  auto host =
-      at::empty({2 * T + 2 * S + 1}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
+  for (auto n : lengths) T += n;
+  // One int32 buffer, one copy: seq | pos.
+  auto host = at::empty({2 * T}, at::TensorOptions().dtype(at::kInt).pinned_memory(true));
   int32_t* seq = host.data_ptr<int32_t>();
   int32_t* pos = seq + T;
-  int32_t* start = pos + T;
-  int32_t* cu = start + S;
   int64_t row = 0;
-  cu[0] = 0;
-  for (int64_t s = 0; s < S; ++s) {
-    start[s] = static_cast<int32_t>(row);
+  for (size_t s = 0; s < lengths.size(); ++s) {
     for (int64_t j = 0; j < lengths[s]; ++j, ++row) {
       seq[row] = static_cast<int32_t>(s);
       pos[row] = static_cast<int32_t>(j);
     }
-    cu[s + 1] = static_cast<int32_t>(row);
   }
-  auto dev = host.to(device, /*non_blocking=*/true);
+  auto dev = host.to(cu_seqlens.device(), /*non_blocking=*/true);
   b.seq = dev.narrow(0, 0, T);
   b.pos = dev.narrow(0, T, T);
-  b.start = dev.narrow(0, 2 * T, S);
-  b.cu_seqlens = dev.narrow(0, 2 * T + S, S + 1);
-  b.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   return b;
 }
 
 at::Tensor packed_attention(const packed_keys& b, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v) {
   TORCH_CHECK(q.size(-1) == kHeadDim, "the batch-invariant attention needs head_dim 128");
-  return packed_attention_fn::apply(q, k, v, b.seq, b.pos, b.start, b.cu_seqlens, b.max_len,
-                                    b.scale);
+  return packed_attention_fn::apply(q, k, v, b.seq, b.pos, b.cu_seqlens, b.max_len);
 }
 
 at::Tensor paged_attention(const at::Tensor& q, const at::Tensor& k_cache,

@@ -26,15 +26,16 @@ std::string problem(const at::Device& device, at::ScalarType dtype, bool lora,
 /// autograd). k must be a multiple of 8.
 at::Tensor mm(const at::Tensor& x, const at::Tensor& w);
 
-/// A packed training batch's keys: each row's sequence and position, each sequence's first row,
-/// and flash attention's cumulative lengths (for the backward).
+/// A packed training batch's keys: each row's sequence and position, and the batch's cumulative
+/// lengths (each sequence's first row, and flash attention's for the backward).
 struct packed_keys {
-  at::Tensor seq, pos, start, cu_seqlens;  ///< int32 on the device
+  at::Tensor seq, pos, cu_seqlens;  ///< int32 on the device
   int64_t max_len = 0;
-  double scale = 1;
 };
-packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Device& device,
-                             int64_t head_dim);
+/// The keys of sequences of `lengths` packed in that order, whose cumulative lengths the caller
+/// has on the device already (`cu_seqlens`, [sequences + 1] int32; `max_len` the longest).
+packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Tensor& cu_seqlens,
+                             int64_t max_len);
 
 /// Causal attention of packed sequences: q [T, heads, 128], k and v [T, kv_heads, 128] ->
 /// [T, heads, 128]. Differentiable: the backward is flash attention's varlen backward.

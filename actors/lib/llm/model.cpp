@@ -490,7 +490,7 @@ forward_pass::forward_pass(const model_config& config, const flat_params& params
                 "trueOnPolicy on cuda: the forward needs a paged cache or no cache");
     std::vector<int64_t> lengths;
     for (const auto& s : segments) lengths.push_back(static_cast<int64_t>(s.ids.size()));
-    keys = invariant_ops::make_packed_keys(lengths, device, c.head_dim);
+    keys = invariant_ops::make_packed_keys(lengths, varlen.cu_seqlens, varlen.max_len);
   }
 }
 
