@@ -16,6 +16,7 @@ flat_params::flat_params(const std::vector<std::pair<std::string, std::vector<in
   }
   buffer_ = at::zeros({total}, at::TensorOptions().dtype(dtype).device(device));
   for (const auto& [name, shape] : specs) {
+    index_.emplace(name, names_.size());  // the first of a repeated name wins, as it always did
     names_.push_back(name);
     shapes_.push_back(shape);
   }
@@ -59,6 +60,7 @@ std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device 
   auto out = std::make_shared<flat_params>(
       std::vector<std::pair<std::string, std::vector<int64_t>>>{}, dtype, device);
   out->names_ = names_;
+  out->index_ = index_;
   out->shapes_ = shapes_;
   out->buffer_ = at::empty({buffer_.numel()}, at::TensorOptions().dtype(dtype).device(device));
   out->buffer_.copy_(buffer_.detach());
@@ -72,15 +74,10 @@ void flat_params::enable_grad() {
 }
 
 const at::Tensor& flat_params::get(const std::string& name) const {
-  for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return views_[i];
+  if (auto it = index_.find(name); it != index_.end()) return views_[it->second];
   throw std::out_of_range("model has no parameter '" + name + "'");
 }
 
-bool flat_params::contains(const std::string& name) const {
-  for (const auto& n : names_)
-    if (n == name) return true;
-  return false;
-}
+bool flat_params::contains(const std::string& name) const { return index_.count(name) != 0; }
 
 }  // namespace milesrt::llm

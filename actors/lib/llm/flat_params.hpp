@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,8 @@ class flat_params {
  private:
   at::Tensor buffer_, grad_;
   std::vector<std::string> names_;
+  /// names_' positions by name (a forward looks up a dozen tensors a layer).
+  std::unordered_map<std::string, size_t> index_;
   std::vector<at::Tensor> views_;
   std::vector<std::vector<int64_t>> shapes_;
 };
