@@ -1,5 +1,5 @@
-// `milesrt bench gemm`: the batch-invariant GEMM (kernels/gemm/invariant_gemm: one cuBLASLt
-// algorithm pinned per weight shape) beside at::mm (cuBLAS's choice by shape) on a model's
+// `milesrt bench gemm`: the batch-invariant GEMM (kernels/gemm/invariant_gemm: CUTLASS's tile
+// shapes with one walk over K, no split-K) beside at::mm (cuBLAS's choice by shape) on a model's
 // projection shapes and several row counts: milliseconds of each, and whether each keeps a row's
 // bits when the number of rows changes (the first rows of every call against the same rows of the
 // largest call). What the true on-policy mode would cost in its GEMMs. One JSON line per shape.

@@ -3,23 +3,20 @@
 /// true on-policy mode): y[M, N] = x[M, K] · w[N, K]^T, bf16 in and out, fp32 accumulation.
 ///
 /// cuBLAS picks its kernel, and may split K, by the whole problem shape, so a row's result changes
-/// with how many rows came with it. Here one cuBLASLt algorithm per (device, N, K) is chosen once:
-/// the heuristic's best for kInvariantPlanRows rows (then for 4,096) among the algorithms that need
-/// no workspace and no reduction (no split-K), with split-K pinned to 1, that serves every row
-/// count from 1 to 32,768 (checked at a few); it is reused for every M, so each output element is
-/// one thread block's sum over K in the algorithm's fixed order, whatever M is. An M the pinned
-/// algorithm cannot serve is refused with an error naming the shape, never computed another way.
-/// No ATen here: raw device pointers and a stream.
+/// with how many rows came with it; pinning one cuBLASLt algorithm does not help (on an H100 no
+/// algorithm without split-K serves 1 to 32,768 rows of the projections' shapes). Here CUTLASS's
+/// tensor-core GEMM runs with tile shapes that all walk K the same way (tiles of 64, warps over the
+/// whole tile's K, mma.sync steps of 16 in order) and never split K: each output element is the
+/// same sum of the same products in the same order whichever tile computes it, whatever M is, by
+/// construction. The tile shape is picked by M for speed alone. No ATen here: raw device pointers
+/// and a stream.
 
 #include <cstdint>
 
 namespace milesrt::kernels {
 
-/// The number of rows the algorithm of a (N, K) is chosen for.
-constexpr int64_t kInvariantPlanRows = 256;
-
 /// x: [m, k] row-major with row stride ldx (elements); w: [n, k] row-major (contiguous); y: [m, n]
-/// row-major with row stride ldy. Every pointer 16-byte aligned, ldx and ldy multiples of 8.
+/// row-major with row stride ldy. Every pointer 16-byte aligned; n, k, ldx and ldy multiples of 8.
 void invariant_gemm_bf16_cuda(const void* x, int64_t ldx, const void* w, void* y, int64_t ldy,
                               int64_t m, int64_t n, int64_t k, void* stream);
 

@@ -15,8 +15,9 @@ namespace {
 
 // The property the true on-policy mode needs: a row's result does not depend on how many rows
 // share the call or where it sits among them, bit for bit (M from 1 to 1,000 at several offsets,
-// against one call over 1,024 rows), for Qwen3-1.7B's projection shapes; and it is the product
-// (against the host reference, within fp32 summation order and one bf16 rounding).
+// against one call over 1,024 rows: every tile shape the kernel picks by M), for Qwen3-1.7B's
+// projection shapes; and it is the product (against the host reference, within fp32 summation
+// order and one bf16 rounding).
 TEST(InvariantGemmCuda, RowsDoNotDependOnTheRowsBesideThem) {
 #ifndef MILESRT_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA kernels";

@@ -101,15 +101,17 @@ at::Tensor mm(const at::Tensor& x, const at::Tensor& w) {
   TORCH_CHECK(k % 8 == 0,
               "the batch-invariant GEMM needs an inner size that is a multiple of 8 (got ", k, ")");
   auto xr = gemm_rows(x);
-  auto wr = w.stride(1) == 1 && w.stride(0) == k && aligned16(w)
-                ? w
-                : w.clone(at::MemoryFormat::Contiguous);
-  // Output rows 16-byte aligned: n rounded up to 8 columns (a small vocabulary), then cut.
-  const int64_t ldy = (n + 7) / 8 * 8;
-  auto y = at::empty({m, ldy}, x.options());
-  kernels::invariant_gemm_bf16_cuda(xr.data_ptr(), xr.stride(0), wr.data_ptr(), y.data_ptr(), ldy,
-                                    m, n, k, current_cuda_stream());
-  return ldy == n ? y : y.narrow(1, 0, n).contiguous();
+  // n rounded up to 8 (a small vocabulary): the weight gets zero rows, the output is cut.
+  const int64_t n8 = (n + 7) / 8 * 8;
+  at::Tensor wr = w;
+  if (n8 != n)
+    wr = at::cat({w, at::zeros({n8 - n, k}, w.options())}, 0);
+  else if (!(w.stride(1) == 1 && w.stride(0) == k && aligned16(w)))
+    wr = w.clone(at::MemoryFormat::Contiguous);
+  auto y = at::empty({m, n8}, x.options());
+  kernels::invariant_gemm_bf16_cuda(xr.data_ptr(), xr.stride(0), wr.data_ptr(), y.data_ptr(), n8, m,
+                                    n8, k, current_cuda_stream());
+  return n8 == n ? y : y.narrow(1, 0, n).contiguous();
 }
 
 packed_keys make_packed_keys(const std::vector<int64_t>& lengths, const at::Tensor& cu_seqlens,

@@ -31,7 +31,9 @@ std::vector<int64_t> make_buckets(int64_t max_batch) {
 
 bool decode_graphs::supported(const llm::decoder& model, const llm::kv_cache& cache) {
 #ifdef MILESRT_TORCH_CUDA
-  (void)model;
+  // In the true on-policy mode a mixture of experts runs expert by expert, which reads the
+  // routing on the host: not capturable, so its decode steps run eagerly.
+  if (model.batch_invariant() && model.config().num_experts > 0) return false;
   return cache.paged_kernels();
 #else
   (void)model;
