@@ -6,6 +6,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -36,6 +37,10 @@ cli::runner define_bench_publish(CLI::App& app,
 double bench_now_s();
 /// Waits for the device's queued work (no-op on the CPU).
 void bench_sync(const at::Device& device);
+/// Runs `work` under libtorch's profiler (Kineto: host and, on CUDA, device activity) and writes
+/// its Chrome trace to `path` (test/peers/trace_table.py sums its kernels).
+void bench_profile(const at::Device& device, const std::string& path,
+                   const std::function<void()>& work);
 
 /// Where a benchmark runs, from its --device (cpu|cuda) and --dtype (fp32|bf16).
 struct bench_target {

@@ -1,7 +1,9 @@
 // `milesrt bench <what>`: the benchmarks as subcommands, one file each (bench.hpp).
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <chrono>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,20 @@ double bench_now_s() {
 void bench_sync(const at::Device& device) {
   // A copy to the host waits for the work queued before it.
   if (device.is_cuda()) at::zeros({1}, at::TensorOptions().device(device)).cpu();
+}
+
+void bench_profile(const at::Device& device, const std::string& path,
+                   const std::function<void()>& work) {
+  namespace prof = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+  std::set<ActivityType> activities{ActivityType::CPU};
+  if (device.is_cuda()) activities.insert(ActivityType::CUDA);
+  prof::prepareProfiler(config, activities);
+  prof::enableProfiler(config, activities);
+  work();
+  bench_sync(device);
+  prof::disableProfiler()->save(path);
 }
 
 std::optional<bench_target> bench_target_of(const std::string& device, const std::string& dtype,

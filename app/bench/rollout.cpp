@@ -21,7 +21,7 @@ namespace milesrt::app {
 namespace {
 
 struct rollout_options {
-  std::string model, device = "cpu", dtype = "fp32", save_prompts;
+  std::string model, device = "cpu", dtype = "fp32", save_prompts, profile;
   int64_t layers = 0, batch = 64, prompt_len = 128, new_tokens = 256, block_size = 16;
   int64_t kv_blocks = 0, step_tokens = 8192;
   double kv_fraction = 0.9, temperature = 1.0;
@@ -59,6 +59,9 @@ void add_rollout_options(CLI::App& app, rollout_options& opt) {
       "stage each decode step after the last one's samples are back (default: while it runs)");
   app.add_flag("--true-on-policy", opt.true_on_policy,
                "the trueOnPolicy mode's batch-invariant kernels (cuda bf16)");
+  app.add_option("--profile", opt.profile,
+                 "after the timed run, profile 8 more tokens of the batch with libtorch's profiler "
+                 "(Kineto) and write its Chrome trace here");
   app.add_option("--save-prompts", opt.save_prompts,
                  "write the prompts as JSON lines {\"prompt_ids\": [...]}");
 }
@@ -209,6 +212,9 @@ cli::exit_status bench_rollout(const rollout_options& opt, cli::context& ctx) {
       out["peak_gpu_reserved_mib"] = double(stats.reserved_bytes[all].peak) / (1 << 20);
     }
 #endif
+    if (!opt.profile.empty())
+      bench_profile(device, opt.profile,
+                    [&] { run_rollout(e, opt, prompts, device, opt.batch, 8, nullptr); });
   } catch (const std::exception& e) {
     cli::print_error(ctx.err, "bench rollout", e.what());
     return cli::exit_status::run_failed;

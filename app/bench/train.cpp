@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -92,21 +91,6 @@ std::vector<train_sequence> random_batch(const train_options& opt, int64_t vocab
     batch.push_back(std::move(s));
   }
   return batch;
-}
-
-/// One more step under libtorch's profiler (Kineto), its Chrome trace written to `path`.
-void profile_step(policy_trainer& t, const std::vector<train_sequence>& batch,
-                  const at::Device& device, const std::string& path) {
-  namespace prof = torch::autograd::profiler;
-  using torch::profiler::impl::ActivityType;
-  const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
-  std::set<ActivityType> activities{ActivityType::CPU};
-  if (device.is_cuda()) activities.insert(ActivityType::CUDA);
-  prof::prepareProfiler(config, activities);
-  prof::enableProfiler(config, activities);
-  t.train(batch);
-  bench_sync(device);
-  prof::disableProfiler()->save(path);
 }
 
 /// Where the one-pass AdamW kernel's time inside the step comes from: the tensors it runs on
@@ -219,7 +203,7 @@ cli::exit_status bench_train(const train_options& opt, cli::context& ctx) {
     bench_sync(device);
     secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  if (!opt.profile.empty()) profile_step(t, batch, device, opt.profile);
+  if (!opt.profile.empty()) bench_profile(device, opt.profile, [&] { t.train(batch); });
   const double peak_gib = llm::peak_memory_gib(device);  // of the timed steps
   nlohmann::json probe =
       opt.optimizer_probe ? optimizer_probe(t, device) : nlohmann::json::object();
