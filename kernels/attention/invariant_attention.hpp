@@ -1,23 +1,26 @@
 #pragma once
 /// Causal attention whose result for a query depends only on that query and its own keys (the
-/// batch-invariant attention of the true on-policy mode, docs/design/true-on-policy.md): one warp
-/// a (query, head) walks the query's keys 0..pos in chunks of kInvariantKeyChunk, in order, with an
-/// fp32 online softmax; the same code whether the keys sit in packed rows (training) or in the
-/// paged cache (serving), and whether the query came in a prefill, a chunk of one, or a decode
-/// step. Head size 128, grouped-query heads. Also each query's log-sum-exp of its scaled scores,
-/// in flash attention's [heads, rows] layout, for a backward. No ATen here.
+/// batch-invariant attention of the true on-policy mode, docs/design/true-on-policy.md):
+/// tensor-core tiles of 16 (query, head) rows walk each row's keys 0..pos in tiles of
+/// kInvariantKeyTile, in order, with a base-2 fp32 online softmax and bf16 probabilities for P V,
+/// as flash attention's forward does but with no split of the keys; the same code whether the keys
+/// sit in packed rows (training) or in the paged cache (serving), and whether the query came in a
+/// prefill, a chunk or a decode step. Head size 128, grouped-query heads. Also each query's
+/// log-sum-exp of its scaled scores (natural log), in flash attention's [heads, rows] layout, for a
+/// backward. No ATen here.
 
 #include <cstdint>
 
 namespace milesrt::kernels {
 
-constexpr int kInvariantKeyChunk = 8;
+constexpr int kInvariantKeyTile = 16;
 
 struct invariant_attention_args {
   const void* q = nullptr;  ///< [rows, heads, 128] bf16
   const void* k = nullptr;  ///< packed [kv rows, kv_heads, 128] or the cache [slots, ...]
   const void* v = nullptr;  ///< as k
-  /// [rows] each query's sequence (null: the row's own index, one query a sequence as in decode)
+  /// [rows] each query's sequence (null: the row's own index, one query a sequence as in decode;
+  /// the kernel then puts a row's query heads in one tile: the same results, fewer key reads)
   const int32_t* seq = nullptr;
   const int32_t* pos = nullptr;  ///< [rows] its position: it attends keys 0..pos of its sequence
   /// Packed keys: key j of sequence s is row kv_start[s] + j (null: paged).

@@ -29,7 +29,7 @@ run_out run(bool gpu, invariant_attention_args a, const std::vector<uint16_t>& q
     a.q = q.data();
     a.k = k.data();
     a.v = v.data();
-    a.seq = seq.data();
+    a.seq = seq.empty() ? nullptr : seq.data();
     a.pos = pos.data();
     a.kv_start = start.empty() ? nullptr : start.data();
     a.block_table = table.empty() ? nullptr : table.data();
@@ -40,7 +40,8 @@ run_out run(bool gpu, invariant_attention_args a, const std::vector<uint16_t>& q
   }
   using testing::dev;
   auto *dq = dev(q), *dk = dev(k), *dv = dev(v), *dout = dev(r.out);
-  auto *ds = dev(seq), *dp = dev(pos);
+  int32_t* ds = seq.empty() ? nullptr : dev(seq);
+  int32_t* dp = dev(pos);
   int32_t* dstart = start.empty() ? nullptr : dev(start);
   int32_t* dtable = table.empty() ? nullptr : dev(table);
   float* dlse = dev(r.lse);
@@ -66,7 +67,8 @@ run_out run(bool gpu, invariant_attention_args a, const std::vector<uint16_t>& q
 // The GPU kernel against its host reference (packed keys, GQA 16/8, sequences of 5, 40 and 200),
 // and the property the true on-policy mode needs: each query of those sequences computed again
 // one at a time as a decode step would (keys in a paged cache of shuffled 16-slot blocks, beside
-// other sequences' queries) gives the same output and log-sum-exp, bit for bit.
+// other sequences' queries, with and without each row's sequence given) and in a chunk of a
+// prefill gives the same output and log-sum-exp, bit for bit.
 TEST(InvariantAttentionCuda, AQueryGetsTheSameResultPackedOrPagedAlone) {
 #ifndef MILESRT_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA kernels";
@@ -123,10 +125,11 @@ TEST(InvariantAttentionCuda, AQueryGetsTheSameResultPackedOrPagedAlone) {
     }
   }
   // Decode-like calls: one query of each of the three sequences at a time, the 4th sequence's
-  // last query beside it (first or second row of the call).
+  // last query beside it (first or second row of the call), once with each row's sequence given
+  // (tiles of rows, one pass a sequence) and once without (a decode step: a tile of a row's heads).
   a.max_blocks = max_blocks;
   a.block_size = B;
-  int64_t differ = 0, differ_lse = 0;
+  int64_t differ = 0, differ_lse = 0, differ_decode = 0;
   for (int32_t t = 0; t < T; ++t) {
     const bool first = t % 2 == 0;
     std::vector<int32_t> s2 = {seq[t], 3}, p2 = {pos[t], int32_t(max_blocks * B - 1)};
@@ -144,9 +147,37 @@ TEST(InvariantAttentionCuda, AQueryGetsTheSameResultPackedOrPagedAlone) {
     for (int64_t e = 0; e < H * D; ++e)
       differ += one.out[at * H * D + e] != packed.out[t * H * D + e];
     for (int64_t h = 0; h < H; ++h) differ_lse += one.lse[h * 2 + at] != packed.lse[h * T + t];
+    // Row r is sequence r: the call's own table rows.
+    std::vector<int32_t> t2(2 * max_blocks);
+    for (int r = 0; r < 2; ++r)
+      std::copy_n(table.begin() + s2[r] * max_blocks, max_blocks, t2.begin() + r * max_blocks);
+    const auto dec = run(true, a, q2, kc, vc, {}, p2, {}, t2);
+    for (int64_t e = 0; e < H * D; ++e)
+      differ_decode += dec.out[at * H * D + e] != packed.out[t * H * D + e];
+    for (int64_t h = 0; h < H; ++h) differ_decode += dec.lse[h * 2 + at] != packed.lse[h * T + t];
   }
   EXPECT_EQ(differ, 0) << "output values that differ, of " << T * H * D;
   EXPECT_EQ(differ_lse, 0);
+  EXPECT_EQ(differ_decode, 0) << "decode-step values that differ";
+
+  // A chunked prefill: queries 150..199 of the third sequence, then the first sequence's five, in
+  // one call over the paged cache (tiles that hold two sequences).
+  std::vector<int32_t> sc, pc, src;
+  for (int32_t j = 150; j < 200; ++j) src.push_back(start[2] + j);
+  for (int32_t j = 0; j < 5; ++j) src.push_back(j);
+  std::vector<uint16_t> qc(src.size() * H * D);
+  for (size_t r = 0; r < src.size(); ++r) {
+    sc.push_back(seq[src[r]]);
+    pc.push_back(pos[src[r]]);
+    std::copy_n(q.begin() + src[r] * H * D, H * D, qc.begin() + r * H * D);
+  }
+  a.rows = int64_t(src.size());
+  const auto chunk = run(true, a, qc, kc, vc, sc, pc, {}, table);
+  int64_t differ_chunk = 0;
+  for (size_t r = 0; r < src.size(); ++r)
+    for (int64_t e = 0; e < H * D; ++e)
+      differ_chunk += chunk.out[r * H * D + e] != packed.out[src[r] * H * D + e];
+  EXPECT_EQ(differ_chunk, 0) << "chunk values that differ";
 #endif
 }
 

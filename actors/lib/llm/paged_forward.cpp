@@ -128,9 +128,10 @@ at::Tensor paged_attend(const paged_step& b, kv_cache& cache, int64_t layer, con
                         bool invariant) {
   cache.k[layer].index_copy_(0, b.slots, k);
   cache.v[layer].index_copy_(0, b.slots, v);
-  if (invariant)
+  if (invariant)  // a decode step's rows are their sequences: no seq (a tile of a row's heads)
     return invariant_ops::paged_attention(q, cache.k[layer], cache.v[layer], b.kv_indices,
-                                          b.kv_indptr, b.seq32, b.positions32, cache.block_size);
+                                          b.kv_indptr, b.decode_only ? at::Tensor() : b.seq32,
+                                          b.positions32, cache.block_size);
   return paged_attention_only(b, cache, layer, q.contiguous(), c);
 }
 

@@ -2,8 +2,9 @@
 // kernels, the log-prob the engine records for every sampled token equals, bit for bit, the one
 // the training forward computes for it, whatever the engine's batches were (groups sharing cached
 // prompt blocks, prefill in chunks beside decode rows, several CUDA-graph buckets) and however the
-// trainer packs its micro-batch; greedy tokens are the training forward's argmax. Dense Qwen3 and
-// Qwen3-MoE shapes with random weights, MoE with routing replay on and off. Skipped without a GPU.
+// trainer packs its micro-batch; greedy tokens are an argmax of the training forward's logits
+// (with ties, any of the largest: top-k 1 samples among them). Dense Qwen3 and Qwen3-MoE shapes
+// with random weights, MoE with routing replay on and off. Skipped without a GPU.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
@@ -62,9 +63,10 @@ std::vector<at::Tensor> replayed(const std::vector<const sample*>& group, int64_
 }
 
 /// The training forward (autograd on over the flat parameters, as the trainer runs it) of `group`
-/// packed in one micro-batch: each sample's log-probs of its output tokens, and their argmax.
+/// packed in one micro-batch: each sample's log-probs of its output tokens, and whether each token
+/// is an argmax of its logits row (ties count: top-k 1 samples among equal largest logits).
 struct trained {
-  std::vector<at::Tensor> logprobs, argmax;
+  std::vector<at::Tensor> logprobs, is_max;
 };
 trained train_forward(llm::decoder& model, const std::vector<const sample*>& group,
                       double temperature, bool replay) {
@@ -92,13 +94,15 @@ trained train_forward(llm::decoder& model, const std::vector<const sample*>& gro
   auto picked = fr.hidden.index_select(0, at::tensor(rows, at::kLong).to(model.device()));
   auto sc = model.score_rows(picked, at::tensor(targets, at::kLong), temperature);
   auto lp = sc.logprobs.detach().to(at::kCPU);
-  auto top = model.logits_rows(picked.detach(), temperature).argmax(-1).to(at::kCPU);
+  auto logits = model.logits_rows(picked.detach(), temperature);
+  auto tgt = at::tensor(targets, at::kLong).to(logits.device()).unsqueeze(1);
+  auto top = logits.gather(1, tgt).squeeze(1).eq(std::get<0>(logits.max(-1))).to(at::kCPU);
   trained out;
   int64_t at_row = 0;
   for (const auto* s : group) {
     const auto n = static_cast<int64_t>(s->output.size());
     out.logprobs.push_back(lp.narrow(0, at_row, n));
-    out.argmax.push_back(top.narrow(0, at_row, n));
+    out.is_max.push_back(top.narrow(0, at_row, n));
     at_row += n;
   }
   return out;
@@ -123,13 +127,13 @@ mismatch compare(llm::decoder& trainer, const std::vector<sample>& out, double t
     for (size_t i = 0; i < group.size(); ++i) {
       const auto& s = *group[i];
       auto lp = t.logprobs[i].contiguous();
-      auto am = t.argmax[i].contiguous();
+      auto top = t.is_max[i].contiguous();
       for (size_t j = 0; j < s.output.size(); ++j) {
         const float mine = lp.data_ptr<float>()[j];
         m.tokens++;
         m.differ += mine != s.logprobs[j];
         m.worst = std::max(m.worst, std::abs(double(mine) - double(s.logprobs[j])));
-        if (greedy) m.not_argmax += am.data_ptr<int64_t>()[j] != s.output[j];
+        if (greedy) m.not_argmax += !top.data_ptr<bool>()[j];
       }
     }
   }
