@@ -34,8 +34,6 @@ constexpr int kWarps = 4;
 constexpr int kKeys = kInvariantKeyTile;
 static_assert(kKeys == 16, "one mma k-step of P V a key tile");
 constexpr unsigned kFull = 0xffffffffu;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -192,7 +190,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     pos[i] = a.pos[row[i]];
     done[i] = !valid[i];
   }
-  const float scale2 = a.scale * kLog2e;
+  const float scale2 = a.scale * kInvariantLog2e;
   for (;;) {  // one pass a sequence of the tile's rows
     const unsigned lo = __ballot_sync(kFull, !done[0]), hi = __ballot_sync(kFull, !done[1]);
     if ((lo | hi) == 0) break;
@@ -221,7 +219,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     for (int c = 0; c < 4; ++c)
       *reinterpret_cast<uint4*>(out + 8 * c) =
           make_uint4(w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]);
-    if (a.lse != nullptr && qd == 0) a.lse[head[i] * a.rows + row[i]] = (st.m[i] + log2f(l)) * kLn2;
+    if (a.lse != nullptr && qd == 0)
+      a.lse[head[i] * a.rows + row[i]] = (st.m[i] + log2f(l)) * kInvariantLn2;
   }
 }
 

@@ -14,6 +14,10 @@
 namespace milesrt::kernels {
 
 constexpr int kInvariantKeyTile = 16;
+/// Scores are walked in base 2 (scaled by log2(e)); the log-sum-exp comes back in natural log
+/// (times ln 2). The kernel and its host reference share these.
+constexpr float kInvariantLog2e = 1.4426950408889634f;
+constexpr float kInvariantLn2 = 0.6931471805599453f;
 
 struct invariant_attention_args {
   const void* q = nullptr;  ///< [rows, heads, 128] bf16

@@ -18,8 +18,7 @@ void invariant_attention_cpu(const invariant_attention_args& a) {
   const auto* kp = static_cast<const uint16_t*>(a.k);
   const auto* vp = static_cast<const uint16_t*>(a.v);
   auto* out = static_cast<uint16_t*>(a.out);
-  const float scale2 = a.scale * 1.4426950408889634f;  // log2(e)
-  constexpr float kLn2 = 0.6931471805599453f;
+  const float scale2 = a.scale * kInvariantLog2e;
   auto key_row = [&](int32_t s, int64_t j) -> int64_t {
     if (a.kv_start != nullptr) return int64_t(a.kv_start[s]) + j;
     const int64_t first = a.page_indptr != nullptr ? a.page_indptr[s] : int64_t(s) * a.max_blocks;
@@ -60,7 +59,7 @@ void invariant_attention_cpu(const invariant_attention_args& a) {
       }
       for (int64_t i = 0; i < D; ++i)
         out[(row * a.heads + h) * D + i] = float_to_bf16_bits(acc[i] / l);
-      if (a.lse != nullptr) a.lse[h * a.rows + row] = (m + std::log2(l)) * kLn2;
+      if (a.lse != nullptr) a.lse[h * a.rows + row] = (m + std::log2(l)) * kInvariantLn2;
     }
   }
 }
