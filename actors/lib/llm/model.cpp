@@ -730,9 +730,12 @@ forward_result decoder::forward(const std::vector<segment>& segments,
     f.lora = lora_view{adapters_.get(), &lora_, opt.lora_dropout, opt.lora_dropout_seed};
   const auto& embed = params_->get("model.embed_tokens.weight");
   // The fused serving kernels know no adapters: an adapted model serves through the layers below.
-  if (f.paged && !f.lora && !f.invariant && paged::fused_serving(config_, dtype_)) {
+  // In the true on-policy mode they serve the QK-norm models (Qwen3) that the mode's tests hold to
+  // the training forward bit for bit; others take the layers below, projection by projection.
+  if (f.paged && !f.lora && (!f.invariant || config_.qk_norm) &&
+      paged::fused_serving(config_, dtype_)) {
     f.result.hidden = paged::fused_forward(*params_, config_, f.batch, *opt.cache,
-                                           embed.index_select(0, f.ids), f.rope);
+                                           embed.index_select(0, f.ids), f.rope, f.invariant);
     return std::move(f.result);
   }
   if (opt.checkpoint_head) return checkpointed_forward(f);

@@ -205,15 +205,26 @@ at::Tensor joined(const flat_params& P, const std::vector<std::string>& names) {
   return first.as_strided({rows, first.size(1)}, {first.size(1), 1});
 }
 
+at::Tensor qkv_bias(const flat_params& P, const std::string& p) {
+  return joined(
+      P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"});
+}
+
 }  // namespace
 
 /// The serving forward over a paged step with the fused kernels: per layer one fused add+RMSNorm,
 /// the QKV GEMM, QK-norm+RoPE+KV append, paged attention, the output GEMM, add+RMSNorm, the
 /// gate/up GEMM, SiLU*mul and the down GEMM (about 10 kernels). Returns the final-norm hidden
 /// states [T, hidden].
+///
+/// In the true on-policy mode (`invariant`) the same, with the batch-invariant GEMM and attention.
+/// The training forward runs each projection alone, but the invariant GEMM's column j is the same
+/// sum whatever other weight rows share the call, so q/k/v and gate/up as one GEMM each give its
+/// numbers; the norms, QK-norm + RoPE and SiLU*mul are the training forward's arithmetic (the same
+/// kernel, or the same expressions in the same order).
 at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b,
                          kv_cache& cache, at::Tensor h,
-                         const std::pair<at::Tensor, at::Tensor>& rope) {
+                         const std::pair<at::Tensor, at::Tensor>& rope, bool invariant) {
   const int64_t T = h.size(0);
   void* stream = current_cuda_stream();
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -223,6 +234,10 @@ at::Tensor fused_forward(const flat_params& P, const model_config& c, const page
     kernels::add_rmsnorm_cuda(h.data_ptr(), delta.defined() ? delta.data_ptr() : nullptr,
                               w.data_ptr(), x.data_ptr(), T, c.hidden_size, eps, stream);
   };
+  // y = x w^T, by the invariant GEMM in the mode.
+  auto mm = [invariant](const at::Tensor& x, const at::Tensor& w) {
+    return invariant ? invariant_ops::mm(x, w) : at::mm(x, w.t());
+  };
   const auto cos = rope.first.reshape({T, c.head_dim}).contiguous();
   const auto sin = rope.second.reshape({T, c.head_dim}).contiguous();
   norm(at::Tensor(), P.get("model.layers.0.input_layernorm.weight"));
@@ -230,11 +245,13 @@ at::Tensor fused_forward(const flat_params& P, const model_config& c, const page
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
                             p + "self_attn.v_proj.weight"});
-    auto qkv = c.attention_bias
-                   ? at::addmm(joined(P, {p + "self_attn.q_proj.bias", p + "self_attn.k_proj.bias",
-                                          p + "self_attn.v_proj.bias"}),
-                               x, w_qkv.t())
-                   : at::mm(x, w_qkv.t());
+    at::Tensor qkv;
+    if (!invariant) {
+      qkv = c.attention_bias ? at::addmm(qkv_bias(P, p), x, w_qkv.t()) : at::mm(x, w_qkv.t());
+    } else {
+      qkv = invariant_ops::mm(x, w_qkv);
+      if (c.attention_bias) qkv.add_(qkv_bias(P, p));  // rounded once more, as each projection's
+    }
     auto q = at::empty({T, c.num_heads, c.head_dim}, h.options());
     kernels::qk_rope_args a;
     a.qkv = qkv.data_ptr();
@@ -251,17 +268,21 @@ at::Tensor fused_forward(const flat_params& P, const model_config& c, const page
     a.kv_heads = c.num_kv_heads;
     a.eps = eps;
     kernels::qk_rope_append_cuda(a, stream);
-    auto attn = paged_attention_only(b, cache, layer, q, c);
-    norm(at::mm(attn.view({T, c.num_heads * c.head_dim}), P.get(p + "self_attn.o_proj.weight").t()),
+    auto attn = invariant
+                    ? invariant_ops::paged_attention(
+                          q, cache.k[layer], cache.v[layer], b.kv_indices, b.kv_indptr,
+                          b.decode_only ? at::Tensor() : b.seq32, b.positions32, cache.block_size)
+                    : paged_attention_only(b, cache, layer, q, c);
+    norm(mm(attn.view({T, c.num_heads * c.head_dim}), P.get(p + "self_attn.o_proj.weight")),
          P.get(p + "post_attention_layernorm.weight"));
-    auto gate_up = at::mm(x, joined(P, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}).t());
+    auto gate_up = mm(x, joined(P, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}));
     auto act = at::empty({T, c.intermediate_size}, h.options());
     kernels::silu_mul_cuda(gate_up.data_ptr(), act.data_ptr(), T, c.intermediate_size, stream);
     const std::string next =
         layer + 1 < c.num_layers
             ? "model.layers." + std::to_string(layer + 1) + ".input_layernorm.weight"
             : "model.norm.weight";
-    norm(at::mm(act, P.get(p + "mlp.down_proj.weight").t()), P.get(next));
+    norm(mm(act, P.get(p + "mlp.down_proj.weight")), P.get(next));
   }
   return x;
 }
