@@ -235,8 +235,8 @@ at::Tensor fused_forward(const flat_params& P, const model_config& c, const page
                               w.data_ptr(), x.data_ptr(), T, c.hidden_size, eps, stream);
   };
   // y = x w^T, by the invariant GEMM in the mode.
-  auto mm = [invariant](const at::Tensor& x, const at::Tensor& w) {
-    return invariant ? invariant_ops::mm(x, w) : at::mm(x, w.t());
+  auto mm = [invariant](const at::Tensor& a, const at::Tensor& w) {
+    return invariant ? invariant_ops::mm(a, w) : at::mm(a, w.t());
   };
   const auto cos = rope.first.reshape({T, c.head_dim}).contiguous();
   const auto sin = rope.second.reshape({T, c.head_dim}).contiguous();
@@ -245,13 +245,10 @@ at::Tensor fused_forward(const flat_params& P, const model_config& c, const page
     const std::string p = "model.layers." + std::to_string(layer) + ".";
     auto w_qkv = joined(P, {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
                             p + "self_attn.v_proj.weight"});
-    at::Tensor qkv;
-    if (!invariant) {
-      qkv = c.attention_bias ? at::addmm(qkv_bias(P, p), x, w_qkv.t()) : at::mm(x, w_qkv.t());
-    } else {
-      qkv = invariant_ops::mm(x, w_qkv);
-      if (c.attention_bias) qkv.add_(qkv_bias(P, p));  // rounded once more, as each projection's
-    }
+    auto qkv =
+        c.attention_bias && !invariant ? at::addmm(qkv_bias(P, p), x, w_qkv.t()) : mm(x, w_qkv);
+    // In the mode the bias is added to the rounded product, as the training forward adds it.
+    if (c.attention_bias && invariant) qkv.add_(qkv_bias(P, p));
     auto q = at::empty({T, c.num_heads, c.head_dim}, h.options());
     kernels::qk_rope_args a;
     a.qkv = qkv.data_ptr();
