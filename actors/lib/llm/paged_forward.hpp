@@ -45,8 +45,8 @@ bool fused_serving(const model_config& c, at::ScalarType dtype);
 /// The serving forward over a paged step with the fused kernels, from the embeddings `h` [T,
 /// hidden]; returns the final-norm hidden states [T, hidden]. `invariant` (the true on-policy
 /// mode): the batch-invariant GEMMs and attention (invariant_ops.hpp) in place of cuBLAS's and
-/// FlashInfer's; every other kernel is the one the training forward runs, so a row's numbers are
-/// the training forward's bit for bit.
+/// FlashInfer's; every other kernel does the training forward's arithmetic in the same order, so
+/// a row's numbers are the training forward's bit for bit.
 at::Tensor fused_forward(const flat_params& P, const model_config& c, const paged_step& b,
                          kv_cache& cache, at::Tensor h,
                          const std::pair<at::Tensor, at::Tensor>& rope, bool invariant);
