@@ -2,65 +2,13 @@
 
 #include <vector>
 
+#include "runtime/core/untrusted_text.hpp"
+
 namespace milesrt::llm::utf8 {
-namespace {
 
-// Length of the well-formed sequence starting at s[i], or the length of its maximal invalid
-// subpart negated (Unicode 15, table 3-7: the allowed second-byte ranges per lead byte).
-int sequence(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  int need;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    need = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 2;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 3;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return -1;
-  }
-  size_t k = i + 1;
-  for (int n = 0; n < need; ++n, ++k) {
-    if (k >= s.size()) return -static_cast<int>(k - i);
-    unsigned char x = b(k);
-    if (n == 0 ? (x < lo || x > hi) : (x < 0x80 || x > 0xBF)) return -static_cast<int>(k - i);
-  }
-  return need + 1;
-}
+bool valid(std::string_view s) { return runtime::valid_utf8(s); }
 
-}  // namespace
-
-bool valid(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    int n = sequence(s, i);
-    if (n < 0) return false;
-    i += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-std::string repair(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    int n = sequence(s, i);
-    if (n > 0) {
-      out.append(s.substr(i, static_cast<size_t>(n)));
-      i += static_cast<size_t>(n);
-    } else {
-      out += "\xEF\xBF\xBD";
-      i += static_cast<size_t>(-n);
-    }
-  }
-  return out;
-}
+std::string repair(std::string_view s) { return runtime::lossy_utf8(s); }
 
 void append(std::string& out, char32_t cp) {
   if (cp < 0x80) {
