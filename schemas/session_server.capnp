@@ -39,4 +39,8 @@ struct SessionServerParams {
   # True: a group with a session ended without a reward goes out on the `unscored` port, for the
   # graph's reward actor to score (every session of it, against the sessions' metadata.label);
   # false: such a session trains with reward 0.
+  temperature @15 :Float64 = 1.0;
+  # The temperature every turn is sampled at: the trainer's (the graph refuses another). A
+  # request naming another temperature is answered 400: the trainer would score its tokens at
+  # the graph's temperature, and train on log-probs that are not the policy's.
 }

@@ -254,6 +254,9 @@ caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<
   try {
     if (s.eng->kv_released()) s.eng->retake_kv();
     s.eng->add(r);
+  } catch (const std::invalid_argument& ex) {
+    // A request the engine can never serve: the caller's to fix (its clients get a 400).
+    return caf::make_error(caf::sec::invalid_argument, std::string("rollout: ") + ex.what());
   } catch (const std::exception& ex) {
     return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
   }

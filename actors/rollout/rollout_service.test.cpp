@@ -56,13 +56,15 @@ class RolloutService : public ::testing::Test {
   }
 
   /// The service's answer, or the error's text.
-  generation_result call(const generation_request& r, std::string* error = nullptr) {
+  generation_result call(const generation_request& r, std::string* error = nullptr,
+                         caf::error* code = nullptr) {
     caf::scoped_actor self{*sys_};
     generation_result out;
     self->request(rollout_, std::chrono::seconds(60), generate_atom::value, r)
         .receive([&](generation_result& g) { out = std::move(g); },
                  [&](caf::error& e) {
                    if (error) *error = sys_->render(e);
+                   if (code) *code = e;
                  });
     return out;
   }
@@ -188,6 +190,14 @@ TEST_F(RolloutService, ABadRequestIsAnErrorNamingTheField) {
   error.clear();
   call(r, &error);
   EXPECT_NE(error.find("token id 500"), std::string::npos) << error;
+  // A request that can never fit the KV cache (64 blocks of 16) is the caller's to fix: its
+  // error says so by its code (the session server answers it 400, not 503).
+  r.input_ids.assign(64 * 16, 3);
+  caf::error code;
+  error.clear();
+  call(r, &error, &code);
+  EXPECT_NE(error.find("KV blocks"), std::string::npos) << error;
+  EXPECT_EQ(code, caf::sec::invalid_argument) << error;
   // The service still answers.
   r.input_ids = {1, 2};
   r.max_tokens = 2;

@@ -118,7 +118,8 @@ void reply_stream::open() {
 }
 
 void reply_stream::chunk(json delta, const std::string& finish) {
-  stream_.event(agent::chunk_body(id_, model_, created_, std::move(delta), finish).dump());
+  stream_.event(agent::chunk_body(id_, model_, created_, std::move(delta), finish)
+                    .dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 void reply_stream::update(const settled_text& now) {
@@ -148,7 +149,7 @@ void reply_stream::finish(const agent::parsed_reply& reply, const std::string& f
     u["usage"] = {{"prompt_tokens", usage->prompt_tokens},
                   {"completion_tokens", usage->completion_tokens},
                   {"total_tokens", usage->prompt_tokens + usage->completion_tokens}};
-    stream_.event(u.dump());
+    stream_.event(u.dump(-1, ' ', false, json::error_handler_t::replace));
   }
   stream_.event("[DONE]");
   stream_.close();
@@ -156,7 +157,8 @@ void reply_stream::finish(const agent::parsed_reply& reply, const std::string& f
 
 void reply_stream::fail(unsigned status, const std::string& message) {
   if (!opened_) return;
-  stream_.event(agent::error_body(status, message).dump());
+  stream_.event(
+      agent::error_body(status, message).dump(-1, ' ', false, json::error_handler_t::replace));
   stream_.close();
 }
 

@@ -25,6 +25,9 @@ namespace milesrt::session_server {
 using json = nlohmann::ordered_json;
 using clock = std::chrono::steady_clock;
 
+/// A turn's client left before its answer (sent from the HTTP server's I/O thread).
+using turn_gone_atom = caf::atom_constant<caf::atom("turn_gone")>;
+
 /// The routes, as the actor dispatches them.
 enum class route_kind : uint8_t { open, get, remove, end, chat, models, generate, health };
 
@@ -63,6 +66,8 @@ class call_inbox {
 struct server_counts {
   uint64_t turns = 0, turns_discarded = 0, turns_refused = 0, generate_failures = 0;
   uint64_t tool_calls = 0, tool_calls_malformed = 0, empty_sessions = 0, empty_groups = 0;
+  /// Turns whose client left before the answer (taken back at once).
+  uint64_t turns_abandoned = 0;
   uint64_t groups_out = 0;
   /// Groups sent to the graph's reward actor (a session ended without a reward).
   uint64_t groups_unscored = 0;
@@ -95,7 +100,14 @@ struct server_state {
   std::map<std::string, std::string> labels;  ///< group key -> its sessions' metadata.label
   /// Ended groups not yet handed to the driver, each on its port ("groups" or "unscored").
   std::deque<runtime::output> ready;
-  std::set<std::string> busy;                  ///< sessions with a turn in flight
+  /// Sessions with a turn in flight: the turn's number, and where the session stood before it
+  /// (a turn that fails, or whose client leaves, is taken back to there).
+  struct turn_in_flight {
+    uint64_t number = 0;
+    agent::session_mark before;
+  };
+  std::map<std::string, turn_in_flight> busy;
+  uint64_t next_turn = 0;
   std::map<uint64_t, streaming_turn> streams;  ///< by the generation request's stream id
   uint64_t next_stream = 0;
   uint64_t next_group = 0;
@@ -110,6 +122,9 @@ using server_actor = caf::stateful_actor<server_state>*;
 bool admit_turn(server_actor self, const std::string& session);
 /// Hands out the groups that are done, frees what they held, answers the driver if it can.
 void settle(server_actor self);
+/// Turn `number` of `session` lost its client: the turn is taken back, the session freed for
+/// the next one, and its group's admission given back when nothing of the group was sampled.
+void abandon_turn(server_actor self, const std::string& session, uint64_t number);
 
 // session_routes.cpp
 void serve_call(server_actor self, http_call call);

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <sstream>
 
 #include "actors/lib/agent/openai_api.hpp"
+#include "actors/lib/agent/turn.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/session_server/reply_stream.hpp"
 #include "actors/session_server/server_state.hpp"
+#include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::session_server {
 using runtime::http_response;
@@ -18,6 +21,12 @@ namespace {
 /// The engine's ids as the tokenizer's.
 std::vector<llm::token_id> token_ids(const std::vector<int64_t>& ids) {
   return std::vector<llm::token_id>(ids.begin(), ids.end());
+}
+
+std::string fmt_number(double x) {
+  std::ostringstream o;
+  o << x;
+  return o.str();
 }
 
 int64_t unix_now() {
@@ -29,6 +38,10 @@ int64_t unix_now() {
 /// The body as a JSON object ({} when empty), or an error answered.
 std::optional<json> object_body(const http_call& call) {
   if (call.request.body.empty()) return json::object();
+  if (auto deep = runtime::json_nesting_problem(call.request.body); !deep.empty()) {
+    call.responder.respond(error_response(400, "body: " + deep));
+    return std::nullopt;
+  }
   json body = json::parse(call.request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     call.responder.respond(error_response(400, "body: expected a JSON object"));
@@ -107,6 +120,18 @@ void open_session(server_actor self, const http_call& call) {
       200, {{"id", id}, {"base_url", st.cfg.url + "/sessions/" + id + "/v1"}, {"group", group}}));
 }
 
+/// Whether a query string asks for a session's tokens (`tokens=1` or `tokens=true`).
+bool wants_tokens(const std::string& query) {
+  size_t at = 0;
+  while (at <= query.size()) {
+    const size_t end = std::min(query.find('&', at), query.size());
+    const std::string_view kv = std::string_view(query).substr(at, end - at);
+    if (kv == "tokens=1" || kv == "tokens=true") return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 void get_session(server_actor self, const http_call& call) {
   auto& st = self->state;
   const auto& id = call.request.param("id");
@@ -125,6 +150,15 @@ void get_session(server_actor self, const http_call& call) {
     out["tokens"] = s->tokens().size();
     out["sampled_tokens"] = sampled;
     out["messages"] = s->messages();
+    if (wants_tokens(call.request.query)) {
+      const auto& t = s->tokens();
+      std::vector<int> mask(t.size());
+      for (size_t i = 0; i < t.size(); ++i) mask[i] = t.origins[i] == agent::token_origin::sampled;
+      out["token_ids"] = t.ids;
+      out["loss_mask"] = mask;
+      out["logprobs"] = t.logprobs;
+      out["versions"] = t.versions;
+    }
   }
   call.responder.respond(json_response(200, out));
 }
@@ -181,6 +215,16 @@ agent::session* start_turn(server_actor self, const http_call& call,
     call.responder.respond(error_response(400, problem, "max_tokens"));
     return nullptr;
   }
+  if (sampling.temperature_given && sampling.temperature != st.cfg.temperature) {
+    // The trainer scores every sampled token at the graph's temperature: a turn sampled at
+    // another would train on log-probs that are not the policy's.
+    call.responder.respond(error_response(
+        400,
+        "temperature: this server samples at " + fmt_number(st.cfg.temperature) +
+            ", the temperature the trainer scores with; leave it out or send that value",
+        "temperature"));
+    return nullptr;
+  }
   if (!admit_turn(self, id)) {
     st.counts.turns_refused++;
     auto r = error_response(429, "the schedule admits no new session group now; retry later");
@@ -192,7 +236,7 @@ agent::session* start_turn(server_actor self, const http_call& call,
     call.responder.respond(error_response(503, "no generation service joined"));
     return nullptr;
   }
-  req.temperature = sampling.temperature;
+  req.temperature = st.cfg.temperature;
   req.top_p = sampling.top_p;
   req.max_tokens = sampling.max_tokens == 0 ? st.cfg.max_new_tokens : sampling.max_tokens;
   req.stop = sampling.stop;
@@ -200,30 +244,48 @@ agent::session* start_turn(server_actor self, const http_call& call,
   return s;
 }
 
-/// Samples the turn of `s` (its tokens are the input), then calls `done` with the result (the
-/// session looked up again: it may have gone meanwhile), or answers the failure. A turn whose
-/// client went away meanwhile is not appended (`turns_discarded`).
+/// Samples the turn of `s` (its tokens are the input; `before`: where it stood before this
+/// turn's request was appended), then calls `done` with the result (the session looked up again:
+/// it may have gone meanwhile), or answers the failure. A turn that fails, or whose client goes
+/// (told at once by the HTTP server), is taken back to `before`: nothing of it stays.
 template <class Done>
 void sample_turn(server_actor self, const http_call& call, const agent::session& s,
-                 serving::generation_request req, Done done) {
+                 const agent::session_mark& before, serving::generation_request req, Done done) {
   auto& st = self->state;
   const std::string id = call.request.param("id");
   const uint64_t stream_id = req.stream_id;
+  const uint64_t number = ++st.next_turn;
   req.input_ids.assign(s.tokens().ids.begin(), s.tokens().ids.end());
-  st.busy.insert(id);
+  st.busy[id] = {number, before};
+  caf::actor_addr addr = self->address();
+  call.responder.on_disconnect([addr, id, number] {
+    if (auto actor = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send(actor, turn_gone_atom::value, id, number);
+  });
+  // Still this turn's, not abandoned (its client gone) and followed by another: frees it.
+  auto own = [self, id, number] {
+    auto it = self->state.busy.find(id);
+    if (it == self->state.busy.end() || it->second.number != number) return false;
+    self->state.busy.erase(it);
+    return true;
+  };
   self->request(st.links.pick("generate"), st.cfg.generate_deadline, serving::generate_atom::value,
                 std::move(req))
       .then(
-          [self, call, id, stream_id, done](serving::generation_result& r) mutable {
+          [self, call, id, stream_id, own, before, done](serving::generation_result& r) mutable {
             auto& s = self->state;
-            s.busy.erase(id);
             auto streamed = s.streams.find(stream_id);
             auto out = streamed == s.streams.end() ? nullptr : streamed->second.out;
             if (streamed != s.streams.end()) s.streams.erase(streamed);
+            if (!own()) {
+              s.counts.turns_discarded++;  // its client went: taken back already
+              return;
+            }
             agent::table_error e;
             agent::session* sess = s.table->find(id, clock::now(), e);
             if (sess == nullptr || call.responder.disconnected()) {
               s.counts.turns_discarded++;  // the client went, or the session did
+              if (sess != nullptr) sess->undo(before);
               if (sess == nullptr && out && out->opened()) out->fail(409, e.message);
               if (sess == nullptr) answer_table_error(self, call, e);
               return;
@@ -232,16 +294,23 @@ void sample_turn(server_actor self, const http_call& call, const agent::session&
             for (auto v : r.versions) s.last_version = std::max(s.last_version, v);
             done(*sess, r);
           },
-          [self, call, id, stream_id](caf::error& err) {
+          [self, call, id, stream_id, own, before](caf::error& err) {
             auto& s = self->state;
-            s.busy.erase(id);
+            const bool mine = own();
             s.counts.generate_failures++;
+            agent::table_error e;
+            if (agent::session* sess = s.table->find(id, clock::now(), e); sess && mine)
+              sess->undo(before);
+            // The engine refuses a request it can never serve (an id past the model's
+            // vocabulary, more tokens than its cache holds): the client's to fix, not to retry.
+            const bool refused = err == caf::sec::invalid_argument;
+            const unsigned status = refused ? 400 : 503;
             const std::string message = "generation failed: " + self->system().render(err);
             auto it = s.streams.find(stream_id);
             if (it != s.streams.end() && it->second.out->opened()) {
-              it->second.out->fail(503, message);
+              it->second.out->fail(status, message);
             } else {
-              call.responder.respond(error_response(503, message));
+              call.responder.respond(error_response(status, message));
             }
             s.streams.erase(stream_id);
           });
@@ -269,6 +338,7 @@ void chat(server_actor self, const http_call& call) {
   options.add_generation_prompt = true;
   options.tools = parsed.request.tools;
   options.extra = parsed.request.template_kwargs;
+  const auto before = s->mark();
   auto ext = s->extend(parsed.request.messages, options);
   if (ext.error) {
     answer_session_error(call, *ext.error);
@@ -284,27 +354,24 @@ void chat(server_actor self, const http_call& call) {
   }
   const bool usage_chunk = parsed.request.include_usage;
   const auto stop = req.stop;
-  sample_turn(
-      self, call, *s, std::move(req),
-      [self, call, cid, out, stop, usage_chunk](agent::session& sess,
-                                                serving::generation_result& r) {
-        auto& s = self->state;
-        const auto text = cut_at_stop(agent::reply_text(*s.cfg.tok, token_ids(r.output_ids)), stop);
-        auto reply =
-            agent::parse_reply(text, s.format, "call_" + std::to_string(sess.turns()) + "_");
-        s.counts.tool_calls += reply.tool_calls.size();
-        s.counts.tool_calls_malformed += reply.malformed;
-        const agent::usage_counts usage{sess.tokens().size(), r.output_ids.size()};
-        sess.append_sampled(token_ids(r.output_ids), r.logprobs, r.versions,
-                            agent::assistant_message(reply));
-        const auto finish = agent::finish_reason(reply, r.finish_reason == "length");
-        if (out) {
-          out->finish(reply, finish, usage_chunk ? &usage : nullptr);
-          return;
-        }
-        call.responder.respond(json_response(
-            200, agent::completion_body(cid, s.cfg.model_name, unix_now(), reply, finish, usage)));
-      });
+  sample_turn(self, call, *s, before, std::move(req),
+              [self, call, cid, out, stop, usage_chunk](agent::session& sess,
+                                                        serving::generation_result& r) {
+                auto& s = self->state;
+                const agent::usage_counts usage{sess.tokens().size(), r.output_ids.size()};
+                const auto turn = agent::record_chat_turn(
+                    sess, {token_ids(r.output_ids), r.logprobs, r.versions, r.finish_reason}, stop,
+                    s.format, "call_" + std::to_string(sess.turns()) + "_");
+                s.counts.tool_calls += turn.reply.tool_calls.size();
+                s.counts.tool_calls_malformed += turn.reply.malformed;
+                if (out) {
+                  out->finish(turn.reply, turn.finish, usage_chunk ? &usage : nullptr);
+                  return;
+                }
+                call.responder.respond(
+                    json_response(200, agent::completion_body(cid, s.cfg.model_name, unix_now(),
+                                                              turn.reply, turn.finish, usage)));
+              });
 }
 
 void generate(server_actor self, const http_call& call) {
@@ -316,12 +383,13 @@ void generate(server_actor self, const http_call& call) {
   serving::generation_request req;
   agent::session* s = start_turn(self, call, parsed.request.sampling, req);
   if (s == nullptr) return;
+  const auto before = s->mark();
   auto ext = s->extend_ids(parsed.request.input_ids);
   if (ext.error) {
     answer_session_error(call, *ext.error);
     return;
   }
-  sample_turn(self, call, *s, std::move(req),
+  sample_turn(self, call, *s, before, std::move(req),
               [call](agent::session& sess, serving::generation_result& r) {
                 sess.append_sampled(token_ids(r.output_ids), r.logprobs, r.versions);
                 call.responder.respond(json_response(200, {{"output_ids", r.output_ids},
@@ -334,7 +402,13 @@ void generate(server_actor self, const http_call& call) {
 }  // namespace
 
 http_response json_response(unsigned status, const json& body) {
-  return http_response(status, "application/json", body.dump());
+  // Error messages quote what the client sent (a session id from the path, say), which may be
+  // invalid UTF-8: replaced, never thrown.
+  http_response r(status, "application/json",
+                  body.dump(-1, ' ', false, json::error_handler_t::replace));
+  // A conflict does not go away by asking again (the openai client retries a 409 otherwise).
+  if (status == 409) r.headers.push_back({"x-should-retry", "false"});
+  return r;
 }
 
 http_response error_response(unsigned status, const std::string& message,
@@ -349,7 +423,12 @@ void stream_partial(server_actor self, const serving::generation_partial& partia
   auto& turn = it->second;
   turn.ids.insert(turn.ids.end(), partial.output_ids.begin(), partial.output_ids.end());
   if (turn.out->gone()) return;
-  const auto text = agent::reply_text(*st.cfg.tok, turn.ids);
+  // Only the text of the tokens the turn will keep (see agent/turn.hpp): a stop string that
+  // begins inside a token takes that token's text out of the reply.
+  const size_t kept = agent::tokens_before_stop(*st.cfg.tok, turn.ids, turn.stop);
+  const auto text = agent::reply_text(
+      *st.cfg.tok, std::vector<llm::token_id>(
+                       turn.ids.begin(), turn.ids.begin() + static_cast<std::ptrdiff_t>(kept)));
   turn.out->update(settle_text(text, st.format, turn.think_open, turn.stop));
 }
 

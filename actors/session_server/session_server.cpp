@@ -39,6 +39,7 @@ metric_map metrics_of(server_actor self) {
           {"session_groups_dropped", double(t.groups_dropped)},
           {"session_turns", double(c.turns)},
           {"session_turns_discarded", double(c.turns_discarded)},
+          {"session_turns_abandoned", double(c.turns_abandoned)},
           {"session_turns_refused", double(c.turns_refused)},
           {"session_generate_failures", double(c.generate_failures)},
           {"session_tool_calls", double(c.tool_calls)},
@@ -93,8 +94,7 @@ void add_routes(server_actor self) {
 caf::behavior server_fn(server_actor self, server_config cfg, std::shared_ptr<http_server> http) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
-  st.table =
-      std::make_unique<agent::session_table>(st.cfg.tok, st.cfg.tmpl, st.cfg.limits, st.cfg.seed);
+  st.table = std::make_unique<agent::session_table>(st.cfg.tok, st.cfg.tmpl, st.cfg.limits);
   st.format = st.cfg.tmpl ? agent::detect_tool_call_format(st.cfg.tmpl->source())
                           : agent::tool_call_format::none;
   st.http = std::move(http);
@@ -108,6 +108,9 @@ caf::behavior server_fn(server_actor self, server_config cfg, std::shared_ptr<ht
       },
       [=](call_atom, uint64_t id) {
         if (auto call = self->state.inbox->take(id)) serve_call(self, std::move(*call));
+      },
+      [=](turn_gone_atom, const std::string& session, uint64_t number) {
+        abandon_turn(self, session, number);
       },
       [=](serving::generate_atom, const serving::generation_partial& partial) {
         stream_partial(self, partial);
@@ -133,6 +136,30 @@ caf::behavior server_fn(server_actor self, server_config cfg, std::shared_ptr<ht
 }
 
 }  // namespace
+
+void abandon_turn(server_actor self, const std::string& session, uint64_t number) {
+  auto& st = self->state;
+  auto busy = st.busy.find(session);
+  if (busy == st.busy.end() || busy->second.number != number) return;  // answered already
+  const auto before = busy->second.before;
+  st.busy.erase(busy);
+  st.counts.turns_abandoned++;
+  agent::table_error e;
+  agent::session* s = st.table->find(session, clock::now(), e);
+  if (s != nullptr) s->undo(before);
+  // A group none of whose sessions has a sampled turn or a turn in flight holds no data yet:
+  // its admission goes back at once, for another group to start.
+  auto group = st.group_of.find(session);
+  if (group == st.group_of.end() || st.admitted.count(group->second) == 0) return;
+  for (const auto& id : st.members[group->second]) {
+    if (st.busy.count(id) > 0) return;
+    const agent::session* m = st.table->peek(id);
+    if (m != nullptr && m->turns() > 0) return;
+    if (m == nullptr && st.table->state_of(id) == std::optional<std::string>("ended")) return;
+  }
+  st.admitted.erase(group->second);
+  settle(self);
+}
 
 bool admit_turn(server_actor self, const std::string& session) {
   auto& st = self->state;

@@ -34,6 +34,8 @@ struct server_config {
   /// "http://HOST:PORT", the sessions' base URLs start with it.
   std::string url;
   uint32_t max_new_tokens = 256;
+  /// Every turn's sampling temperature (the trainer's).
+  double temperature = 1.0;
   uint32_t retry_after_seconds = 1;
   std::chrono::milliseconds generate_deadline{600000};
   uint64_t seed = 0;

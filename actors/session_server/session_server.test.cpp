@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <caf/all.hpp>
+#include <deque>
 #include <fstream>
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/recording_learner_testing.hpp"
@@ -40,11 +42,34 @@ void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
   gen.serves = {{"generate", serving::service_type::generate, ""}};
   gen.spawn = [](caf::actor_system& sys, const actor_setup&) {
     auto tok = llm::tokenizer::load(kModel).tok;
-    return sys.spawn([tok](caf::stateful_actor<int>* self) -> caf::behavior {
+    struct script {
+      int turn = 0;
+      std::deque<std::pair<caf::typed_response_promise<serving::generation_result>,
+                           serving::generation_result>>
+          late;
+    };
+    using late_atom = caf::atom_constant<caf::atom("late")>;
+    return sys.spawn([tok](caf::stateful_actor<script>* self) -> caf::behavior {
       return {
-          [=](serving::generate_atom, const serving::generation_request&) {
+          [=](serving::generate_atom,
+              const serving::generation_request& req) -> caf::result<serving::generation_result> {
+            // The script's other answers, by max_tokens: a refusal as the engine refuses a
+            // request it can never serve, and an answer 3 s late (a client may leave meanwhile).
+            if (req.max_tokens == 13)
+              return caf::make_error(caf::sec::invalid_argument, "scripted: cannot serve this");
+            if (req.max_tokens == 17) {
+              auto promise = self->make_response_promise<serving::generation_result>();
+              serving::generation_result late;
+              late.output_ids = {tok->encode("Late.")[0]};
+              late.logprobs = {-1.0f};
+              late.versions = {7};
+              late.finish_reason = "length";
+              self->state.late.emplace_back(promise, std::move(late));
+              self->delayed_send(self, std::chrono::seconds(3), late_atom::value);
+              return promise;
+            }
             const char* text =
-                self->state++ % 2 == 0
+                self->state.turn++ % 2 == 0
                     ? "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n"
                       "</tool_call><|im_end|>"
                     : "The answer is 3.<|im_end|>";
@@ -55,6 +80,11 @@ void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
             r.versions.assign(r.output_ids.size(), 7);
             r.finish_reason = "stop";
             return r;
+          },
+          [=](late_atom) {
+            auto [promise, result] = std::move(self->state.late.front());
+            self->state.late.pop_front();
+            promise.deliver(std::move(result));
           },
           [=](snapshot_atom, const std::string&) { return actor_state{}; },
           [=](restore_atom, const std::string&, const actor_state&) { return true; },
@@ -80,13 +110,13 @@ class SessionServer : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   /// Starts the graph (steps of one group each) in the background; returns the server's port.
-  uint16_t start(int steps) {
+  uint16_t start(int steps, const std::string& model = kModel) {
     auto file = dir_ / "g.capnp";
     std::ofstream(file) << "@0xb1c2d3e4f5a6b7c8;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
                         << "const graph :Graph = (name = \"sessions\", actors = [\n"
                         << "(name = \"server\", kind = \"session_server\", params = (sessionServer "
                            "= (model = \""
-                        << kModel << "\", maxNewTokens = 64))),\n"
+                        << model << "\", maxNewTokens = 64))),\n"
                         << "(name = \"gen\", kind = \"scripted_generator\"),\n"
                         << "(name = \"learner\", kind = \"group_learner\")],\n"
                         << "edges = [(from = \"server.groups\", to = \"learner.groups\"),\n"
@@ -148,6 +178,12 @@ class SessionServer : public ::testing::Test {
     json body = {{"messages", messages}};
     if (tools) body["tools"] = kTools;
     return post("/sessions/" + id + "/v1/chat/completions", body, status);
+  }
+  /// The stored sequence of a session (GET ?tokens=1).
+  json tokens(const std::string& id) {
+    auto r = call(verb::get, "/sessions/" + id + "?tokens=1");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return json::parse(r.body, nullptr, false);
   }
   static json user(const std::string& text) {
     return json::array({{{"role", "user"}, {"content", text}}});
@@ -266,6 +302,127 @@ TEST_F(SessionServer, BadRequestsGetTheirErrorsAndTheServerKeepsServing) {
   post("/sessions/" + third + "/end", {{"reward", 0.5}});
   auto o = outcome_.get();
   ASSERT_TRUE(o.ok) << o.error;
+}
+
+TEST_F(SessionServer, RequestsThatCouldPoisonASessionAreRefusedAndTakeNothing) {
+  // A model folder with the tokenizer and a config naming the model's vocabulary.
+  const auto model = dir_ / "model";
+  fs::create_directories(model);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(kModel) / f, model / f);
+  std::ofstream(model / "config.json") << R"({"model_type": "qwen3", "vocab_size": 33520})";
+  port_ = start(1, model.string());
+  // Ids carry 128 random bits.
+  const auto id = open("g"), other = open("g");
+  const std::regex form("s[0-9]+-[0-9a-f]{32}");
+  EXPECT_TRUE(std::regex_match(id, form)) << id;
+  EXPECT_NE(id.substr(id.find('-')), other.substr(other.find('-')));
+  const std::string gen = "/sessions/" + other + "/generate";
+  // An id past the model's vocabulary never enters the session.
+  auto r = call(verb::post, gen, R"({"input_ids": [1, 2, 33520]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("vocabulary"), std::string::npos) << r.body;
+  // A request the engine refuses: 400, and the session is as before it.
+  r = call(verb::post, gen, R"({"input_ids": [1, 2, 3], "max_tokens": 13})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(tokens(other)["token_ids"].size(), 0u);
+  r = call(verb::post, gen, R"({"input_ids": [1, 2, 3]})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(tokens(other)["token_ids"].size(), 3u + json::parse(r.body)["output_ids"].size());
+  // Another temperature than the trainer's: 400 naming it; the graph's own is fine.
+  auto t = call(verb::post, "/sessions/" + id + "/v1/chat/completions",
+                json{{"messages", user("hi")}, {"temperature", 0.5}}.dump());
+  EXPECT_EQ(t.status, 400) << t.body;
+  EXPECT_EQ(json::parse(t.body)["error"]["param"], "temperature") << t.body;
+  post("/sessions/" + id + "/v1/chat/completions",
+       json{{"messages", user("hi")}, {"temperature", 1.0}});
+  // A conflict says it will not go away by retrying.
+  auto c = call(verb::post, "/sessions/" + id + "/v1/chat/completions",
+                json{{"messages", user("bye")}}.dump());
+  EXPECT_EQ(c.status, 409) << c.body;
+  EXPECT_EQ(c.headers["x-should-retry"], "false");
+  // Deep JSON anywhere in a body: 400, the server goes on.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(call(verb::post, "/sessions", "{\"metadata\": " + deep + "}").status, 400);
+  EXPECT_EQ(call(verb::post, "/sessions/" + id + "/v1/chat/completions",
+                 R"({"messages": [{"role": "user", "content": "x", "extra": )" + deep + "}]}")
+                .status,
+            400);
+  // Invalid UTF-8 in the path: an answer, not a dead server.
+  for (auto v : {verb::get, verb::delete_}) EXPECT_EQ(call(v, "/sessions/%FF%FE").status, 404);
+  EXPECT_EQ(call(verb::post, "/sessions/%FF/end", "{}").status, 404);
+  EXPECT_EQ(call(verb::get, "/health").status, 200);
+  post("/sessions/" + id + "/end", {{"reward", 1.0}});
+  post("/sessions/" + other + "/end", {{"reward", 0.0}});
+  auto o = outcome_.get();
+  ASSERT_TRUE(o.ok) << o.error;
+}
+
+TEST_F(SessionServer, StoredTokensAreTheTemplatesAndTheSampledOnes) {
+  port_ = start(1);
+  const auto id = open();
+  json messages = user("What is 1 + 2?");
+  auto a = chat(id, messages, true);
+  messages.push_back(a["choices"][0]["message"]);
+  messages.push_back({{"role", "tool"},
+                      {"tool_call_id", a["choices"][0]["message"]["tool_calls"][0]["id"]},
+                      {"content", "3"}});
+  chat(id, messages, true);
+  const auto t = tokens(id);
+  const auto tok = llm::tokenizer::load(kModel).tok;
+  const auto& ids = t["token_ids"];
+  ASSERT_EQ(t["loss_mask"].size(), ids.size());
+  ASSERT_EQ(t["logprobs"].size(), ids.size());
+  std::vector<llm::token_id> all(ids.begin(), ids.end()), sampled;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (t["loss_mask"][i] == 1) sampled.push_back(ids[i]);
+  // The generator's two replies, in order, are the sampled tokens; the whole is the text of
+  // the conversation the client sent.
+  EXPECT_EQ(tok->decode(sampled),
+            "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n"
+            "</tool_call><|im_end|>The answer is 3.<|im_end|>");
+  EXPECT_NE(tok->decode(all).find("<tool_response>\n3\n</tool_response>"), std::string::npos);
+  // Without ?tokens=1 the answer stays small.
+  EXPECT_FALSE(json::parse(call(verb::get, "/sessions/" + id).body).contains("token_ids"));
+  post("/sessions/" + id + "/end", {{"reward", 1.0}});
+  auto o = outcome_.get();
+  ASSERT_TRUE(o.ok) << o.error;
+}
+
+TEST_F(SessionServer, AClientThatLeavesMidTurnFreesItAtOnce) {
+  port_ = start(1);
+  const auto id = open();
+  // A turn whose answer comes 3 s late; its client leaves after 300 ms.
+  const int fd = runtime::testing::raw_connect(port_);
+  ASSERT_GE(fd, 0);
+  const std::string body = json{{"messages", user("hi")}, {"max_tokens", 17}}.dump();
+  runtime::testing::raw_send(fd, "POST /sessions/" + id +
+                                     "/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                     "Content-Type: application/json\r\nContent-Length: " +
+                                     std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::close(fd);
+  // The next turn of the session runs at once (no 409), on the session as it was before.
+  const auto t0 = std::chrono::steady_clock::now();
+  runtime::testing::http_reply r;
+  for (int i = 0; i < 40; ++i) {
+    r = call(verb::post, "/sessions/" + id + "/v1/chat/completions",
+             json{{"messages", user("hello")}}.dump());
+    if (r.status != 409) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
+  const auto info = json::parse(call(verb::get, "/sessions/" + id + "?tokens=1").body);
+  EXPECT_EQ(info["turns"], 1);
+  const auto tok = llm::tokenizer::load(kModel).tok;
+  const std::vector<llm::token_id> ids(info["token_ids"].begin(), info["token_ids"].end());
+  EXPECT_EQ(tok->decode(ids).find("hi<"), std::string::npos) << tok->decode(ids);
+  post("/sessions/" + id + "/end", {{"reward", 1.0}});
+  auto o = outcome_.get();
+  ASSERT_TRUE(o.ok) << o.error;
+  // The late answer was discarded, not appended.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 }  // namespace

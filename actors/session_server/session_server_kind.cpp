@@ -7,12 +7,14 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/agent/openai_api.hpp"
+#include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/session_server/session_server.hpp"
 #include "milesrt/session_server.capnp.h"
+#include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::session_server {
 namespace {
@@ -47,7 +49,26 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   if (p.getMaxOpenSessions() == 0) problems.push_back("maxOpenSessions: must be at least 1");
   if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
   if (p.getBodyLimit() < 1024) problems.push_back("bodyLimit: must be at least 1024 bytes");
+  if (!(p.getTemperature() > 0) || !std::isfinite(p.getTemperature()))
+    problems.push_back("temperature: must be > 0 (the trainer's sampling temperature)");
   return problems;
+}
+
+/// The model's vocabulary from its config.json (0 when it cannot be read: the engine then refuses
+/// an id past it as the turn starts, and the turn is taken back). It bounds the ids a harness may
+/// send, before they enter a session.
+int64_t vocab_size(const fs::path& model) {
+  std::error_code ec;
+  const auto config = model / "config.json";
+  if (!fs::is_regular_file(config, ec) || fs::file_size(config, ec) > (16u << 20)) return 0;
+  std::ifstream in(config, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!runtime::json_nesting_problem(text).empty()) return 0;
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  for (const auto* c : {&j, j.is_object() && j.contains("text_config") ? &j["text_config"] : &j})
+    if (c->is_object() && c->contains("vocab_size") && (*c)["vocab_size"].is_number_unsigned())
+      return (*c)["vocab_size"].get<int64_t>();
+  return 0;
 }
 
 std::chrono::milliseconds millis(double seconds) {
@@ -62,7 +83,10 @@ std::shared_ptr<http_server> bind_server(schema::SessionServerParams::Reader p) 
   o.bearer_secret = p.getBearerToken();
   o.body_limit = p.getBodyLimit();
   o.error_page = [](unsigned status, const std::string& message) {
-    return http_response(status, "application/json", agent::error_body(status, message).dump());
+    return http_response(
+        status, "application/json",
+        agent::error_body(status, message)
+            .dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   };
   return std::make_shared<http_server>(std::move(o));
 }
@@ -87,6 +111,8 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   cfg.limits.max_tokens = p.getMaxTokens();
   cfg.model_name = p.getModelName();
   cfg.max_new_tokens = p.getMaxNewTokens();
+  cfg.temperature = p.getTemperature();
+  cfg.limits.vocab_size = vocab_size(std::string(p.getModel()));
   cfg.retry_after_seconds = std::max<uint32_t>(1, p.getRetryAfterSeconds());
   cfg.seed = s.seed * 7919 + 17;
   cfg.score_unrewarded = p.getScoreUnrewarded();
@@ -135,6 +161,10 @@ void register_session_server_kind(runtime::kind_registry& registry) {
   k.params_member = "sessionServer";
   k.check_params = check;
   k.check_in_graph = check_edges;
+  k.graph_settings = [](capnp::DynamicStruct::Reader r) -> std::vector<graph_setting> {
+    return {{"temperature", "temperature",
+             llm::temperature_agreement(r.as<schema::SessionServerParams>().getTemperature())}};
+  };
   k.spawn = spawn;
   registry.add(k);
   // The groups it emits are the LLM layers' sample groups (the rollout adds the same block).

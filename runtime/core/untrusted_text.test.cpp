@@ -12,7 +12,10 @@ TEST(UntrustedText, RepairsInvalidUtf8AsPythonDoes) {
   EXPECT_FALSE(valid_utf8("\xFF"));
   EXPECT_FALSE(valid_utf8("a\xE2\x82"));  // a cut 3-byte character
   // Python: b"a\xff\xe2\x82b".decode("utf-8", "replace") == "a\ufffd\ufffdb"
-  EXPECT_EQ(lossy_utf8("a\xFF\xE2\x82" "b"), "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+  EXPECT_EQ(lossy_utf8("a\xFF\xE2\x82"
+                       "b"),
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(lossy_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
 }
 

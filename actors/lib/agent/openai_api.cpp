@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "actors/lib/agent/conversation.hpp"
+#include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::agent {
 namespace {
@@ -17,6 +18,7 @@ std::string read_sampling(const ojson& body, sampling_request& out) {
     if (!t.is_number() || t.get<double>() < 0 || t.get<double>() > 2)
       return "temperature: expected a number in [0, 2]";
     out.temperature = t.get<double>();
+    out.temperature_given = true;
   }
   if (body.contains("top_p") && !body["top_p"].is_null()) {
     const auto& p = body["top_p"];
@@ -83,6 +85,11 @@ std::string check_tool_choice(const ojson& c) {
 
 /// `body` parsed as a JSON object, or the error.
 ojson parse_object(std::string_view body, std::string& error) {
+  // Bounded before parsing: the checks below copy and walk the value, once per level.
+  if (auto deep = runtime::json_nesting_problem(body); !deep.empty()) {
+    error = "body: " + deep;
+    return nullptr;
+  }
   auto v = ojson::parse(body.begin(), body.end(), nullptr, false);
   if (v.is_discarded()) {
     error = "body: not valid JSON";

@@ -18,6 +18,7 @@ namespace milesrt::agent {
 /// How to sample one turn.
 struct sampling_request {
   double temperature = 1.0;
+  bool temperature_given = false;  ///< the request named a temperature
   double top_p = 1.0;
   uint32_t max_tokens = 0;  ///< 0: the server's limit
   std::vector<std::string> stop;

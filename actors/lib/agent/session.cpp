@@ -38,7 +38,7 @@ constexpr size_t kEndingLimit = 4096;
 
 /// Changes `m`'s rendering at its end: its content (a string; an empty one only when
 /// `empty_ok`), else its first tool call's name. False when there is nothing to change.
-bool mark(ojson& m, bool empty_ok) {
+bool change_end(ojson& m, bool empty_ok) {
   const std::string marker = "\x7f?";
   if (m.contains("content") && m["content"].is_string() &&
       (empty_ok || !m["content"].get<std::string>().empty())) {
@@ -89,10 +89,50 @@ std::optional<size_t> session_text_end(const std::string& t, const std::string& 
   return best;
 }
 
+llm::token_id end_of_turn_token(const llm::tokenizer& tok, const llm::chat_template& tmpl) {
+  const std::string reply = "\x7fmilesrt-reply\x7f";
+  const ojson probe = ojson::array(
+      {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", reply}}});
+  llm::chat_options o;
+  o.add_generation_prompt = false;
+  auto r = tmpl.render(probe, o);
+  if (!r.error.empty()) return -1;
+  const auto at = r.text.rfind(reply);
+  if (at == std::string::npos) return -1;
+  const auto after = tok.encode(std::string_view(r.text).substr(at + reply.size()), false);
+  return !after.empty() && tok.is_special(after.front()) ? after.front() : -1;
+}
+
 session::session(std::shared_ptr<const llm::tokenizer> tok,
-                 std::shared_ptr<const llm::chat_template> tmpl, size_t max_tokens)
-    : tok_(std::move(tok)), tmpl_(std::move(tmpl)), max_tokens_(max_tokens) {
+                 std::shared_ptr<const llm::chat_template> tmpl, size_t max_tokens,
+                 int64_t vocab_size)
+    : tok_(std::move(tok)),
+      tmpl_(std::move(tmpl)),
+      max_tokens_(max_tokens),
+      vocab_size_(vocab_size) {
   if (!tok_) throw std::invalid_argument("agent::session: no tokenizer");
+  if (tmpl_) end_of_turn_ = end_of_turn_token(*tok_, *tmpl_);
+}
+
+void session::close_open_turn() {
+  if (mode_ != mode::messages || end_of_turn_ < 0) return;
+  append_environment({end_of_turn_});
+  text_ += tok_->decode({end_of_turn_});
+}
+
+session_mark session::mark() const {
+  return {tokens_.size(), messages_.size(), text_.size(), turns_, static_cast<int>(mode_)};
+}
+
+void session::undo(const session_mark& m) {
+  tokens_.ids.resize(m.tokens);
+  tokens_.origins.resize(m.tokens);
+  tokens_.logprobs.resize(m.tokens);
+  tokens_.versions.resize(m.tokens);
+  while (messages_.size() > m.messages) messages_.erase(messages_.size() - 1);
+  text_.resize(m.text);
+  turns_ = m.turns;
+  mode_ = static_cast<mode>(m.mode);
 }
 
 std::optional<session_error> session::room_for(size_t adding) const {
@@ -139,11 +179,14 @@ extend_result session::extend(const ojson& messages, const llm::chat_options& op
   if (rendered.text.compare(0, text_.size(), text_) != 0) {
     const size_t stored = messages_.size();
     if (stored > 0)
-      last_part = parting(*tmpl_, shaped, rendered.text, o,
-                          [&](ojson& p) { return mark(p[stored - 1], false); });
+      last_part = parting(*tmpl_, shaped, rendered.text, o, [&](ojson& p) {
+        // A reply's text first, else its first call; an empty reply (a stop
+        // string at its first character) by its empty content.
+        return change_end(p[stored - 1], false) || change_end(p[stored - 1], true);
+      });
     new_part = parting(*tmpl_, shaped, rendered.text, o, [&](ojson& p) {
       bool changed = false;
-      for (size_t i = stored; i < p.size(); ++i) changed = mark(p[i], true) || changed;
+      for (size_t i = stored; i < p.size(); ++i) changed = change_end(p[i], true) || changed;
       return changed;
     });
   }
@@ -166,9 +209,14 @@ extend_result session::extend(const ojson& messages, const llm::chat_options& op
 extend_result session::extend_ids(const std::vector<llm::token_id>& ids) {
   using kind = session_error::kind;
   if (auto e = take_mode(mode::ids)) return {0, e};
-  for (size_t i = 0; i < ids.size(); ++i)
+  for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0)
       return failure(kind::bad_request, "input_ids[" + std::to_string(i) + "]: negative id");
+    if (vocab_size_ > 0 && ids[i] >= vocab_size_)
+      return failure(kind::bad_request,
+                     "input_ids[" + std::to_string(i) + "]: " + std::to_string(ids[i]) +
+                         " is outside the model's vocabulary of " + std::to_string(vocab_size_));
+  }
   for (size_t i = 0; i < tokens_.size(); ++i) {
     if (i >= ids.size())
       return failure(kind::not_an_extension,

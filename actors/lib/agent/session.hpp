@@ -58,12 +58,25 @@ struct extend_result {
   std::optional<session_error> error;
 };
 
+/// Where a session stood before a turn: undo() goes back to it when the turn fails or its
+/// client leaves, so that nothing of a turn that was never answered stays in the session.
+struct session_mark {
+  size_t tokens = 0, messages = 0, text = 0, turns = 0;
+  int mode = 0;
+};
+
+/// The token a chat template closes an assistant message with (`<|im_end|>`, `<|eot_id|>`): the
+/// first token of what it renders after a reply's content, when that is a special token; -1 when
+/// the template closes replies otherwise or cannot render a short conversation.
+llm::token_id end_of_turn_token(const llm::tokenizer& tok, const llm::chat_template& tmpl);
+
 class session {
  public:
   /// `tmpl` may be null for a session driven by ids only. `max_tokens` (0: none) bounds the
-  /// sequence an extension may make (the model's context, less room to answer).
+  /// sequence an extension may make (the model's context, less room to answer). `vocab_size`
+  /// (0: the tokenizer's ids are not checked) bounds the ids a harness may send.
   session(std::shared_ptr<const llm::tokenizer> tok, std::shared_ptr<const llm::chat_template> tmpl,
-          size_t max_tokens = 0);
+          size_t max_tokens = 0, int64_t vocab_size = 0);
 
   /// Takes a request's whole conversation. Its first messages must be the session's (compared
   /// by same_message: a client may reshape what it was answered); the conversation is rendered
@@ -89,7 +102,19 @@ class session {
                       const std::vector<uint64_t>& versions,
                       nlohmann::ordered_json reply = nullptr);
 
+  /// Closes a turn the model did not end itself (max_tokens, a stop string) as the template
+  /// closes an assistant message: its end-of-turn token, as an environment token. Nothing for a
+  /// session of ids (its harness tokenizes the rest itself) or a template without such a token.
+  void close_open_turn();
+
+  /// Where the session stands now; undo(mark) takes back everything since (a failed turn).
+  session_mark mark() const;
+  void undo(const session_mark& m);
+
   const session_tokens& tokens() const { return tokens_; }
+  const std::shared_ptr<const llm::tokenizer>& tokenizer() const { return tok_; }
+  /// The end-of-turn token close_open_turn() appends (-1: none).
+  llm::token_id end_of_turn() const { return end_of_turn_; }
   /// The conversation so far (the client's messages and the replies), for a session of messages.
   const nlohmann::ordered_json& messages() const { return messages_; }
   /// The text of the tokens: the rendered text and the sampled tokens' decoded text.
@@ -107,6 +132,8 @@ class session {
   std::shared_ptr<const llm::tokenizer> tok_;
   std::shared_ptr<const llm::chat_template> tmpl_;
   size_t max_tokens_ = 0;
+  int64_t vocab_size_ = 0;
+  llm::token_id end_of_turn_ = -1;
   mode mode_ = mode::unset;
   session_tokens tokens_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();

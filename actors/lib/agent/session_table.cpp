@@ -16,8 +16,8 @@ table_error refusal(table_error::kind what, std::string message) {
 
 session_table::session_table(std::shared_ptr<const llm::tokenizer> tok,
                              std::shared_ptr<const llm::chat_template> tmpl,
-                             session_table_limits limits, uint64_t seed)
-    : tok_(std::move(tok)), tmpl_(std::move(tmpl)), limits_(limits), random_(seed) {}
+                             session_table_limits limits)
+    : tok_(std::move(tok)), tmpl_(std::move(tmpl)), limits_(limits) {}
 
 std::string session_table::group_key(const std::string& group, const std::string& id) const {
   return group.empty() ? std::string(1, '\0') + id : group;
@@ -31,12 +31,16 @@ std::optional<table_error> session_table::open(const std::string& group,
     return refusal(table_error::kind::full,
                    std::to_string(open_) + " sessions are open, the most this server keeps");
   }
-  char suffix[17];
-  std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random_()));
+  std::string suffix;
+  for (int i = 0; i < 4; ++i) {  // 4 x 32 bits
+    char word[9];
+    std::snprintf(word, sizeof word, "%08x", static_cast<unsigned>(random_()));
+    suffix += word;
+  }
   id = "s" + std::to_string(next_++) + "-" + suffix;
   entry e;
   e.group = group;
-  e.tokens = std::make_unique<session>(tok_, tmpl_, limits_.max_tokens);
+  e.tokens = std::make_unique<session>(tok_, tmpl_, limits_.max_tokens, limits_.vocab_size);
   e.metadata = std::move(metadata);
   e.last_use = now;
   sessions_.emplace(id, std::move(e));
@@ -44,6 +48,11 @@ std::optional<table_error> session_table::open(const std::string& group,
   ++open_;
   ++counts_.opened;
   return std::nullopt;
+}
+
+const session* session_table::peek(const std::string& id) const {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() || it->second.st != state::open ? nullptr : it->second.tokens.get();
 }
 
 session* session_table::find(const std::string& id, clock::time_point now, table_error& error) {

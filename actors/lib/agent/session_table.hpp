@@ -31,6 +31,8 @@ struct session_table_limits {
   bool partial_groups = true;
   /// Each session's token limit (session::max_tokens; 0: none).
   size_t max_tokens = 0;
+  /// The model's vocabulary: ids a harness sends at or past it are refused (0: not checked).
+  int64_t vocab_size = 0;
 };
 
 /// Why a table operation was refused.
@@ -72,10 +74,11 @@ class session_table {
   using clock = std::chrono::steady_clock;
 
   session_table(std::shared_ptr<const llm::tokenizer> tok,
-                std::shared_ptr<const llm::chat_template> tmpl, session_table_limits limits,
-                uint64_t seed = std::random_device{}());
+                std::shared_ptr<const llm::chat_template> tmpl, session_table_limits limits);
 
-  /// Opens a session in `group` ("": a group of its own); its id, or `full`.
+  /// Opens a session in `group` ("": a group of its own); its id, or `full`. Ids carry 128
+  /// random bits from the system's entropy source: a client of the same server cannot guess
+  /// another's session (with the bearer secret, the id is the ownership of a session).
   std::optional<table_error> open(const std::string& group, nlohmann::ordered_json metadata,
                                   clock::time_point now, std::string& id);
   /// The open session `id` (its idle time starts again), or nullptr with `unknown` or `ended`.
@@ -89,6 +92,8 @@ class session_table {
   /// session ended or gone, or the wait run out.
   std::vector<finished_group> take_finished(clock::time_point now);
 
+  /// The open session `id`, its idle time untouched; nullptr when it is not open.
+  const session* peek(const std::string& id) const;
   /// "open", "ended" or "dropped" for a session the table knows; nullopt otherwise.
   std::optional<std::string> state_of(const std::string& id) const;
   const session_table_counts& counts() const { return counts_; }
@@ -115,7 +120,7 @@ class session_table {
   std::shared_ptr<const llm::tokenizer> tok_;
   std::shared_ptr<const llm::chat_template> tmpl_;
   session_table_limits limits_;
-  std::mt19937_64 random_;
+  std::random_device random_;
   uint64_t next_ = 0;
   size_t open_ = 0;
   std::map<std::string, entry> sessions_;

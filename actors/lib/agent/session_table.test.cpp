@@ -32,7 +32,7 @@ std::string open(session_table& t, const std::string& group, clock_type::time_po
 TEST(SessionTable, OpensFindsEndsAndRefusesWhatIsGoneOrUnknown) {
   session_table_limits limits;
   limits.max_open = 3;
-  session_table t(tokenizer(), nullptr, limits, 7);
+  session_table t(tokenizer(), nullptr, limits);
   const auto now = clock_type::now();
   std::set<std::string> ids;
   for (int i = 0; i < 3; ++i) ids.insert(open(t, "", now));
@@ -83,7 +83,7 @@ TEST(SessionTable, OpensFindsEndsAndRefusesWhatIsGoneOrUnknown) {
 }
 
 TEST(SessionTable, AGroupGoesOutWhenAllItsSessionsHaveEnded) {
-  session_table t(tokenizer(), nullptr, {}, 1);
+  session_table t(tokenizer(), nullptr, {});
   const auto now = clock_type::now();
   auto a = open(t, "g", now), b = open(t, "g", now), c = open(t, "h", now);
   EXPECT_FALSE(t.end(b, 0.0, now));
@@ -107,7 +107,7 @@ TEST(SessionTable, AGroupWaitsUpToItsTimeoutThenGoesOutPartlyOrIsDropped) {
     limits.group_timeout = 10s;
     limits.idle_timeout = 1h;
     limits.partial_groups = partial;
-    session_table t(tokenizer(), nullptr, limits, 1);
+    session_table t(tokenizer(), nullptr, limits);
     const auto now = clock_type::now();
     auto a = open(t, "g", now), b = open(t, "g", now);
     EXPECT_FALSE(t.end(a, 1.0, now));
@@ -134,7 +134,7 @@ TEST(SessionTable, AGroupWaitsUpToItsTimeoutThenGoesOutPartlyOrIsDropped) {
 TEST(SessionTable, IdleSessionsAreDroppedAndCounted) {
   session_table_limits limits;
   limits.idle_timeout = 30s;
-  session_table t(tokenizer(), nullptr, limits, 1);
+  session_table t(tokenizer(), nullptr, limits);
   const auto now = clock_type::now();
   auto idle = open(t, "", now), busy = open(t, "", now);
   table_error error;
