@@ -396,11 +396,17 @@ TEST_F(SessionServer, AClientThatLeavesMidTurnFreesItAtOnce) {
   const int fd = runtime::testing::raw_connect(port_);
   ASSERT_GE(fd, 0);
   const std::string body = json{{"messages", user("hi")}, {"max_tokens", 17}}.dump();
-  runtime::testing::raw_send(fd, "POST /sessions/" + id +
-                                     "/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                                     "Content-Type: application/json\r\nContent-Length: " +
-                                     std::to_string(body.size()) + "\r\n\r\n" + body);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  runtime::testing::raw_send(
+      fd, "POST /sessions/" + id +
+              "/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) +
+              "\r\n"
+              "Content-Type: application/json\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body);
+  // The turn is under way once the session says so.
+  for (int i = 0; i < 100 && json::parse(call(verb::get, "/sessions/" + id).body)["tokens"] == 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_GT(json::parse(call(verb::get, "/sessions/" + id).body)["tokens"], 0);
   ::close(fd);
   // The next turn of the session runs at once (no 409), on the session as it was before.
   const auto t0 = std::chrono::steady_clock::now();
