@@ -5,6 +5,7 @@
 // is a training step, and the run ends when its steps are done.
 #include <nlohmann/json.hpp>
 
+#include "runtime/http/http_test_client.hpp"
 #include "test/session_model.hpp"
 #include "test/support.hpp"
 
@@ -109,6 +110,65 @@ TEST(Sessions, ScoringUnrewardedSessionsNeedsAnEdgeFromUnscored) {
       << bad.err;
   auto good = run_milesrt("validate graphs/agent_sessions.capnp" + sets, "sessions-validate-good");
   EXPECT_EQ(good.status, 0) << good.err;
+}
+
+// Every turn is sampled at the temperature the trainer scores with: the graph refuses a server
+// whose temperature differs from the trainer's, the server refuses a request naming another, and
+// at 0.7 everywhere the trainer's first log-probs equal the engine's (the importance ratios are
+// 1; a turn sampled at 0.5 and scored at 0.7 differs by nats).
+TEST(Sessions, TurnsAreSampledAtTheTrainersTemperature) {
+  auto dir = scratch("sessions-temperature");
+  const auto model = session_model_folder(dir).string();
+  const std::string sets = " --set server.model=" + model + " --set rollout.model=" + model +
+                           " --set trainer.model=" + model;
+  auto bad = run_milesrt("validate graphs/agent_sessions.capnp --set server.temperature=0.5" + sets,
+                         "sessions-temperature-bad");
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_NE(bad.err.find("temperature"), std::string::npos) << bad.err;
+  const auto run = dir / "run";
+  auto server =
+      start("run graphs/agent_sessions.capnp --quiet --run-dir '" + run.string() + "'" + sets +
+                " --set server.temperature=0.7 --set rollout.temperature=0.7"
+                " --set trainer.temperature=0.7 --set run.steps=1 --set run.batchSize=1"
+                " --set rollout.kvBlocks=256",
+            "sessions-temperature-run");
+  for (int i = 0; i < 600 && !fs::exists(run / "server.json") && !server.ended(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(run / "server.json")) << slurp(server.dir / "err");
+  const auto port = nlohmann::json::parse(slurp(run / "server.json"))["port"].get<uint16_t>();
+  using verb = boost::beast::http::verb;
+  auto call = [&](const std::string& target, const nlohmann::json& body) {
+    return milesrt::runtime::testing::http_call(port, verb::post, target, body.dump(),
+                                                {{"Content-Type", "application/json"}});
+  };
+  // The driver's first ask opens admission.
+  for (int i = 0; i < 600; ++i) {
+    auto h = milesrt::runtime::testing::http_call(port, verb::get, "/health");
+    if (h.status == 200 && nlohmann::json::parse(h.body)["admitting"].get<bool>()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto id = nlohmann::json::parse(call("/sessions", {{"group", "t"}}).body)["id"];
+  const std::string chat = "/sessions/" + id.get<std::string>() + "/v1/chat/completions";
+  const nlohmann::json messages = {{{"role", "user"}, {"content", "What is 2+2?"}}};
+  auto refused = call(chat, {{"messages", messages}, {"temperature", 0.5}, {"max_tokens", 8}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  auto turn = call(chat, {{"messages", messages}, {"temperature", 0.7}, {"max_tokens", 8}});
+  EXPECT_EQ(turn.status, 200) << turn.body;
+  auto answer = nlohmann::json::parse(turn.body)["choices"][0]["message"];
+  nlohmann::json next = messages;
+  next.push_back(answer);
+  next.push_back({{"role", "user"}, {"content", "And 3+3?"}});
+  auto second = call(chat, {{"messages", next}, {"max_tokens", 8}});
+  EXPECT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(call("/sessions/" + id.get<std::string>() + "/end", {{"reward", 1.0}}).status, 200);
+  auto r = server.wait(std::chrono::seconds(120));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::stringstream metrics(slurp(run / "metrics.jsonl"));
+  std::string line;
+  ASSERT_TRUE(std::getline(metrics, line));
+  const auto m = nlohmann::json::parse(line)["metrics"];
+  ASSERT_TRUE(m.contains("train_rollout_logprob_abs_diff_max")) << line;
+  EXPECT_LT(m["train_rollout_logprob_abs_diff_max"].get<double>(), 1e-4) << line;
 }
 
 }  // namespace
