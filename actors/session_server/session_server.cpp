@@ -151,7 +151,9 @@ void abandon_turn(server_actor self, const std::string& session, uint64_t number
   // its admission goes back at once, for another group to start.
   auto group = st.group_of.find(session);
   if (group == st.group_of.end() || st.admitted.count(group->second) == 0) return;
-  for (const auto& id : st.members[group->second]) {
+  auto members = st.members.find(group->second);
+  if (members == st.members.end()) return;
+  for (const auto& id : members->second) {
     if (st.busy.count(id) > 0) return;
     const agent::session* m = st.table->peek(id);
     if (m != nullptr && m->turns() > 0) return;

@@ -46,8 +46,11 @@ recorded_turn record_chat_turn(session& s, const sampled_turn& turn,
   recorded_turn out;
   out.kept = tokens_before_stop(*s.tokenizer(), turn.ids, stop);
   const bool cut = out.kept < turn.ids.size();
-  out.closed = !cut && turn.finish_reason == "stop";
   const auto kept = head(turn.ids, out.kept);
+  // Ended by the model: the engine stopped at one of its end-of-turn tokens (special tokens; a
+  // stop string the engine found where this reading does not is an open turn).
+  out.closed = !cut && turn.finish_reason == "stop" && !kept.empty() &&
+               s.tokenizer()->is_special(kept.back());
   out.reply = parse_reply(reply_text(*s.tokenizer(), kept), format, call_id_prefix);
   out.finish = finish_reason(out.reply, !cut && turn.finish_reason == "length");
   const auto n = static_cast<std::ptrdiff_t>(out.kept);
