@@ -236,4 +236,83 @@ TEST(Workers, AWorkerNotReplacedWithinTheGraceFailsTheRunNamingWhatWasLost) {
   std::cout << "the run's error: " << r.err;
 }
 
+/// Overwrites `n` bytes of `path` from `at` with their complement: its size stays the same.
+void flip_bytes(const fs::path& path, size_t at, size_t n) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string bytes(n, '\0');
+  f.seekg(std::streamoff(at));
+  f.read(bytes.data(), std::streamsize(n));
+  for (auto& c : bytes) c = char(~c);
+  f.seekp(std::streamoff(at));
+  f.write(bytes.data(), std::streamsize(n));
+}
+
+TEST(Resume, ACorruptOrStrayNewerCheckpointIsNamedSkippedOrRefusedWhenStrict) {
+  auto dir = scratch("resume-corrupt");
+  const fs::path whole = dir / "whole", run = dir / "run", ck = run / "checkpoints";
+  const std::string graph =
+      "run examples/toy/toy_sync.capnp --quiet --set run.checkpointInterval=2";
+  auto w = run_milesrt(graph + " --set run.steps=8 --run-dir '" + whole.string() + "'", "rc-whole");
+  ASSERT_EQ(w.status, 0) << w.err;
+  auto a = run_milesrt(graph + " --set run.steps=6 --run-dir '" + run.string() + "'", "rc-a");
+  ASSERT_EQ(a.status, 0) << a.err;
+  // step-6: the learner's running total flipped, the file's size unchanged; step-7: a manifest
+  // whose byte count is a string; a stray folder whose number does not fit 64 bits.
+  ASSERT_EQ(fs::file_size(ck / "step-6" / "learner-0.state"), 16u);
+  flip_bytes(ck / "step-6" / "learner-0.state", 8, 8);
+  fs::create_directories(ck / "step-7");
+  std::ofstream(ck / "step-7" / "driver.bin") << "x";
+  std::ofstream(ck / "step-7" / "manifest.json")
+      << R"({"step": "7", "files": {"driver.bin": "1"}})";
+  fs::create_directories(ck / "step-99999999999999999999999");
+
+  auto strict = run_milesrt(
+      graph + " --set run.steps=8 --strict-resume --resume '" + run.string() + "'", "rc-strict");
+  EXPECT_EQ(strict.status, 2) << strict.err;
+  EXPECT_NE(strict.err.find("cannot resume (--strict-resume): skipped checkpoint " +
+                            (ck / "step-7").string() +
+                            ": manifest.json: files.\"driver.bin\": expected a byte count, got "
+                            "string \"1\""),
+            std::string::npos)
+      << strict.err;
+  fs::remove_all(ck / "step-7");
+  strict = run_milesrt(graph + " --set run.steps=8 --strict-resume --resume '" + run.string() + "'",
+                       "rc-strict-6");
+  EXPECT_EQ(strict.status, 2) << strict.err;
+  EXPECT_NE(strict.err.find("skipped checkpoint " + (ck / "step-6").string() +
+                            ": file learner-0.state has content hash "),
+            std::string::npos)
+      << strict.err;
+
+  fs::create_directories(ck / "step-7");
+  std::ofstream(ck / "step-7" / "manifest.json") << R"({"files": {"driver.bin": "1"}})";
+  auto r = run_milesrt(graph + " --set run.steps=8 --resume '" + run.string() + "'", "rc-resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const std::string& line :
+       {"milesrt run: warning: ignored " + (ck / "step-99999999999999999999999").string() +
+            ": not a checkpoint",
+        "milesrt run: warning: skipped checkpoint " + (ck / "step-7").string() +
+            ": manifest.json: files.\"driver.bin\": expected a byte count, got string \"1\"",
+        "milesrt run: warning: skipped checkpoint " + (ck / "step-6").string() +
+            ": file learner-0.state has content hash ",
+        "milesrt run: warning: resuming from checkpoint " + (ck / "step-4").string() + " (step 4)"})
+    EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
+  for (const char* raw : {"stoull", "json.exception", "type_error"})
+    EXPECT_EQ(r.err.find(raw), std::string::npos) << r.err;
+  // Steps 5 to 8 trained again from step 4's state: the run ends where the uninterrupted one did.
+  auto sw = steps_of(whole), sr = steps_of(run);
+  ASSERT_EQ(sr.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(sr[i]["step"], i + 1);
+    EXPECT_EQ(sr[i]["metrics"]["total"], sw[i]["metrics"]["total"]) << "step " << i + 1;
+  }
+}
+
+TEST(Resume, StrictResumeNeedsAResume) {
+  auto r = run_milesrt("run examples/toy/toy_sync.capnp --strict-resume", "strict-alone");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--strict-resume needs --resume RUN_DIR or --supervise"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace

@@ -63,6 +63,7 @@ struct run_options {
   std::string file;
   std::vector<std::string> sets;
   std::string resume;
+  bool strict_resume = false;
   std::string run_dir;
   std::string listen;
   std::string secret_file;
@@ -80,6 +81,9 @@ void add_run_options(CLI::App& app, run_options& opt) {
   app.add_option("--set", opt.sets, "Override: actor.param=value or run.field=value");
   app.add_option("--resume", opt.resume,
                  "Continue the run in RUN_DIR from its newest complete checkpoint");
+  app.add_flag("--strict-resume", opt.strict_resume,
+               "With --resume or --supervise: refuse to resume when a newer checkpoint is corrupt "
+               "(its files do not match its manifest) instead of falling back to an older one");
   app.add_option("--run-dir", opt.run_dir, "Run directory (default: the graph's run.dir)");
   app.add_option("--listen", opt.listen,
                  "HOST:PORT where worker processes join (needed when placements name workers)");
@@ -109,10 +113,18 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
     print_error(ctx.err, "run", problem);
     return exit_status::bad_input;
   }
-  if (!opt.resume.empty() && !runtime::latest_checkpoint(dir)) {
-    print_error(ctx.err, "run",
-                "cannot resume: no complete checkpoint under " + (dir / "checkpoints").string());
-    return exit_status::bad_input;
+  if (!opt.resume.empty()) {
+    // The run process reads the checkpoints again (and says what it passes over).
+    auto found = runtime::find_checkpoint(dir);
+    if (opt.strict_resume && found.newer_corrupt) {
+      print_error(ctx.err, "run", "cannot resume (--strict-resume): " + *found.newer_corrupt);
+      return exit_status::bad_input;
+    }
+    if (!found.newest) {
+      print_error(ctx.err, "run",
+                  "cannot resume: no complete checkpoint under " + (dir / "checkpoints").string());
+      return exit_status::bad_input;
+    }
   }
   supervise_request sup;
   sup.args = {"run", opt.file};
@@ -120,6 +132,7 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
   if (!opt.listen.empty()) sup.args.insert(sup.args.end(), {"--listen", opt.listen});
   if (!opt.secret_file.empty()) sup.args.insert(sup.args.end(), {"--secret-file", opt.secret_file});
   if (opt.quiet) sup.args.push_back("--quiet");
+  if (opt.strict_resume) sup.args.push_back("--strict-resume");
   if (opt.metrics_port >= 0)
     sup.args.insert(sup.args.end(), {"--metrics-port", std::to_string(opt.metrics_port)});
   sup.run_dir = dir;
@@ -164,6 +177,10 @@ exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
   runtime::run_request req;
   req.run_dir = !opt.resume.empty() ? opt.resume : opt.run_dir;
   req.resume = !opt.resume.empty();
+  req.strict_resume = opt.strict_resume;
+  req.warn = [&ctx](const std::string& line) {
+    ctx.err << "milesrt run: warning: " << line << std::endl;
+  };
   req.progress = opt.quiet ? nullptr : stderr;
   // The run directory and the sinks (files, the server's port) before anything starts.
   const auto run_dir = runtime::resolve_run_dir(g, req);
@@ -201,7 +218,7 @@ exit_status run_in_process(const run_options& opt, const graph::loaded_graph& g,
   auto outcome = runtime::run_graph(sys, g, kinds, req);
   if (!outcome.ok) {
     print_error(ctx.err, "run", outcome.error);
-    return exit_status::run_failed;
+    return outcome.refused ? exit_status::bad_input : exit_status::run_failed;
   }
   ctx.out << "milesrt run: metrics in "
           << (runtime::resolve_run_dir(g, req) / "metrics.jsonl").string() << "\n";
@@ -238,6 +255,10 @@ bool check_listen(run_options& opt, std::string& host, uint16_t& port, context& 
 }
 
 exit_status run_command(run_options& opt, context& ctx) {
+  if (opt.strict_resume && opt.resume.empty() && !opt.supervise) {
+    print_error(ctx.err, "run", "--strict-resume needs --resume RUN_DIR or --supervise");
+    return exit_status::bad_input;
+  }
   if (opt.max_restarts_given && !opt.supervise) {
     print_error(ctx.err, "run", "--max-restarts needs --supervise");
     return exit_status::bad_input;

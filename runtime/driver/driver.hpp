@@ -48,7 +48,9 @@ struct run_outcome {
   bool finished = false;
   bool ok = false;
   std::string error;  ///< one line naming what went wrong
-  std::string note;   ///< why a successful run ended early, if it did
+  /// Refused before anything started: resume found no checkpoint it may resume from.
+  bool refused = false;
+  std::string note;  ///< why a successful run ended early, if it did
   uint64_t steps = 0;
   uint64_t version = 0;
   driver_counters counters;

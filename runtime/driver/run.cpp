@@ -214,22 +214,32 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     }
   }
   if (req.resume) {
-    auto latest = latest_checkpoint(run_dir);
-    if (!latest) {
-      failed.error =
-          "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string();
+    auto found = find_checkpoint(run_dir);
+    const auto warn = [&req](const std::string& line) {
+      if (req.warn) req.warn(line);
+    };
+    if (req.strict_resume && found.newer_corrupt) {
+      failed.error = "cannot resume (--strict-resume): " + *found.newer_corrupt;
+      failed.refused = true;
       return failed;
     }
+    for (const auto& line : found.warnings) warn(line);
+    if (!found.newest) {
+      failed.error =
+          "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string();
+      failed.refused = true;
+      return failed;
+    }
+    if (found.newer_corrupt || !found.warnings.empty())
+      warn("resuming from checkpoint " + found.newest->string() + " (step " +
+           std::to_string(found.step) + ")");
     opts.resume = true;
-    opts.resume_dir = *latest;
+    opts.resume_dir = *found.newest;
     // Steps a crashed run logged after this checkpoint are trained again: log them once.
     try {
-      checkpoint_reader reader(*latest);
-      auto it = reader.fields().find("step");
-      if (it != reader.fields().end())
-        keep_steps_through(run_dir / "metrics.jsonl", std::stoull(it->second));
+      keep_steps_through(run_dir / "metrics.jsonl", found.step);
     } catch (const std::exception& e) {
-      failed.error = "cannot resume from " + latest->string() + ": " + e.what();
+      failed.error = "cannot resume from " + found.newest->string() + ": " + e.what();
       return failed;
     }
   }

@@ -35,7 +35,12 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
 struct run_request {
   std::filesystem::path run_dir;  ///< empty: the graph's run.dir
   bool resume = false;            ///< continue from the newest complete checkpoint in run_dir
-  std::FILE* progress = stderr;   ///< progress line; null for none
+  /// With resume: refuse to fall back past a newer checkpoint that is corrupt (its manifest was
+  /// written but its files do not match it), rather than resume from an older one.
+  bool strict_resume = false;
+  /// One line per checkpoint passed over on resume, and the one resumed from after a fallback.
+  std::function<void(const std::string&)> warn;
+  std::FILE* progress = stderr;  ///< progress line; null for none
   remote_spawner remote;
   /// The rendezvous' directory (worker_rendezvous::directory), where lost workers are replaced.
   caf::actor worker_directory;
