@@ -64,7 +64,7 @@ CLI::Option* add_generate_options(CLI::App& app, generate_options& opt) {
 /// One input line as a request (throws naming the field that is wrong).
 generate_request parse_request(const std::string& line, size_t n, const text_codec* tok,
                                const std::string& tok_error, int64_t vocab) {
-  auto j = nlohmann::ordered_json::parse(line);
+  auto j = fields::parse_line<nlohmann::ordered_json>(line);
   if (!j.is_object()) throw std::invalid_argument("expected a JSON object");
   generate_request r;
   r.id = n;

@@ -12,7 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/untrusted_text.hpp"
+
 namespace milesrt::app::fields {
+
+/// One input line parsed, its nesting bounded first: a 100,000-deep value parses (nlohmann's
+/// parser is iterative) but overflows the stack when a message quotes it or it is copied.
+template <class Json>
+Json parse_line(const std::string& line) {
+  if (auto deep = runtime::json_nesting_problem(line); !deep.empty())
+    throw std::invalid_argument(deep);
+  return Json::parse(line);
+}
 
 /// A JSON value as the message quotes it (invalid UTF-8 replaced, long values cut).
 template <class Json>

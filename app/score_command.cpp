@@ -43,7 +43,7 @@ struct score_line {
 score_line parse_score_line(const std::string& text, size_t n, int64_t vocab) {
   score_line l;
   try {
-    auto j = nlohmann::json::parse(text);
+    auto j = fields::parse_line<nlohmann::json>(text);
     if (!j.is_object() || !j.contains("ids"))
       throw std::invalid_argument("expected {\"ids\": [...]}");
     l.ids = fields::ids(j, "ids", vocab);

@@ -136,7 +136,7 @@ cli::command make_tokenize_command() {
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             ojson reply;
             try {
-              reply = handle(ojson::parse(line), *loaded.tok, chat, bos,
+              reply = handle(fields::parse_line<ojson>(line), *loaded.tok, chat, bos,
                              opt->model + "/tokenizer.json");
             } catch (const std::exception& e) {
               any_bad = true;

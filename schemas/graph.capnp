@@ -114,6 +114,10 @@ struct Run {
   maxStartupFailures @15 :UInt32 = 3;
   # A replica that dies this many times in a row before answering anything (a failure at
   # start-up, which a restart repeats) ends the run naming the actor and its cause.
+  maxOverSampling @16 :UInt32 = 8;
+  # Items that stages may drop (a filter answering nothing) between two steps, as a multiple of
+  # batchSize: past maxOverSampling x batchSize dropped since the last step, the run ends naming
+  # the actors that dropped and the counts, instead of admitting new work forever. 0: no bound.
 
   enum Sink {
     tensorboard @0;

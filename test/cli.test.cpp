@@ -111,6 +111,25 @@ TEST(Cli, SyntaxErrorGivesFileLineColumn) {
   EXPECT_EQ(r.err.rfind("milesrt validate: error: ", 0), 0u) << r.err;
 }
 
+// Two members of one union (the compiler would keep the last, async, without a word): validate
+// refuses the graph with file:line:col naming the union and both fields, exit 2.
+TEST(Cli, TwoMembersOfOneUnionAreRefused) {
+  std::string text = slurp(fs::path(source_dir()) / "graphs/grpo_sync.capnp");
+  const std::string sync = "schedule = (sync = void)";
+  ASSERT_NE(text.find(sync), std::string::npos);
+  text.replace(text.find(sync), sync.size(),
+               "schedule = (sync = void, async = (maxStaleness = 1))");
+  fs::path graph = scratch("two-members") / "two.capnp";
+  std::ofstream(graph) << text;
+  auto r = run_milesrt("validate '" + graph.string() + "'");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find(graph.string() + ":36:28: schedule: 'sync' and 'async' are members of one "
+                                        "union (Cap'n Proto would keep only the last); set one "
+                                        "of them"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, UnknownKindsAreRefusedBeforeAnythingStarts) {
   // The default GRPO graph with its reward actor's kind misspelt.
   std::string text = slurp(fs::path(source_dir()) / "graphs/grpo_sync.capnp");

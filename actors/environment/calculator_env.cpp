@@ -5,6 +5,7 @@
 
 #include "actors/environment/environment.hpp"
 #include "actors/lib/tasks/math_answer.hpp"
+#include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::environment {
 namespace {
@@ -113,7 +114,11 @@ std::string run_call(const json& call, bool tool_on, bool& failed) {
   const std::string name = f.value("name", "");
   if (name != "calculate") return "error: unknown tool '" + name + "' (there is calculate)";
   json args = f.value("arguments", json("{}"));
-  if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+  // The model wrote the arguments: their nesting is bounded before they are parsed.
+  if (args.is_string()) {
+    const auto& text = args.get_ref<const std::string&>();
+    args = runtime::json_nesting_problem(text).empty() ? json::parse(text, nullptr, false) : json();
+  }
   if (!args.is_object() || !args.contains("expression") || !args["expression"].is_string())
     return "error: calculate takes {\"expression\": string}";
   auto c = calculate(args["expression"].get<std::string>());

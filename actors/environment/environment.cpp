@@ -1,5 +1,7 @@
 #include "actors/environment/environment.hpp"
 
+#include "runtime/core/untrusted_text.hpp"
+
 namespace milesrt::environment {
 
 environment_registry builtin_environments() {
@@ -11,6 +13,10 @@ environment_registry builtin_environments() {
 
 json parse_options(const std::string& text, const std::string& what, std::string& error) {
   if (text.empty()) return json::object();
+  if (auto deep = runtime::json_nesting_problem(text); !deep.empty()) {
+    error = what + ": " + deep;
+    return json::object();
+  }
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) {
     error = what + ": not JSON: '" + text + "'";

@@ -7,20 +7,21 @@
 //         "tool_calls": n, "tool_errors": n (both optional)}
 // Options: {"url": "http://host:port[/base]", "timeoutSeconds": 30}. A server that cannot be
 // reached, answers other than 200, or answers something else than the protocol's JSON throws
-// std::runtime_error naming the URL and what was wrong.
+// std::runtime_error naming the URL and what was wrong. An answer's bytes are not trusted: one
+// that is not UTF-8 or nests deeper than runtime::max_json_nesting is refused before it is
+// parsed, and quoted in messages only as a repaired excerpt (messages end up in JSON files).
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "actors/environment/environment.hpp"
+#include "runtime/core/untrusted_text.hpp"
 #include "runtime/http/http_client.hpp"
 
 namespace milesrt::environment {
 namespace {
 
-/// The start of a body for an error message.
-std::string excerpt(const std::string& body) {
-  return body.size() <= 200 ? body : body.substr(0, 200) + "...";
-}
+using runtime::excerpt;
 
 struct remote_server {
   runtime::http_url url;
@@ -42,6 +43,10 @@ struct remote_server {
     }
     if (r.status != 200)
       throw std::runtime_error(where + "HTTP " + std::to_string(r.status) + ": " + excerpt(r.body));
+    if (!runtime::valid_utf8(r.body))
+      throw std::runtime_error(where + "the answer is not valid UTF-8: " + excerpt(r.body));
+    if (auto deep = runtime::json_nesting_problem(r.body); !deep.empty())
+      throw std::runtime_error(where + "the answer is " + deep);
     json j = json::parse(r.body, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       throw std::runtime_error(where + "the answer is not a JSON object: " + excerpt(r.body));
@@ -65,8 +70,10 @@ json messages_of(const json& answer, const std::string& where) {
 uint32_t count_of(const json& answer, const char* key, const std::string& where) {
   if (!answer.contains(key)) return 0;
   const auto& v = answer[key];
-  if (!v.is_number_unsigned())
-    throw std::runtime_error(where + "'" + key + "' must be a count (an integer >= 0)");
+  // A count past uint32 is refused, not truncated: get<uint32_t> would wrap it silently.
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<uint32_t>::max())
+    throw std::runtime_error(where + "'" + key + "' must be a count (an integer from 0 to " +
+                             std::to_string(std::numeric_limits<uint32_t>::max()) + ")");
   return v.get<uint32_t>();
 }
 

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 
 #include "actors/environment/environment.hpp"
+#include "runtime/core/untrusted_text.hpp"
 #include "runtime/http/http_server.hpp"
 
 namespace milesrt::environment {
@@ -46,6 +48,8 @@ class guess_server {
     std::lock_guard<std::mutex> lock(m_);
     if (mode == "500") return {500, "text/plain", "the game crashed"};
     if (mode == "not json") return {200, "text/plain", "<html>oops</html>"};
+    if (mode == "not utf8") return {200, "application/json", "{\"messages\": \"\xC3\"}"};
+    if (mode == "cut 500") return {500, "text/plain", std::string(199, 'x') + "\xE2\x82\xAC"};
     json b = json::parse(r.body);
     bodies.push_back(b);
     const int guess = std::stoi(b["message"]["content"].get<std::string>());
@@ -57,6 +61,13 @@ class guess_server {
       a["messages"].push_back({{"role", "user"}, {"content", guess < secret ? "higher" : "lower"}});
     if (mode == "no done") a.erase("done");
     if (mode == "bad messages") a["messages"] = json::array({42});
+    if (mode == "huge count") a["tool_calls"] = std::numeric_limits<uint64_t>::max();
+    if (mode == "deep") {
+      std::string body = a.dump();
+      const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+      body.insert(body.size() - 1, ", \"extra\": " + deep);
+      return {200, "application/json", body};
+    }
     return {200, "application/json", a.dump()};
   }
 
@@ -122,6 +133,33 @@ TEST(RemoteEnvironment, NamesWhatIsWrongWithTheRemote) {
   EXPECT_EQ(failure([&] { ep->step(say("5")); }),
             "remote environment: " + server.url() +
                 "/step answered: messages[0] must be an object with a string 'role'");
+}
+
+// The server's bytes are not trusted: an answer that is not UTF-8, one 100,000 levels deep, an
+// error body whose excerpt would cut a character and a count no uint32 holds are each refused
+// naming the URL, in a message that is valid UTF-8.
+TEST(RemoteEnvironment, RefusesAnswersItCannotTrust) {
+  guess_server server;
+  task t{"Guess.", json::array(), "7", 0};
+  auto ep = remote(server.url())->open(t, "e");
+  ep->reset();
+  const std::string step = "remote environment: POST " + server.url() + "/step: ";
+  server.mode = "not utf8";
+  auto e = failure([&] { ep->step(say("5")); });
+  EXPECT_EQ(e, step + "the answer is not valid UTF-8: {\"messages\": \"\xEF\xBF\xBD\"}");
+  server.mode = "deep";
+  e = failure([&] { ep->step(say("5")); });
+  EXPECT_EQ(e.rfind(step + "the answer is JSON nested deeper than 512 levels (at byte ", 0), 0u)
+      << e;
+  server.mode = "cut 500";
+  e = failure([&] { ep->step(say("5")); });
+  EXPECT_EQ(e, step + "HTTP 500: " + std::string(199, 'x') + "...");
+  EXPECT_TRUE(runtime::valid_utf8(e));
+  server.mode = "huge count";
+  e = failure([&] { ep->step(say("5")); });
+  EXPECT_EQ(e, "remote environment: " + server.url() +
+                   "/step answered: 'tool_calls' must be a count (an integer from 0 to "
+                   "4294967295)");
 }
 
 TEST(RemoteEnvironment, NobodyListening) {

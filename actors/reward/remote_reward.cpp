@@ -1,10 +1,12 @@
 #include "actors/reward/remote_reward.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/core/untrusted_text.hpp"
 #include "runtime/http/http_client.hpp"
 
 namespace milesrt::reward {
@@ -21,7 +23,13 @@ std::string reward_request_body(const llm::sample_group& group) {
 }
 
 std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
-  auto snippet = [&] { return body.size() > 80 ? body.substr(0, 80) + "..." : body; };
+  // The server's bytes reach error messages (and so metrics and live JSON files) only as a
+  // repaired excerpt; an answer that is not UTF-8 or nests too deep is refused before parsing.
+  auto snippet = [&] { return runtime::excerpt(body, 80); };
+  if (!runtime::valid_utf8(body))
+    throw std::invalid_argument("the answer is not valid UTF-8: '" + snippet() + "'");
+  if (auto deep = runtime::json_nesting_problem(body); !deep.empty())
+    throw std::invalid_argument("the answer is " + deep);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
@@ -42,7 +50,12 @@ std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
       throw std::invalid_argument("rewards[" + std::to_string(i) + "] is " +
                                   rewards[i].type_name() + ", not a number");
     }
-    out.push_back(rewards[i].get<float>());
+    const float r = rewards[i].get<float>();
+    if (!std::isfinite(r)) {  // 1e300 is a JSON number, but no float
+      throw std::invalid_argument("rewards[" + std::to_string(i) + "] is " + rewards[i].dump() +
+                                  ", not a finite float");
+    }
+    out.push_back(r);
   }
   return out;
 }
@@ -69,11 +82,13 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
       last = e.what();
       continue;
     }
+    const std::string status = "HTTP " + std::to_string(res.status) +
+                               (res.body.empty() ? "" : ": " + runtime::excerpt(res.body));
     if (res.status >= 500) {
-      last = "HTTP " + std::to_string(res.status);
+      last = status;
       continue;
     }
-    if (res.status != 200) throw std::runtime_error(where + "HTTP " + std::to_string(res.status));
+    if (res.status != 200) throw std::runtime_error(where + status);
     try {
       return parse_reward_answer(res.body, group.samples.size());
     } catch (const std::invalid_argument& e) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "milesrt/reward.capnp.h"
+#include "runtime/core/untrusted_text.hpp"
 #include "runtime/testing/kind_testing.hpp"
 
 namespace milesrt::reward {
@@ -221,6 +222,47 @@ TEST_F(RewardKinds, RemoteRewardReportsAMalformedAnswerWithoutRetrying) {
             std::string::npos)
       << error;
   EXPECT_EQ(server.requests(), 1);
+}
+
+// An answer's bytes are not trusted: not UTF-8 (or an error body cut inside a character) and
+// 100,000-deep JSON are refused naming the URL, and the message is valid UTF-8 whatever came.
+TEST_F(RewardKinds, RemoteRewardRefusesBytesThatAreNotUtf8OrNestTooDeep) {
+  std::string answer;
+  unsigned status = 200;
+  loopback_server server([&](const std::string&) { return std::make_pair(status, answer); });
+  auto a = spawn_remote(server.url(), 5, 0);
+  const std::string where = "remote_reward: POST " + server.url() + ": ";
+  answer = "[1, 2, 3] \xff\xfe";
+  auto error = failure(a, three_samples());
+  EXPECT_NE(
+      error.find(where + "the answer is not valid UTF-8: '[1, 2, 3] \xEF\xBF\xBD\xEF\xBF\xBD'"),
+      std::string::npos)
+      << error;
+  EXPECT_TRUE(runtime::valid_utf8(error)) << error;
+
+  answer = "{\"rewards\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  error = failure(a, three_samples());
+  EXPECT_NE(error.find(where + "the answer is JSON nested deeper than 512 levels (at byte 523)"),
+            std::string::npos)
+      << error;
+
+  // A 4xx body whose 200-byte excerpt would cut a 3-byte character: the cause is quoted, whole.
+  status = 404;
+  answer = std::string(199, 'x') + "\xE2\x82\xAC" + std::string(50, 'y');
+  error = failure(a, three_samples());
+  EXPECT_NE(error.find(where + "HTTP 404: " + std::string(199, 'x') + "..."), std::string::npos)
+      << error;
+  EXPECT_TRUE(runtime::valid_utf8(error)) << error;
+}
+
+TEST_F(RewardKinds, RemoteRewardRefusesARewardNoFloatHolds) {
+  loopback_server server([](const std::string&) {
+    return std::make_pair(200u, std::string(R"({"rewards": [1, 1e300, 0]})"));
+  });
+  auto error = failure(spawn_remote(server.url(), 5, 0), three_samples());
+  EXPECT_NE(error.find("POST " + server.url() + ": rewards[1] is 1e+300, not a finite float"),
+            std::string::npos)
+      << error;
 }
 
 TEST_F(RewardKinds, RemoteRewardReportsAWrongCount) {

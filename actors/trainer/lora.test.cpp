@@ -8,10 +8,13 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "actors/lib/llm/tiny_model_testing.hpp"
 #include "actors/lib/serving/engine.hpp"
@@ -151,6 +154,40 @@ TEST(TrainerLora, ResumeIsBitwiseAndAnotherBaseIsRefusedNamingBoth) {
     ADD_FAILURE() << "a full trainer resumed from adapters";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("lora.json"), std::string::npos) << e.what();
+  }
+}
+
+// A checkpoint's adapters of NaN would be trained on without a word after a resume: refused,
+// naming master.bin and the tensor; a lora.json that is a FIFO is refused without opening it.
+TEST(TrainerLora, ACheckpointOfNonFiniteAdaptersIsRefused) {
+  temp_dir d;
+  {
+    policy_trainer a(adapted(), options());
+    a.train(rl_batch(0));
+    a.save(d.path);
+  }
+  const auto first = adapted()->adapters()->names().front();
+  {
+    std::fstream f(d.path / "master.bin", std::ios::in | std::ios::out | std::ios::binary);
+    const float nan = std::nanf("");
+    f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+  }
+  policy_trainer c(adapted(), options());
+  try {
+    c.load(d.path);
+    ADD_FAILURE() << "NaN adapters were resumed";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()), (d.path / "master.bin").string() + ": tensor '" + first +
+                                         "' holds 1 non-finite value (NaN or inf)");
+  }
+  fs::remove(d.path / "lora.json");
+  ASSERT_EQ(::mkfifo((d.path / "lora.json").c_str(), 0600), 0);
+  try {
+    c.load(d.path);
+    ADD_FAILURE() << "a FIFO was read as lora.json";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (d.path / "lora.json").string() + ": a FIFO, not a regular file");
   }
 }
 

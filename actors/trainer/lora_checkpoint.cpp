@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "actors/lib/rl/master_weights.hpp"
@@ -13,6 +14,8 @@
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/trainer_core.hpp"
+#include "runtime/core/untrusted_text.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::trainer {
 namespace fs = std::filesystem;
@@ -73,14 +76,21 @@ void policy_trainer::save_lora(const fs::path& dir) const {
 
 void policy_trainer::load_lora(const fs::path& dir) {
   const fs::path file = dir / "lora.json";
+  const std::string problem = runtime::regular_file_problem(file);
+  if (!problem.empty() && problem != "no such file")
+    throw std::runtime_error(file.string() + ": " + problem);
   std::ifstream in(file);
   if (!in) {
     throw std::runtime_error("cannot read " + file.string() +
                              ": a checkpoint of full weights cannot resume a LoRA trainer");
   }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (auto deep = runtime::json_nesting_problem(text.str()); !deep.empty())
+    throw std::runtime_error(file.string() + ": " + deep);
   nlohmann::json saved;
   try {
-    saved = nlohmann::json::parse(in);
+    saved = nlohmann::json::parse(text.str());
   } catch (const std::exception& e) {
     throw std::runtime_error(file.string() + ": " + e.what());
   }
@@ -109,6 +119,9 @@ void policy_trainer::load_lora(const fs::path& dir) {
   master_.copy_(rl::read_master(dir, master_.numel()).to(master_.device()));
   if (adapters.buffer().scalar_type() != at::kFloat) adapters.buffer().detach().copy_(master_);
   adapters.rebuild_views();
+  // A resumed run would train NaN adapters without a word: refused, naming the tensor.
+  if (auto bad = adapters.first_non_finite())
+    throw std::runtime_error((dir / "master.bin").string() + ": " + bad->second);
 }
 
 }  // namespace milesrt::trainer

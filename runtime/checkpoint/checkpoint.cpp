@@ -226,7 +226,8 @@ fs::path checkpoint_writer::commit(const std::map<std::string, std::string>& fie
   fs::remove_all(final_);
   fs::rename(tmp_, final_);
   // Written last: a crash before this line leaves a folder that resume skips.
-  write_file(final_ / "manifest.json.tmp", m.dump(2));
+  write_file(final_ / "manifest.json.tmp",
+             m.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   fs::rename(final_ / "manifest.json.tmp", final_ / "manifest.json");
   return final_;
 }

@@ -7,8 +7,10 @@
 #include <fstream>
 #include <mutex>
 #include <ostream>
+#include <sstream>
 
 #include "runtime/cli/command.hpp"
+#include "runtime/core/untrusted_text.hpp"
 #include "runtime/http/http_server.hpp"
 #include "runtime/metrics/metrics_writer.hpp"
 #include "runtime/metrics/page_data.hpp"
@@ -47,7 +49,7 @@ class steps_file {
     while (std::getline(in, line)) {
       if (in.eof()) break;  // a line still being written
       offset_ += line.size() + 1;
-      if (line.empty()) continue;
+      if (line.empty() || !runtime::json_nesting_problem(line).empty()) continue;
       try {
         auto rec = runtime::step_record_from_json(nlohmann::json::parse(line));
         // A resumed run repeats steps after its checkpoint: the newest line of a step wins.
@@ -70,7 +72,10 @@ nlohmann::json read_live(const fs::path& dir) {
   nlohmann::json j;
   try {
     std::ifstream in(dir / "live.json");
-    if (in) j = nlohmann::json::parse(in);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    // The page dumps what it read: a value nested deeper than that would overflow the stack.
+    if (runtime::json_nesting_problem(text.str()).empty()) j = nlohmann::json::parse(text.str());
   } catch (const std::exception&) {
   }
   if (!j.is_object())

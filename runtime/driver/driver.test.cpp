@@ -132,6 +132,35 @@ TEST_F(Driver, FilteredItemsAreReplacedByOverSampling) {
   EXPECT_GT(o.counters.admitted, 20u);
 }
 
+// A stage that drops every item (a filter nothing passes) would have the driver admit new work
+// for ever, without a step or a word: past run.maxOverSampling x batchSize items dropped since
+// the last step the run ends, naming the actor that dropped and the counts, in sync and async.
+TEST_F(Driver, OverSamplingIsBoundedAndNamesTheActorThatDropped) {
+  const std::string drop_all =
+      ", replicas = 2, params = (custom = [(name = \"drop_every\", value = (int = 1))])";
+  for (const auto& schedule : {sync_schedule(), async_schedule(1, false)}) {
+    for (uint32_t times : {2u, 8u}) {
+      std::filesystem::remove_all(dir_ / "run");
+      const auto start = std::chrono::steady_clock::now();
+      auto o = run(testing::toy_graph(drop_all, schedule,
+                                      "(steps = 5, batchSize = 4, deadlineSeconds = 10, "
+                                      "maxOverSampling = " +
+                                          std::to_string(times) + ")"));
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+      ASSERT_FALSE(o.ok) << schedule;
+      const std::string dropped = std::to_string(times * 4 + 1);
+      EXPECT_NE(o.error.find("step 1 of 5: " + dropped + " of the "), std::string::npos) << o.error;
+      EXPECT_NE(o.error.find("items admitted since step 0 were dropped on the way to the learner "
+                             "(actor 'stage' (kind toy_stage) dropped " +
+                             dropped + "), more than run.maxOverSampling x run.batchSize = " +
+                             std::to_string(times) + " x 4; the learner's buffer holds 0 of the 4"),
+                std::string::npos)
+          << o.error;
+      EXPECT_EQ(o.counters.filtered, times * 4 + 1);
+    }
+  }
+}
+
 TEST_F(Driver, SourceRunningOutEndsTheRunWithANote) {
   auto o = run(testing::toy_graph("", sync_schedule(), kRun), nullptr, false, {"src.limit=9"});
   ASSERT_TRUE(o.ok) << o.error;

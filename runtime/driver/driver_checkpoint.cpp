@@ -204,6 +204,7 @@ void resume(driver self) {
               if (--*waiting != 0) return;
               auto& s = self->state;
               s.recovery.resuming = false;
+              s.flow.admitted_at_step = s.durable.counters.admitted;
               // The stages start from their files: bring them to the restored version. Until
               // every hop of it has been applied, admission waits (admit(): restored_version).
               auto outs = s.durable.last_publication;

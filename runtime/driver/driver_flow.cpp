@@ -131,7 +131,7 @@ static uint64_t admission_room(driver self) {
   return room;
 }
 
-void release(driver self, const pending& p) {
+void release(driver self, const pending& p, size_t from) {
   auto& st = self->state;
   if (p.publish) {
     if (--st.flow.live_publish == 0) st.flow.published = st.durable.version;
@@ -140,7 +140,11 @@ void release(driver self, const pending& p) {
   auto it = st.flow.live_work.find(p.item.origin);
   if (it == st.flow.live_work.end()) return;
   if (--it->second == 0) {
-    if (st.flow.arrived_origins.erase(p.item.origin) == 0) st.durable.counters.filtered++;
+    if (st.flow.arrived_origins.erase(p.item.origin) == 0) {
+      st.durable.counters.filtered++;
+      st.flow.dropped_since_step++;
+      st.flow.dropped_by[from]++;
+    }
     st.flow.live_work.erase(it);
   }
 }
@@ -248,8 +252,38 @@ static void check_stall(driver self) {
              std::to_string(st.plan.batch_size) + " items a batch needs");
 }
 
+/// More items dropped since the last step than run.maxOverSampling x batchSize: the stages drop
+/// (nearly) everything, and admitting more would go on for ever without a step or a word. The run
+/// ends naming the actors that dropped and the counts.
+static bool over_sampled(driver self) {
+  auto& st = self->state;
+  const uint64_t bound = uint64_t(st.plan.max_over_sampling) * st.plan.batch_size;
+  if (bound == 0 || st.flow.dropped_since_step <= bound) return false;
+  std::string who;
+  for (const auto& [node, n] : st.flow.dropped_by) {
+    who += who.empty() ? "" : ", ";
+    who += node == flow_state::no_node
+               ? std::to_string(n) + " lost with failed requests"
+               : "actor '" + st.nodes[node].plan.name + "' (kind " +
+                     st.nodes[node].plan.kind->name + ") dropped " + std::to_string(n);
+  }
+  finish(self, false,
+         "step " + std::to_string(st.durable.step + 1) + " of " + std::to_string(st.plan.steps) +
+             ": " + std::to_string(st.flow.dropped_since_step) + " of the " +
+             std::to_string(st.durable.counters.admitted - st.flow.admitted_at_step) +
+             " items admitted since step " + std::to_string(st.durable.step) +
+             " were dropped on the way to the learner (" + who +
+             "), more than run.maxOverSampling x run.batchSize = " +
+             std::to_string(st.plan.max_over_sampling) + " x " +
+             std::to_string(st.plan.batch_size) + "; the learner's buffer holds " +
+             std::to_string(waiting_for_learner(self)) + " of the " +
+             std::to_string(st.plan.batch_size) + " items a batch needs");
+  return true;
+}
+
 void after_progress(driver self) {
   if (self->state.done || self->state.recovery.resuming) return;
+  if (over_sampled(self)) return;
   // Room may have opened downstream of work held on an edge.
   for (size_t e = 0; e < self->state.edges.size(); ++e) dispatch(self, e);
   try_train(self);
@@ -324,7 +358,7 @@ void dispatch(driver self, size_t edge_index) {
                 o.item.source = p.item.source;
               }
               route(self, to, reply.outputs, p.publish);
-              release(self, p);
+              release(self, p, to);
               dispatch(self, edge_index);
               after_progress(self);
             },
@@ -387,7 +421,7 @@ static void finish_admission(driver self) {
     all_out = all_out && st.durable.sources.out[i];
   }
   st.durable.sources.exhausted = all_out;
-  for (const auto& p : held) release(self, p);
+  for (const auto& p : held) release(self, p, st.plan.sources[p.item.source]);
   after_progress(self);
 }
 

@@ -139,7 +139,13 @@ struct admission_state {
 struct flow_state {
   std::map<uint64_t, uint32_t> live_work;  ///< origin -> envelopes alive (queued or in requests)
   std::set<uint64_t>
-      arrived_origins;        ///< live origins with an item at the learner's feed (kept or dropped)
+      arrived_origins;  ///< live origins with an item at the learner's feed (kept or dropped)
+  /// Items dropped by stages since the last step, by the node that dropped them (no_node: lost
+  /// with a failed request), and the admitted count when that step ended: the over-sampling
+  /// bound (plan.max_over_sampling) is checked against them.
+  std::map<size_t, uint64_t> dropped_by;
+  uint64_t dropped_since_step = 0, admitted_at_step = 0;
+  static constexpr size_t no_node = SIZE_MAX;
   uint32_t live_publish = 0;  ///< publications queued or in flight
   uint64_t published = 0;     ///< the version whose outputs have been fully routed
   uint64_t next_ticket = 0;
@@ -233,7 +239,7 @@ uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<v
                      std::function<void()> drop = nullptr);
 bool close_ticket(driver self, size_t node, uint32_t replica, uint64_t ticket);
 bool unavailable(driver self, size_t node);
-void release(driver self, const pending& p);
+void release(driver self, const pending& p, size_t from = flow_state::no_node);
 void route(driver self, size_t node, std::vector<output>& outputs, bool publish);
 void dispatch(driver self, size_t edge_index);
 void after_progress(driver self);

@@ -185,6 +185,9 @@ static void complete_step(driver self) {
   s.stepping.training = false;
   s.durable.version = reply.version;
   s.durable.step = s.durable.step + 1;
+  s.flow.dropped_since_step = 0;
+  s.flow.dropped_by.clear();
+  s.flow.admitted_at_step = s.durable.counters.admitted;
   add_metrics(self, reply.metrics, reply.lists);
   auto rec = close_step(self, batch);
   s.durable.last_publication = reply.outputs;

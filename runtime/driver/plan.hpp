@@ -87,6 +87,8 @@ struct graph_plan {
   uint32_t max_restarts = 10;
   std::chrono::milliseconds restart_window{600000};
   uint32_t max_startup_failures = 3;
+  /// Items stages may drop between two steps, as a multiple of batch_size (0: no bound).
+  uint32_t max_over_sampling = 8;
 };
 
 }  // namespace milesrt::runtime

@@ -62,6 +62,7 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
   plan.restart_window =
       std::chrono::milliseconds(static_cast<int64_t>(run.getRestartWindowSeconds() * 1000.0));
   plan.max_startup_failures = run.getMaxStartupFailures();
+  plan.max_over_sampling = run.getMaxOverSampling();
   if (r.getSchedule().isAsync()) {
     plan.schedule.async = true;
     plan.schedule.max_staleness = r.getSchedule().getAsync().getMaxStaleness();

@@ -318,7 +318,8 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
       msg("run.stepz=3"),
       "--set run.stepz=3: no field 'stepz' (fields: steps, seed, dir, checkpointInterval, "
       "progressMetric, batchSize, deadlineSeconds, workerWaitSeconds, plot, sinks, chart, "
-      "metricsPort, workerGraceSeconds, maxRestarts, restartWindowSeconds, maxStartupFailures)");
+      "metricsPort, workerGraceSeconds, maxRestarts, restartWindowSeconds, maxStartupFailures, "
+      "maxOverSampling)");
   EXPECT_EQ(msg("run.steps=-1"), "--set run.steps=-1: expected a non-negative integer");
   EXPECT_EQ(msg("run.steps=99999999999"), "--set run.steps=99999999999: value out of range");
   EXPECT_EQ(msg("nobody.x=1"), "--set nobody.x=1: no actor named 'nobody'");

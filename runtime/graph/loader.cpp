@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runtime/graph/enum_hints.hpp"
+#include "runtime/graph/union_check.hpp"
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::graph {
@@ -214,6 +215,13 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
         result.errors.push_back(file_error(file,
                                            "constant `graph` must have type Graph "
                                            "(import \"/milesrt/graph.capnp\")"));
+        return result;
+      }
+      // The compiler lets the last of two union members win without a word: refused here.
+      auto conflicts =
+          union_conflicts(read_text(file), file.string(), capnp::Schema::from<schema::Graph>());
+      if (!conflicts.empty()) {
+        for (auto& c : conflicts) result.errors.push_back({std::move(c)});
         return result;
       }
       auto message = std::make_unique<capnp::MallocMessageBuilder>();

@@ -21,7 +21,8 @@ void live_file_sink::on_live(const live_view& view) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) return;  // the page of `watch` is a convenience: a full disk must not fail the run
-    out << j.dump() << "\n";
+    // An error message may quote a remote server's bytes: replaced, never a throw in the driver.
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   std::error_code ec;
   fs::rename(tmp, file_, ec);

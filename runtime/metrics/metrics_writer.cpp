@@ -121,7 +121,7 @@ metrics_writer::metrics_writer(const fs::path& run_dir, std::string graph_name,
 void metrics_writer::on_step(const step_record& r) {
   if (!unrecorded_) {
     errno = 0;
-    jsonl_ << to_json(r).dump() << "\n";
+    jsonl_ << to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     jsonl_.flush();
     if (!jsonl_) unrecorded_ = r.step;
   }
@@ -172,7 +172,8 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
     const auto path = run_dir_ / "summary.json";
     errno = 0;
     std::ofstream out(path, std::ios::trunc);
-    out << s.dump(2) << "\n";
+    // The error may quote a remote server's bytes: invalid UTF-8 is replaced, not thrown.
+    out << s.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     out.flush();
     if (!out) {
       throw std::runtime_error("cannot write " + path.string() +

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "runtime/metrics/live_file_sink.hpp"
+
 namespace milesrt::runtime {
 namespace {
 namespace fs = std::filesystem;
@@ -104,6 +106,28 @@ TEST(MetricsWriter, ResumeRefusesALogLackingAStepBeforeTheCheckpoint) {
                   " lacks step 2 of the 3 the checkpoint holds (a line cut short or lost): "
                   "it cannot be resumed without losing that step's record");
   }
+  fs::remove_all(dir);
+}
+
+// A run's error may quote a remote server's bytes, which need not be UTF-8 (an answer, or an
+// excerpt cut inside a character): summary.json and live.json are written with the bytes
+// replaced, where a plain dump would throw in the driver and lose the error.
+TEST(MetricsWriter, AnErrorThatIsNotUtf8IsWrittenReplaced) {
+  fs::path dir = fs::temp_directory_path() / ("milesrt-metrics-utf8-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string error = "POST http://127.0.0.1:9/score: HTTP 500: \xE2\x82";
+  const std::string replaced = "POST http://127.0.0.1:9/score: HTTP 500: \xEF\xBF\xBD";
+  metrics_writer w(dir, "g", "", 10, nullptr, false);
+  run_outcome o;
+  o.error = error;
+  EXPECT_NO_THROW(w.on_finish(o));
+  EXPECT_EQ(nlohmann::json::parse(read(dir / "summary.json"))["error"], replaced);
+  live_file_sink live(dir, {});
+  live_view v;
+  v.state = "failed";
+  v.error = error;
+  EXPECT_NO_THROW(live.on_live(v));
+  EXPECT_EQ(nlohmann::json::parse(read(dir / "live.json"))["error"], replaced);
   fs::remove_all(dir);
 }
 

@@ -67,7 +67,9 @@ void add_page_routes(http_server& server, page_source source) {
     return http_response{200, "text/html; charset=utf-8", std::string(page_html)};
   });
   server.route("/api/live", [source](const std::string&) {
-    return http_response{200, "application/json", source.live().dump()};
+    return http_response{
+        200, "application/json",
+        source.live().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
   });
   server.route("/api/steps", [source](const std::string& query) {
     uint64_t since = 0;
@@ -79,7 +81,9 @@ void add_page_routes(http_server& server, page_source source) {
         return http_response{400, "text/plain; charset=utf-8", "since: expected a step number\n"};
       }
     }
-    return http_response{200, "application/json", source.steps(since).dump()};
+    return http_response{
+        200, "application/json",
+        source.steps(since).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
   });
 }
 

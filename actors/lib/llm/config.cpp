@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/core/untrusted_text.hpp"
+#include "runtime/core/user_file.hpp"
+
 namespace milesrt::llm {
 namespace fs = std::filesystem;
 
@@ -56,6 +59,8 @@ model_config load_config(const fs::path& path) {
                        ": no such model folder (it needs config.json and safetensors weights)");
   }
   fs::path file = fs::is_directory(path) ? path / "config.json" : path;
+  if (auto problem = runtime::regular_file_problem(file); !problem.empty())
+    throw config_error(file.string() + ": " + problem);
   std::ifstream in(file);
   if (!in) throw config_error(file.string() + ": cannot read");
   std::stringstream text;
@@ -168,6 +173,8 @@ void read_moe(const config_fields& f, model_config& c) {
 }  // namespace
 
 model_config parse_config(const std::string& json_text, const std::string& origin) {
+  if (auto deep = runtime::json_nesting_problem(json_text); !deep.empty())
+    throw config_error(origin + ": " + deep);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);

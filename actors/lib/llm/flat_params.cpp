@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace milesrt::llm {
@@ -52,6 +53,21 @@ std::vector<std::pair<std::string, int64_t>> flat_params::element_counts() const
     out.emplace_back(names_[i], n);
   }
   return out;
+}
+
+std::optional<std::pair<std::string, std::string>> flat_params::first_non_finite() const {
+  if (buffer_.numel() == 0) return std::nullopt;
+  const auto [lo, hi] = at::aminmax(buffer_.detach());
+  if (std::isfinite(lo.item<double>()) && std::isfinite(hi.item<double>())) return std::nullopt;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    const int64_t bad = at::logical_not(at::isfinite(views_[i].detach())).sum().item<int64_t>();
+    if (bad > 0) {
+      return std::make_pair(names_[i], "tensor '" + names_[i] + "' holds " + std::to_string(bad) +
+                                           " non-finite value" + (bad == 1 ? "" : "s") +
+                                           " (NaN or inf)");
+    }
+  }
+  return std::nullopt;
 }
 
 std::shared_ptr<flat_params> flat_params::copy(at::ScalarType dtype, at::Device device) const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -37,6 +38,11 @@ class flat_params {
   const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
   /// Each parameter's name and element count, in buffer order.
   std::vector<std::pair<std::string, int64_t>> element_counts() const;
+  /// The first tensor holding NaN or inf, with a message part: "tensor 'NAME' holds N non-finite
+  /// values (NaN or inf)"; nullopt when every value is finite. One reduction over the buffer (its
+  /// min and max, which NaN and inf reach) and no buffer-sized temporary; only a buffer that fails
+  /// is searched tensor by tensor.
+  std::optional<std::pair<std::string, std::string>> first_non_finite() const;
   /// A new buffer with the same names and shapes holding these values (converted to `dtype` on
   /// `device`); nothing is shared with this one.
   std::shared_ptr<flat_params> copy(at::ScalarType dtype, at::Device device) const;

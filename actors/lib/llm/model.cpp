@@ -154,6 +154,18 @@ std::unique_ptr<decoder> decoder::load(const fs::path& dir, at::ScalarType dtype
                              at::TensorOptions().dtype(to_scalar(t.type)));
     params->get(name).copy_(src);
   }
+  // NaN or inf weights would be served (NaN log-probs, exit 0) or trained on: refused here,
+  // naming the file and the tensor. Checked as loaded, so a value that overflows `dtype` counts.
+  if (auto bad = params->first_non_finite()) {
+    const auto& t = ckpt.get(bad->first);
+    auto src = at::from_blob(const_cast<uint8_t*>(t.data), params->get(bad->first).sizes(),
+                             at::TensorOptions().dtype(to_scalar(t.type)));
+    const bool overflowed = at::isfinite(src).all().item<bool>();
+    throw safetensors_error(t.file + ": " + bad->second +
+                            (overflowed ? std::string(" once converted to ") + at::toString(dtype) +
+                                              " (the file's values are too large for it)"
+                                        : std::string()));
+  }
   return std::unique_ptr<decoder>(
       new decoder(std::move(config), text.str(), std::move(params), dtype, device));
 }

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -259,6 +261,59 @@ TEST_F(ModelFiles, ConfigAndWeightErrorsNameTheFieldOrTensor) {
   EXPECT_EQ(load_error(),
             (dir_ / "config.json").string() +
                 ": field 'num_key_value_heads': 2 must divide num_attention_heads (3)");
+}
+
+/// Overwrites the first value of f32 tensor `name` in `file` with `value`.
+void poke_f32(const fs::path& file, const std::string& name, float value) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, ' ');
+  f.read(header.data(), static_cast<std::streamsize>(n));
+  const uint64_t begin = nlohmann::json::parse(header)[name]["data_offsets"][0];
+  f.seekp(static_cast<std::streamoff>(8 + n + begin));
+  f.write(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+// NaN or inf weights would be served as NaN log-probs with exit 0: refused at load naming the
+// file and the tensor, also when the file's values are finite but overflow the dtype they are
+// loaded in (FLT_MAX in bf16). A FIFO, a device or a folder where a file belongs is refused
+// without being opened (opening the FIFO would block for ever).
+TEST_F(ModelFiles, NonFiniteWeightsAndNonRegularFilesAreRefused) {
+  auto model = decoder::random(config_json("qwen3"), at::kFloat, at::kCPU, 3);
+  model->save(dir_);
+  const auto weights = dir_ / "model.safetensors";
+  poke_f32(weights, "model.norm.weight", std::numeric_limits<float>::max());
+  EXPECT_NO_THROW(decoder::load(dir_, at::kFloat, at::kCPU));
+  try {
+    decoder::load(dir_, at::kBFloat16, at::kCPU);
+    ADD_FAILURE() << "FLT_MAX loaded in bf16";
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()),
+              weights.string() +
+                  ": tensor 'model.norm.weight' holds 1 non-finite value (NaN or inf) once "
+                  "converted to BFloat16 (the file's values are too large for it)");
+  }
+  poke_f32(weights, "model.layers.0.mlp.up_proj.weight", std::nanf(""));
+  EXPECT_EQ(load_error(), weights.string() +
+                              ": tensor 'model.layers.0.mlp.up_proj.weight' holds "
+                              "1 non-finite value (NaN or inf)");
+  poke_f32(weights, "model.layers.0.mlp.up_proj.weight", 0.5f);
+  poke_f32(weights, "model.norm.weight", -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(load_error(), weights.string() +
+                              ": tensor 'model.norm.weight' holds 1 non-finite value (NaN or inf)");
+
+  fs::remove(weights);
+  ASSERT_EQ(::mkfifo(weights.c_str(), 0600), 0);
+  EXPECT_EQ(load_error(), weights.string() + ": a FIFO, not a regular file");
+  EXPECT_EQ(model_folder_problem(dir_), weights.string() + ": a FIFO, not a regular file");
+  fs::remove(weights);
+  fs::create_directories(weights);
+  EXPECT_EQ(load_error(), weights.string() + ": a folder, not a regular file");
+  fs::rename(dir_ / "config.json", dir_ / "config.json.bak");
+  fs::create_symlink("/dev/zero", dir_ / "config.json");
+  EXPECT_EQ(load_error(),
+            (dir_ / "config.json").string() + ": a character device, not a regular file");
 }
 
 // An export that cannot be written (here a file-size limit, as a full disk would) throws naming

@@ -8,10 +8,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/safetensors.hpp"
+#include "runtime/core/untrusted_text.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::llm {
 namespace fs = std::filesystem;
@@ -92,18 +95,38 @@ void save_peft_adapter(const fs::path& dir, const model_config& m, const lora_co
   write_safetensors_file(dir / kWeightsFile, tensors);
 }
 
-lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
-  const fs::path file = dir / kConfigFile;
+namespace {
+
+/// adapter_config.json as a JSON object: a regular file (a FIFO would block the read), nested at
+/// most runtime::max_json_nesting levels.
+nlohmann::json read_config_object(const fs::path& file) {
   const std::string where = file.string() + ": ";
+  const std::string problem = runtime::regular_file_problem(file);
+  if (problem == "no such file")
+    throw config_error(where + "cannot read it (a peft adapter folder has one)");
+  if (!problem.empty()) throw config_error(where + problem);
   std::ifstream in(file);
   if (!in) throw config_error(where + "cannot read it (a peft adapter folder has one)");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (auto deep = runtime::json_nesting_problem(text.str()); !deep.empty())
+    throw config_error(where + deep);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text.str());
   } catch (const std::exception& e) {
     throw config_error(where + "not JSON: " + e.what());
   }
   if (!j.is_object()) throw config_error(where + "expected a JSON object");
+  return j;
+}
+
+}  // namespace
+
+lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
+  const fs::path file = dir / kConfigFile;
+  const std::string where = file.string() + ": ";
+  const nlohmann::json j = read_config_object(file);
   auto field = [&](const char* name) { return j.contains(name) ? j[name] : nlohmann::json(); };
   auto refuse = [&](const std::string& name, const std::string& why) {
     throw config_error(where + "field '" + name + "': " + why);
@@ -272,6 +295,9 @@ peft_adapter load_peft_adapter(const fs::path& dir, const model_config& m, const
     auto src = at::from_blob(const_cast<uint8_t*>(t.data), shape, at::TensorOptions().dtype(type));
     const_cast<at::Tensor&>(a.weights->get(name)).copy_(src);
   }
+  // Adapters of NaN or inf would turn every forward into NaN: refused here, naming the tensor.
+  if (auto bad = a.weights->first_non_finite())
+    throw safetensors_error(weights.string() + ": " + bad->second);
   return a;
 }
 

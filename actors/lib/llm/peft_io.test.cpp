@@ -6,9 +6,12 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "actors/lib/llm/model.hpp"
@@ -274,6 +277,33 @@ TEST_F(PeftIo, WhatMilesrtCannotApplyIsRefusedNamingTheField) {
           << e.what();
     }
   }
+}
+
+// Adapters of NaN or inf would make every forward NaN (and a filter drop every group): refused at
+// load naming the file and the tensor; an adapter_config.json that is a FIFO is refused without
+// opening it.
+TEST_F(PeftIo, NonFiniteAdaptersAndNonRegularFilesAreRefused) {
+  auto model = base();
+  lora_config c;
+  c.rank = 2;
+  c.alpha = 4;
+  c.target_modules = {"q_proj", "v_proj"};
+  auto adapters = make_adapters(model->config(), c, at::kFloat, at::kCPU, 7);
+  const std::string second = adapters->names()[1];
+  {
+    at::NoGradGuard no_grad;
+    auto t = adapters->get(second);
+    t.view(-1)[0] = std::numeric_limits<float>::infinity();
+    t.view(-1)[1] = std::nanf("");
+  }
+  const auto out = dir_ / "non_finite";
+  save_peft_adapter(out, model->config(), c, *adapters, (dir_ / "base").string());
+  EXPECT_EQ(load_error(out), (out / "adapter_model.safetensors").string() + ": tensor '" + second +
+                                 "' holds 2 non-finite values (NaN or inf)");
+  std::filesystem::remove(out / "adapter_config.json");
+  ASSERT_EQ(::mkfifo((out / "adapter_config.json").c_str(), 0600), 0);
+  EXPECT_EQ(load_error(out),
+            (out / "adapter_config.json").string() + ": a FIFO, not a regular file");
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/untrusted_text.hpp"
+#include "runtime/core/user_file.hpp"
+
 namespace milesrt::llm {
 namespace fs = std::filesystem;
 
@@ -49,6 +52,9 @@ safetensors_header parse_safetensors_header(const uint8_t* bytes, size_t availab
   }
   if (n > available - 8) throw fail("header not fully read");
   const uint64_t data_size = file_size - 8 - n;
+  const std::string_view text(reinterpret_cast<const char*>(bytes + 8), n);
+  if (auto deep = runtime::json_nesting_problem(text); !deep.empty())
+    throw fail("header is " + deep);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(bytes + 8, bytes + 8 + n);
@@ -139,10 +145,17 @@ safetensors_checkpoint::safetensors_checkpoint(const fs::path& path) : path_(pat
   if (fs::is_directory(path)) {
     auto index = path / "model.safetensors.index.json";
     if (fs::exists(index)) {
+      std::string text;
+      try {
+        text = runtime::read_regular_file(index);
+      } catch (const std::runtime_error& e) {
+        throw safetensors_error(e.what());
+      }
+      if (auto deep = runtime::json_nesting_problem(text); !deep.empty())
+        throw safetensors_error(index.string() + ": " + deep);
       nlohmann::json j;
       try {
-        std::ifstream in(index);
-        in >> j;
+        j = nlohmann::json::parse(text);
       } catch (const std::exception& e) {
         throw safetensors_error(index.string() + ": not valid JSON: " + e.what());
       }
@@ -173,6 +186,9 @@ safetensors_checkpoint::safetensors_checkpoint(const fs::path& path) : path_(pat
       throw safetensors_error(
           f.string() + (expected.empty() ? ": no such file" : ": missing (listed in the index)"));
     }
+    // Before open(): opening a FIFO blocks until a writer comes.
+    if (auto problem = runtime::regular_file_problem(f); !problem.empty())
+      throw safetensors_error(f.string() + ": " + problem);
     struct stat st {};
     int fd = ::open(f.c_str(), O_RDONLY);
     if (fd < 0 || fstat(fd, &st) != 0) {

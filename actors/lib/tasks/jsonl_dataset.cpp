@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "runtime/core/untrusted_text.hpp"
+
 namespace milesrt::tasks {
 namespace {
 
@@ -57,6 +59,8 @@ std::vector<data_record> load_jsonl(const std::filesystem::path& path, const dat
     ++number;
     if (line.find_first_not_of(" \t\r\n") == std::string::npos) continue;
     const std::string where = path.string() + ":" + std::to_string(number) + ": ";
+    if (auto deep = runtime::json_nesting_problem(line); !deep.empty())
+      throw std::runtime_error(where + deep);
     json obj;
     try {
       obj = json::parse(line);

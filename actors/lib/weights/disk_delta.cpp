@@ -14,6 +14,7 @@
 #include <set>
 
 #include "actors/lib/weights/tensor_hash.hpp"
+#include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::weights {
 namespace fs = std::filesystem;
@@ -80,6 +81,8 @@ std::optional<std::vector<uint8_t>> read_file(const fs::path& path) {
 std::optional<json> read_manifest(const fs::path& vdir) {
   auto bytes = read_file(vdir / "manifest.json");
   if (!bytes) return std::nullopt;
+  const std::string_view text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+  if (!runtime::json_nesting_problem(text).empty()) return std::nullopt;
   json m = json::parse(bytes->begin(), bytes->end(), nullptr, /*allow_exceptions=*/false);
   if (m.is_discarded() || !m.is_object()) return std::nullopt;
   return m;

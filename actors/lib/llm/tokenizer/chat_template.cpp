@@ -5,6 +5,7 @@
 
 #include "actors/lib/llm/tokenizer/jinja/program.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::llm {
 namespace {
@@ -18,6 +19,10 @@ ojson specials_of(const tokenizer& tok) {
 }
 
 chat_template_result read_template_file(const std::filesystem::path& path, const tokenizer& tok) {
+  if (auto problem = runtime::regular_file_problem(path);
+      !problem.empty() && problem != "no such file") {
+    return {nullptr, path.string() + ": " + problem};
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return {nullptr, path.string() + ": cannot open the chat template" +

@@ -7,6 +7,8 @@
 
 #include "actors/lib/llm/tokenizer/regex.hpp"
 #include "actors/lib/llm/tokenizer/utf8.hpp"
+#include "runtime/core/untrusted_text.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::llm {
 namespace {
@@ -38,10 +40,15 @@ std::string token_text(const nlohmann::json& cfg, const char* key) {
 }
 
 nlohmann::json read_json(const std::filesystem::path& p) {
+  // A FIFO would block the open; a folder would read as nothing.
+  if (auto problem = runtime::regular_file_problem(p); !problem.empty())
+    throw std::invalid_argument(problem == "no such file" ? "cannot open" : problem);
   std::ifstream in(p, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (auto deep = runtime::json_nesting_problem(ss.str()); !deep.empty())
+    throw std::invalid_argument(deep);
   try {
     return nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::parse_error& e) {
