@@ -41,13 +41,13 @@ TEST(AgentCalcLearns, TheToolIsLearnedAndHelps) {
                              "/model --set trainer.exportDir=" + model,
                          "agent-calc-sft");
   ASSERT_EQ(sft.status, 0) << sft.err;
-  auto grpo =
-      run_milesrt("run graphs/agent_env.capnp --quiet --run-dir '" + (root / "grpo").string() +
-                      "' --set data.path=" + setup + "/rl.jsonl --set env.evalData=" + setup +
-                      "/heldout.jsonl --set env.model=" + model + " --set rollout.model=" + model +
-                      " --set trainer.model=" + model +
-                      " --set trainer.exportDir=" + (root / "grpo_model").string(),
-                  "agent-calc-grpo");
+  auto grpo = run_milesrt(
+      "run graphs/agent_env.capnp --quiet --set run.maxOverSampling=0 --run-dir '" +
+          (root / "grpo").string() + "' --set data.path=" + setup +
+          "/rl.jsonl --set env.evalData=" + setup + "/heldout.jsonl --set env.model=" + model +
+          " --set rollout.model=" + model + " --set trainer.model=" + model +
+          " --set trainer.exportDir=" + (root / "grpo_model").string(),
+      "agent-calc-grpo");
   ASSERT_EQ(grpo.status, 0) << grpo.err;
   auto evals = evaluations(root / "grpo");
   ASSERT_GE(evals.size(), 2u);

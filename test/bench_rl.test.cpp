@@ -38,8 +38,8 @@ fs::path prompts_file() {
 /// The graph on the CPU with tiny sizes.
 std::string tiny(const std::string& graph, const fs::path& run) {
   const std::string m = (setup_dir() / "model").string();
-  return "run graphs/" + graph + " --quiet --run-dir '" + run.string() + "'" +
-         " --set rollout.model=" + m + " --set trainer.model=" + m +
+  return "run graphs/" + graph + " --quiet --set run.maxOverSampling=0 --run-dir '" + run.string() +
+         "'" + " --set rollout.model=" + m + " --set trainer.model=" + m +
          " --set rollout.device=cpu --set rollout.dtype=fp32 --set trainer.device=cpu"
          " --set trainer.dtype=fp32 --set rollout.maxNewTokens=6 --set rollout.samplesPerPrompt=4"
          " --set rollout.stepTokens=512 --set rollout.kvBlocks=256 --set data.path=" +

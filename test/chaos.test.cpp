@@ -24,7 +24,8 @@ constexpr int kSteps = 8, kBatch = 4;
 std::string run_args(const std::string& mode, const fs::path& run, int port) {
   const std::string s = setup_dir().string();
   return "run graphs/grpo_" + mode + ".capnp --run-dir '" + run.string() +
-         "' --set trainer.model=" + s + "/model --set trainer.evalData=" + s +
+         "' --set run.maxOverSampling=0 --set trainer.model=" + s +
+         "/model --set trainer.evalData=" + s +
          "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string() +
          " --set rollout.model=" + s + "/model --set data.path=" + s +
          "/rl.jsonl --set run.steps=" + std::to_string(kSteps) +

@@ -34,7 +34,7 @@ std::string setup_paths() {
 /// micro-batches of at most 100 tokens (a step's two groups of 8 samples are two micro-batches).
 std::string grpo(const fs::path& run, int steps, const std::string& extra) {
   return "run graphs/grpo_sync.capnp --run-dir '" + run.string() +
-         "' --quiet --set run.steps=" + std::to_string(steps) +
+         "' --quiet --set run.maxOverSampling=0 --set run.steps=" + std::to_string(steps) +
          " --set trainer.evalInterval=0 --set trainer.lrSchedule=constant "
          "--set trainer.microBatchTokens=100 --set trainer.exportDir=" +
          (run / "export").string() + setup_paths() + extra;

@@ -36,7 +36,7 @@ std::string sets() {
 }
 
 std::string paths(const fs::path& run) {
-  return " --run-dir '" + run.string() + "' --quiet" + sets();
+  return " --run-dir '" + run.string() + "' --quiet --set run.maxOverSampling=0" + sets();
 }
 
 TEST(EnvironmentGraphs, AgentEnvTrainsOnCalculatorEpisodes) {

@@ -21,7 +21,8 @@ const fs::path& setup_dir() { return shared_arith_setup("grpo-setup"); }
 /// --set overrides that point a graph at the tiny setup.
 std::string paths(const fs::path& run, bool rl) {
   const std::string s = setup_dir().string();
-  std::string a = " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s + "/model" +
+  std::string a = " --run-dir '" + run.string() +
+                  "' --quiet --set run.maxOverSampling=0 --set trainer.model=" + s + "/model" +
                   " --set trainer.evalData=" + s +
                   "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string();
   if (rl)
@@ -303,7 +304,8 @@ TEST(GrpoGraphs, MixTakesSeventyThirtyFromTwoDatasets) {
   auto r = run_milesrt(
       "run graphs/grpo_mix.capnp --set run.steps=3 --set run.batchSize=10 "
       "--set trainer.evalInterval=0 --set filter.dynamicSampling=false --run-dir '" +
-          run.string() + "' --quiet --set trainer.model=" + s + "/model --set rollout.model=" + s +
+          run.string() + "' --quiet --set run.maxOverSampling=0 --set trainer.model=" + s +
+          "/model --set rollout.model=" + s +
           "/model --set trainer.exportDir=" + (run / "export").string() +
           " --set trainer.evalData=" + s + "/heldout.jsonl --set arith.path=" + s +
           "/rl.jsonl --set sft_prompts.path=" + s + "/sft.jsonl",
@@ -593,7 +595,8 @@ TEST(Agreement, TrueOnPolicyHoldsForAMoeModelWithAndWithoutRoutingReplay) {
         "trainer.evalInterval=0 --set trainer.trueOnPolicy=true --set rollout.trueOnPolicy=true "
         "--set trainer.routingReplay=" +
             std::string(replay) + " --run-dir '" + run.string() +
-            "' --quiet --set trainer.model=" + s + "/model --set trainer.evalData=" + s +
+            "' --quiet --set run.maxOverSampling=0 --set trainer.model=" + s +
+            "/model --set trainer.evalData=" + s +
             "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string() +
             " --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl",
         std::string("top-moe-run-") + replay);

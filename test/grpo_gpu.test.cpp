@@ -33,7 +33,7 @@ gpu_run run_sync(const fs::path& setup, const std::string& name, const std::stri
       "trainer.evalInterval=0"
       " --set trainer.device=cuda --set trainer.dtype=bf16 --set rollout.device=cuda"
       " --set rollout.dtype=bf16 --run-dir '" +
-          out.dir.string() + "' --quiet --set trainer.model=" + s +
+          out.dir.string() + "' --quiet --set run.maxOverSampling=0 --set trainer.model=" + s +
           "/model --set trainer.evalData=" + s +
           "/heldout.jsonl --set trainer.exportDir=" + (out.dir / "export").string() +
           " --set rollout.model=" + s + "/model --set data.path=" + s + "/rl.jsonl " + extra,

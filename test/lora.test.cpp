@@ -21,7 +21,8 @@ const fs::path& setup_dir() { return shared_arith_setup("lora-setup"); }
 
 std::string paths(const fs::path& run) {
   const std::string s = setup_dir().string();
-  return " --run-dir '" + run.string() + "' --quiet --set trainer.model=" + s +
+  return " --run-dir '" + run.string() +
+         "' --quiet --set run.maxOverSampling=0 --set trainer.model=" + s +
          "/model --set rollout.model=" + s + "/model --set data.path=" + s +
          "/rl.jsonl --set trainer.evalData=" + s +
          "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string();

@@ -34,9 +34,10 @@ TEST(LoraLearns, ArithmeticGainsTwentyPointsOverSft) {
   const double before = summary(root / "sft")["last_metrics"]["eval_best_accuracy"].get<double>();
   const std::string model = (root / "sft_model").string();
   auto grpo =
-      run_milesrt("run graphs/grpo_lora.capnp --quiet --run-dir '" + (root / "lora").string() +
-                      "' --set data.path=" + setup + "/rl.jsonl --set trainer.model=" + model +
-                      " --set rollout.model=" + model + " --set trainer.evalData=" + setup +
+      run_milesrt("run graphs/grpo_lora.capnp --quiet --set run.maxOverSampling=0 --run-dir '" +
+                      (root / "lora").string() + "' --set data.path=" + setup +
+                      "/rl.jsonl --set trainer.model=" + model + " --set rollout.model=" + model +
+                      " --set trainer.evalData=" + setup +
                       "/heldout.jsonl --set trainer.exportDir=" + (root / "lora_model").string(),
                   "lora-learn-grpo");
   ASSERT_EQ(grpo.status, 0) << grpo.err;

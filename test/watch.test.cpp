@@ -21,8 +21,9 @@ const fs::path& setup_dir() { return shared_arith_setup("watch-setup"); }
 /// `run graphs/grpo_async.capnp` on the tiny setup, `steps` steps of 4 groups.
 std::string grpo_args(const fs::path& run, int steps, int eval_interval = 0, bool quiet = true) {
   const std::string s = setup_dir().string();
-  return std::string("run graphs/grpo_async.capnp") + (quiet ? " --quiet" : "") + " --run-dir '" +
-         run.string() + "' --set run.steps=" + std::to_string(steps) +
+  return std::string("run graphs/grpo_async.capnp") + (quiet ? " --quiet" : "") +
+         " --set run.maxOverSampling=0" + " --run-dir '" + run.string() +
+         "' --set run.steps=" + std::to_string(steps) +
          " --set run.batchSize=4 --set trainer.evalInterval=" + std::to_string(eval_interval) +
          " --set trainer.model=" + s + "/model --set rollout.model=" + s + "/model" +
          " --set trainer.evalData=" + s + "/heldout.jsonl" + " --set data.path=" + s +
