@@ -48,7 +48,10 @@ struct pending_group {
   caf::typed_response_promise<node_reply> promise;
   uint64_t group_id = 0;
   std::string label;
+  /// By sample index, whatever order they finish in (that order depends on the engine's batches,
+  /// so on when prompts arrived: on timing); `received` of them are in.
   std::vector<sample_msg> samples;
+  int64_t received = 0;
   sampling_params params;  ///< what its samples were asked with (a resumed sample goes on with it)
 };
 
@@ -140,9 +143,13 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self,
     if (answer_call(st, s)) continue;
     auto it = st.groups.find(s.request_id);
     if (it == st.groups.end()) continue;
-    it->second.samples.push_back(to_msg(s, st.codec.get()));
-    if (static_cast<int64_t>(it->second.samples.size()) < st.base.n) continue;
     auto& g = it->second;
+    if (s.index < 0 || s.index >= st.base.n)
+      throw std::logic_error("rollout: sample index " + std::to_string(s.index) +
+                             " outside the group's " + std::to_string(st.base.n));
+    g.samples.resize(size_t(st.base.n));
+    g.samples[size_t(s.index)] = to_msg(s, st.codec.get());
+    if (++g.received < st.base.n) continue;
     sample_group group{g.group_id, g.label, std::move(g.samples)};
     uint64_t lo = UINT64_MAX, hi = 0;
     for (const auto& m : group.samples) {
@@ -352,7 +359,7 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
           return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
         }
         auto promise = self->make_response_promise<node_reply>();
-        s.groups[r.id] = {promise, p.group_id, p.label, {}, r.params};
+        s.groups[r.id] = {promise, p.group_id, p.label, {}, 0, r.params};
         schedule_step(self);
         return promise;
       },

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "actors/lib/dist/collectives.hpp"
+#include "actors/lib/rl/grad_norm.hpp"
 
 namespace milesrt::trainer {
 
@@ -70,10 +71,20 @@ bool scatter_gradients(dist::collectives& group, const at::Tensor& grad, bool fi
   return true;
 }
 
-at::Tensor global_norm(dist::collectives& group, const at::Tensor& slice) {
-  auto squares = slice.to(at::kDouble).square().sum().reshape({1});
-  group.all_reduce(squares);
-  return squares.sqrt().to(slice.device(), at::kFloat).reshape({});
+at::Tensor global_norm(dist::collectives& group, const at::Tensor& slice,
+                       const rl::shard_range& mine, int64_t numel) {
+  // Slices start at multiples of kNormBlock values, so a rank's blocks are the whole buffer's.
+  TORCH_CHECK(mine.stride % rl::kNormBlock == 0, "global_norm: a slot of ", mine.stride,
+              " values is not whole blocks of ", rl::kNormBlock);
+  const int64_t per_rank = mine.stride / rl::kNormBlock;
+  auto sums = at::zeros({per_rank}, slice.options().dtype(at::kDouble));
+  if (slice.numel() > 0) {
+    auto own = rl::block_sums_of_squares(slice);
+    sums.narrow(0, 0, own.numel()).copy_(own);
+  }
+  auto all = at::empty({per_rank * group.world_size()}, sums.options());
+  group.all_gather(all, sums);
+  return rl::norm_from_block_sums(all, rl::norm_blocks(numel));
 }
 
 void gather_weights(dist::collectives& group, const at::Tensor& master, const rl::shard_range& mine,

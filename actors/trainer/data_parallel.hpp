@@ -46,10 +46,12 @@ bool sum_gradients(dist::collectives& group, const at::Tensor& grad, bool finite
 bool scatter_gradients(dist::collectives& group, const at::Tensor& grad, bool finite,
                        const rl::shard_range& mine, at::Tensor& out);
 
-/// The L2 norm of the whole gradient from the slices the ranks hold: the square root of the
-/// ranks' sums of squares (in fp64), as a 0-dim fp32 tensor on `slice`'s device. It rounds
-/// otherwise than the norm of the whole tensor (the last bits of the clipping factor).
-at::Tensor global_norm(dist::collectives& group, const at::Tensor& slice);
+/// The L2 norm of the whole gradient (`numel` values) from the slices `mine` the ranks hold, as a
+/// 0-dim fp32 tensor on `slice`'s device: each rank's fp64 block sums of squares are gathered and
+/// summed as rl::global_l2_norm sums the whole buffer's, so the norm (and the clipping factor) is
+/// the unsharded trainer's bit for bit (actors/lib/rl/grad_norm.hpp).
+at::Tensor global_norm(dist::collectives& group, const at::Tensor& slice,
+                       const rl::shard_range& mine, int64_t numel);
 
 /// ZeRO-1: every rank's updated fp32 master slice, all-gathered into `weights` (the model's flat
 /// buffer, in its own dtype: bf16 models exchange bf16).

@@ -139,7 +139,7 @@ void policy_trainer::optimizer_step(bool finite, update_totals& totals) {
 void policy_trainer::sharded_step(update_totals& totals) {
   auto& params = model_->mutable_published();
   auto& group = *options_.group;
-  const auto norm = global_norm(group, grad_slice_);
+  const auto norm = global_norm(group, grad_slice_, shard_, params.buffer().numel());
   auto info = adam_->step_with_norm(master_, grad_slice_, norm);
   params.grad().zero_();
   grad_slice_ = at::Tensor();

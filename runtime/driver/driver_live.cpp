@@ -7,11 +7,7 @@
 namespace milesrt::runtime::driver_impl {
 
 void add_metrics(driver self, const metric_map& m, const metric_lists& lists) {
-  for (const auto& [k, v] : m) {
-    auto& s = self->state.telemetry.metric_sums[k];
-    s.first += v;
-    s.second += 1;
-  }
+  for (const auto& [k, v] : m) self->state.telemetry.metric_sums[k].push_back(v);
   for (const auto& [k, v] : lists) {
     auto& to = self->state.telemetry.lists[k];
     to.insert(to.end(), v.begin(), v.end());

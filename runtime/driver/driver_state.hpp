@@ -179,7 +179,9 @@ struct telemetry_state {
   std::map<std::string, double> active;
   double any_active = 0;                ///< wall seconds of the step during which any actor had one
   steady::time_point activity_since{};  ///< up to when `active` and `any_active` are counted
-  std::map<std::string, std::pair<double, uint64_t>> metric_sums;
+  /// Per metric, the step's values as the replies brought them; averaged in close_step in sorted
+  /// order, so that the mean does not depend on which reply arrived first.
+  std::map<std::string, std::vector<double>> metric_sums;
   metric_lists lists;
   /// Per actor with several replicas (node index), per replica: the work items it answered this
   /// step (`<actor>_replica_items/<r>` in the step's metrics: where the router placed them).

@@ -1,5 +1,6 @@
 // The learners' steps: a batch taken from the learner's feed, trained, and the step closed.
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/driver/driver_state.hpp"
 #include "runtime/driver/staleness.hpp"
@@ -7,6 +8,16 @@
 namespace milesrt::runtime::driver_impl {
 
 static void train_on(driver self, std::vector<envelope> batch);
+
+/// The mean of `values` summed in ascending order: the same bits whatever order they came in.
+static double order_free_mean(std::vector<double>& values) {
+  // NaNs last (std::sort needs a strict weak order): a NaN among them makes the mean NaN anyway.
+  std::sort(values.begin(), values.end(),
+            [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : a < b; });
+  double sum = 0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0.0 : sum / double(values.size());
+}
 
 static step_record close_step(driver self, const std::vector<envelope>& batch) {
   auto& st = self->state;
@@ -31,7 +42,7 @@ static step_record close_step(driver self, const std::vector<envelope>& batch) {
       rec.batch_sources[st.nodes[st.plan.sources[e.source]].plan.name]++;
   }
   rec.counters = counters_now(self);
-  for (const auto& [k, s] : st.telemetry.metric_sums) rec.metrics[k] = s.first / double(s.second);
+  for (auto& [k, values] : st.telemetry.metric_sums) rec.metrics[k] = order_free_mean(values);
   st.telemetry.metric_sums.clear();
   rec.lists = std::move(st.telemetry.lists);
   st.telemetry.lists.clear();

@@ -102,7 +102,8 @@ TEST_F(CheckKinds, ParameterErrors) {
   EXPECT_NE(s.find("actor 'stage': param 'die_after': expected int, got text"), std::string::npos)
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'colour': kind 'toy_stage' has no such parameter "
-                   "(declared: stall_after, die_after, drop_every, delay_ms, restores_version)"),
+                   "(declared: stall_after, die_after, drop_every, delay_ms, restores_version, "
+                   "value_metric)"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'drop_every': set twice"), std::string::npos) << s;

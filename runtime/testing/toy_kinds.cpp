@@ -81,6 +81,7 @@ struct stage_knobs {
   uint64_t seed = 0;             // this incarnation's stream of kill points
   bool restores_version = true;  // false: its state leaves out the version, which starts at 0
                                  // (held in files the stage reads at start)
+  bool value_metric = false;     // each reply reports 1/(item's value + 1) as `item_inverse`
 };
 
 /// True (and the actor quits) when this message is one of the stage's random kill points.
@@ -120,6 +121,7 @@ stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> s
         if (knobs.drop_every > 0 && st.processed % uint64_t(knobs.drop_every) == 0) return reply;
         e.min_version = e.max_version = st.version;
         reply.metrics["version_seen"] = double(st.version);
+        if (knobs.value_metric) reply.metrics["item_inverse"] = 1.0 / double(value_of(e) + 1);
         reply.outputs.push_back({"items", std::move(e)});
         return reply;
       },
@@ -296,11 +298,15 @@ static void register_stages(runtime::kind_registry& registry, const std::string&
       {"restores_version", param_type::boolean,
        "false: a restore leaves the version at 0 (held in files, sent again by the learner)", false,
        true, std::nullopt, std::nullopt},
+      {"value_metric", param_type::boolean,
+       "each reply reports 1/(item's value + 1) as the metric item_inverse", false, false,
+       std::nullopt, std::nullopt},
   };
   stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
     stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
                   int_param(s, "drop_every"), int_param(s, "delay_ms")};
     k.restores_version = std::get<bool>(s.params.at("restores_version"));
+    k.value_metric = std::get<bool>(s.params.at("value_metric"));
     return spawn_stage(sys, k);
   };
   registry.add(stage);

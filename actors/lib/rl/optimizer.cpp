@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "actors/lib/llm/device.hpp"
+#include "actors/lib/rl/grad_norm.hpp"
 #include "kernels/optim/adamw.hpp"
 
 namespace milesrt::rl {
@@ -57,9 +58,8 @@ adamw::step_info adamw::step(at::Tensor& master, const at::Tensor& grad, const a
   TORCH_CHECK(grad.defined() && grad.sizes() == master.sizes(), "adamw::step: grad must be ",
               master.sizes(), ", got ", grad.defined() ? grad.sizes() : at::IntArrayRef{});
   c10::NoGradGuard no_grad;
-  const auto norm = master.is_cuda()
-                        ? at::linalg_vector_norm(grad, 2, c10::nullopt, false, at::kFloat)
-                        : at::linalg_vector_norm(grad.to(master.device(), at::kFloat), 2);
+  // The same bits as a ZeRO-1 rank's norm of its slices (grad_norm.hpp), on any thread count.
+  const auto norm = global_l2_norm(grad).to(master.device());
   return step_with_norm(master, grad, norm, weights, zero_grad);
 }
 
