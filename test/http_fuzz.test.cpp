@@ -56,8 +56,8 @@ struct servers {
 /// A valid request on a connection of its own; its answer (20 s at most).
 raw_reply call(uint16_t port, const std::string& method, const std::string& target,
                const std::string& body = "") {
-  return raw_exchange(port, wire(base_request(method, target, port, body)), false,
-                      method == "HEAD", milliseconds(20000));
+  return raw_exchange(port, wire(base_request(method, target, port, body)), false, method == "HEAD",
+                      milliseconds(20000));
 }
 
 /// The servers of run `b` once both listen: RUN/server.json and "live page at URL" on stdout.
@@ -111,10 +111,11 @@ request session_template(fuzz_rng& r, const std::vector<std::string>& ids, uint1
   switch (pick(r, 10)) {
     case 0:
     case 1:
-      return base_request("POST", "/sessions", port,
-                          json{{"group", pick(r, 2) ? "keeper" : "other" + std::to_string(pick(r, 9))},
-                               {"metadata", {{"label", "25"}}}}
-                              .dump());
+      return base_request(
+          "POST", "/sessions", port,
+          json{{"group", pick(r, 8) == 0 ? "keeper" : "other" + std::to_string(pick(r, 9))},
+               {"metadata", {{"label", "25"}}}}
+              .dump());
     case 2:
       return base_request("POST", s + "/v1/chat/completions", port, chat + "}");
     case 3:
@@ -164,8 +165,8 @@ std::vector<std::string> fuzz_servers(const servers& s, fuzz_rng& r) {
     to_page += page;
     const uint16_t port = page ? s.page : s.sessions;
     request q;
-    const std::string bytes = mutated_wire(
-        page ? page_template(r, port) : session_template(r, ids, port), r, q);
+    const std::string bytes =
+        mutated_wire(page ? page_template(r, port) : session_template(r, ids, port), r, q);
     const auto a = raw_exchange(port, bytes, q.half_close, q.method == "HEAD", milliseconds(15000));
     std::string what = "case " + std::to_string(done) + (page ? " (live page): " : ": ");
     for (const auto& d : q.did) what += d + "; ";
@@ -173,14 +174,16 @@ std::vector<std::string> fuzz_servers(const servers& s, fuzz_rng& r) {
     if (recent.size() > 20) recent.erase(recent.begin());
     if (const auto problem = answer_problem(q, a); !problem.empty()) {
       ++failures;
-      const auto kept = kept_dir("http-" + std::to_string(fuzz_seed()) + "-" + std::to_string(done));
+      const auto kept =
+          kept_dir("http-" + std::to_string(fuzz_seed()) + "-" + std::to_string(done));
       std::ofstream(kept / "request", std::ios::binary) << bytes;
       std::ofstream(kept / "answer", std::ios::binary) << a.bytes;
       ADD_FAILURE() << what << problem << " (seed " << fuzz_seed() << ", kept in " << kept.string()
                     << ")\n  request: " << printable(bytes) << "\n  answer: " << printable(a.bytes);
     }
-    if (a.status == 200 && q.method == "POST" && q.target == "/sessions")
-      if (auto j = json::parse(a.body, nullptr, false); j.is_object() && j.contains("id"))
+    // Any answer of an open (whatever path led there) names a session to clean up at the end.
+    if (a.status == 200 && !page)
+      if (auto j = json::parse(a.body, nullptr, false); j.is_object() && j.contains("base_url"))
         ids.push_back(j["id"].get<std::string>());
     if (done % 20 == 19) {
       if (const auto problem = liveness_problem(s); !problem.empty()) {
@@ -192,8 +195,8 @@ std::vector<std::string> fuzz_servers(const servers& s, fuzz_rng& r) {
       }
     }
   }
-  std::cout << "http requests: " << done << " (" << to_page << " to the live page), "
-            << ids.size() << " sessions opened (seed " << fuzz_seed() << ")\n";
+  std::cout << "http requests: " << done << " (" << to_page << " to the live page), " << ids.size()
+            << " sessions opened (seed " << fuzz_seed() << ")\n";
   return ids;
 }
 
@@ -215,8 +218,7 @@ void drive_to_the_end(const servers& s, const std::string& keeper,
     const auto id = open_session(s.sessions, "final" + std::to_string(step));
     ASSERT_FALSE(id.empty());
     ASSERT_EQ(chat_turn(s.sessions, id), 200);
-    end = call(s.sessions, "POST", "/sessions/" + id + "/end",
-               json{{"reward", step % 2}}.dump());
+    end = call(s.sessions, "POST", "/sessions/" + id + "/end", json{{"reward", step % 2}}.dump());
     ASSERT_EQ(end.status, 200) << printable(end.bytes);
   }
 }
@@ -228,13 +230,13 @@ TEST(HttpFuzz, SessionServerAndLivePageAnswerMutatedRequests) {
   const std::string model = (calc_setup() / "model").string();
   const fs::path run = scratch("http-fuzz-sessions") / "run";
   constexpr int kSteps = 3;
-  auto b = start("run graphs/agent_sessions.capnp --quiet --metrics-port 0 --run-dir '" +
-                     run.string() + "' --set server.model=" + model + " --set rollout.model=" +
-                     model + " --set trainer.model=" + model + " --set run.steps=" +
-                     std::to_string(kSteps) +
-                     " --set run.batchSize=1 --set rollout.kvBlocks=256"
-                     " --set server.maxNewTokens=8 --set rollout.maxNewTokens=8",
-                 "http-fuzz-sessions-run");
+  auto b =
+      start("run graphs/agent_sessions.capnp --quiet --metrics-port 0 --run-dir '" + run.string() +
+                "' --set server.model=" + model + " --set rollout.model=" + model +
+                " --set trainer.model=" + model + " --set run.steps=" + std::to_string(kSteps) +
+                " --set run.batchSize=1 --set rollout.kvBlocks=256"
+                " --set server.maxNewTokens=8 --set rollout.maxNewTokens=8",
+            "http-fuzz-sessions-run");
   const servers s = wait_for_servers(b, run);
   ASSERT_TRUE(s.sessions != 0 && s.page != 0) << b.wait(std::chrono::seconds(5)).err;
   const std::string keeper = open_session(s.sessions, "keeper");
@@ -305,7 +307,8 @@ fake_answer bad_answer(bad how, nlohmann::json valid, fuzz_rng& r, milliseconds 
   switch (how) {
     case bad::utf8:
       slot() = "@RAW@";
-      return fake_answer::http(200, with_raw(valid, "\"a" + kBadUtf8[pick(r, kBadUtf8.size())] + "\""));
+      return fake_answer::http(200,
+                               with_raw(valid, "\"a" + kBadUtf8[pick(r, kBadUtf8.size())] + "\""));
     case bad::truncated: {
       const auto s = valid.dump();
       return fake_answer::http(200, s.substr(0, pick(r, s.size())));
@@ -318,7 +321,7 @@ fake_answer bad_answer(bad how, nlohmann::json valid, fuzz_rng& r, milliseconds 
     }
     case bad::huge: {
       static const std::vector<std::string> numbers = {"1e400", "-1e400", "18446744073709551615",
-                                                       "1e39", "-1e39", "4294967296"};
+                                                       "1e39",  "-1e39",  "4294967296"};
       auto k = keys();
       const auto key = k[pick(r, k.size())];
       (key == "messages" || key == "rewards" ? slot() : valid[key]) = "@RAW@";
@@ -363,8 +366,8 @@ nlohmann::json valid_env_answer(const fake_request& q) {
   const nlohmann::json user = {{"role", "user"}, {"content", "what is 12+13"}};
   if (q.target.size() >= 6 && q.target.substr(q.target.size() - 6) == "/reset")
     return {{"messages", {user}}};
-  return {{"messages", {user}}, {"reward", 1.0}, {"done", true}, {"tool_calls", 0},
-          {"tool_errors", 0}};
+  return {
+      {"messages", {user}}, {"reward", 1.0}, {"done", true}, {"tool_calls", 0}, {"tool_errors", 0}};
 }
 
 /// The valid answer of a reward server: a reward for each sample.
@@ -416,7 +419,8 @@ void check_remote_run(const std::string& name, const outcome& o, const run_limit
     }
   }
   std::string problem = problem_of(o, limits, 1, 4);
-  if (problem.empty() && sent.empty() && o.status != 0) problem = "valid answers, and the run failed";
+  if (problem.empty() && sent.empty() && o.status != 0)
+    problem = "valid answers, and the run failed";
   if (problem.empty() && o.status == 1 && (err.find(url) == std::string::npos || !named))
     problem = "its error names not " + url + " and one of" + causes;
   if (problem.empty()) problem = files_problem(run);
@@ -478,16 +482,41 @@ TEST(HttpFuzz, RemoteEnvironmentAnswersAreSurvivedOrNamed) {
                [s](const std::string& url, const fs::path& run) {
                  const std::string options =
                      "{\"url\": \"" + url + "/env\", \"timeoutSeconds\": 1}";
-                 return std::vector<std::string>{
-                     "run", "graphs/agent_env.capnp", "--quiet", "--run-dir", run.string(),
-                     "--set", "run.steps=1", "--set", "run.batchSize=1", "--set",
-                     "env.groupSize=2", "--set", "env.maxTurns=2", "--set", "env.evalEvery=0",
-                     "--set", "filter.dynamicSampling=false", "--set", "env.environment=remote",
-                     "--set", "env.options=" + options, "--set", "env.evalOptions=" + options,
-                     "--set", "env.evalData=" + s + "/heldout.jsonl",
-                     "--set", "trainer.model=" + s + "/model", "--set", "rollout.model=" + s + "/model",
-                     "--set", "env.model=" + s + "/model", "--set", "data.path=" + s + "/rl.jsonl",
-                     "--set", "trainer.exportDir=" + (run / "export").string()};
+                 return std::vector<std::string>{"run",
+                                                 "graphs/agent_env.capnp",
+                                                 "--quiet",
+                                                 "--run-dir",
+                                                 run.string(),
+                                                 "--set",
+                                                 "run.steps=1",
+                                                 "--set",
+                                                 "run.batchSize=1",
+                                                 "--set",
+                                                 "env.groupSize=2",
+                                                 "--set",
+                                                 "env.maxTurns=2",
+                                                 "--set",
+                                                 "env.evalEvery=0",
+                                                 "--set",
+                                                 "filter.dynamicSampling=false",
+                                                 "--set",
+                                                 "env.environment=remote",
+                                                 "--set",
+                                                 "env.options=" + options,
+                                                 "--set",
+                                                 "env.evalOptions=" + options,
+                                                 "--set",
+                                                 "env.evalData=" + s + "/heldout.jsonl",
+                                                 "--set",
+                                                 "trainer.model=" + s + "/model",
+                                                 "--set",
+                                                 "rollout.model=" + s + "/model",
+                                                 "--set",
+                                                 "env.model=" + s + "/model",
+                                                 "--set",
+                                                 "data.path=" + s + "/rl.jsonl",
+                                                 "--set",
+                                                 "trainer.exportDir=" + (run / "export").string()};
                },
                milliseconds(1000)},
               20);
@@ -500,21 +529,41 @@ TEST(HttpFuzz, RemoteRewardAnswersAreSurvivedOrNamed) {
                [setup, graphs](const std::string& url, const fs::path& run) {
                  std::string text = slurp(fs::path(source_dir()) / "graphs" / "grpo_sync.capnp");
                  const std::string math = "(name = \"reward\", kind = \"math_reward\")";
-                 text.replace(text.find(math), math.size(),
-                              "(name = \"reward\", kind = \"remote_reward\", params = (remoteReward "
-                              "= (url = \"" + url + "/score\", timeoutSeconds = 0.5, retries = 2, "
-                              "backoffSeconds = 0.05)))");
+                 text.replace(
+                     text.find(math), math.size(),
+                     "(name = \"reward\", kind = \"remote_reward\", params = (remoteReward "
+                     "= (url = \"" +
+                         url +
+                         "/score\", timeoutSeconds = 0.5, retries = 2, "
+                         "backoffSeconds = 0.05)))");
                  const auto graph = graphs / (run.filename().string() + ".capnp");
                  std::ofstream(graph) << text;
                  const std::string s = setup.string();
-                 return std::vector<std::string>{
-                     "run", graph.string(), "--quiet", "--run-dir", run.string(), "--set",
-                     "run.steps=2", "--set", "run.batchSize=1", "--set", "rollout.samplesPerPrompt=2",
-                     "--set", "filter.dynamicSampling=false", "--set", "trainer.evalInterval=0",
-                     "--set", "trainer.evalData=" + s + "/heldout.jsonl", "--set",
-                     "trainer.model=" + s + "/model", "--set", "rollout.model=" + s + "/model",
-                     "--set", "data.path=" + s + "/rl.jsonl", "--set",
-                     "trainer.exportDir=" + (run / "export").string()};
+                 return std::vector<std::string>{"run",
+                                                 graph.string(),
+                                                 "--quiet",
+                                                 "--run-dir",
+                                                 run.string(),
+                                                 "--set",
+                                                 "run.steps=2",
+                                                 "--set",
+                                                 "run.batchSize=1",
+                                                 "--set",
+                                                 "rollout.samplesPerPrompt=2",
+                                                 "--set",
+                                                 "filter.dynamicSampling=false",
+                                                 "--set",
+                                                 "trainer.evalInterval=0",
+                                                 "--set",
+                                                 "trainer.evalData=" + s + "/heldout.jsonl",
+                                                 "--set",
+                                                 "trainer.model=" + s + "/model",
+                                                 "--set",
+                                                 "rollout.model=" + s + "/model",
+                                                 "--set",
+                                                 "data.path=" + s + "/rl.jsonl",
+                                                 "--set",
+                                                 "trainer.exportDir=" + (run / "export").string()};
                },
                milliseconds(500)},
               30);

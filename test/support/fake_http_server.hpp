@@ -21,8 +21,8 @@ namespace milesrt::testing {
 
 /// What the server sends for one request.
 struct fake_answer {
-  std::string bytes;                          ///< status line, headers and body, as sent
-  std::chrono::milliseconds delay{0};         ///< waited before sending; then the connection closes
+  std::string bytes;                   ///< status line, headers and body, as sent
+  std::chrono::milliseconds delay{0};  ///< waited before sending; then the connection closes
   static fake_answer http(int status, const std::string& body,
                           const std::string& type = "application/json") {
     return {"HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " + type +

@@ -24,7 +24,7 @@ struct request {
 };
 
 inline request base_request(const std::string& method, const std::string& target, uint16_t port,
-                     std::string body = "") {
+                            std::string body = "") {
   request q;
   q.method = method;
   q.target = target;
@@ -50,18 +50,33 @@ inline std::string with_raw(const nlohmann::json& j, const std::string& raw) {
   return at == std::string::npos ? s : s.replace(at, 7, raw);
 }
 
-inline const std::vector<std::string> kOddTokens = {
-    "1e400",  "-1e400",    "18446744073709551615", "-9223372036854775809", "NaN", "Infinity",
-    "-0",     "1e-400",    "0x10",                 "[]",                   "{}",  "null",
-    "true",   "\"\"",      "\"\\ud800\"",          "\"\xff\xfe\"",         "[[[[", "\"\\u0000\""};
-inline const std::vector<std::string> kBadUtf8 = {"\xff", "\xc3", "\xed\xa0\x80", "\xc0\xaf",
-                                           "\xf4\x90\x80\x80", "\xe2\x82"};
-inline const std::vector<std::string> kJsonTokens = {"{", "}", "[", "]", ",", ":", "\"", "null", "1e999",
-                                              "\\u0000", "\\ud800"};
+inline const std::vector<std::string> kOddTokens = {"1e400",
+                                                    "-1e400",
+                                                    "18446744073709551615",
+                                                    "-9223372036854775809",
+                                                    "NaN",
+                                                    "Infinity",
+                                                    "-0",
+                                                    "1e-400",
+                                                    "0x10",
+                                                    "[]",
+                                                    "{}",
+                                                    "null",
+                                                    "true",
+                                                    "\"\"",
+                                                    "\"\\ud800\"",
+                                                    "\"\xff\xfe\"",
+                                                    "[[[[",
+                                                    "\"\\u0000\""};
+inline const std::vector<std::string> kBadUtf8 = {
+    "\xff", "\xc3", "\xed\xa0\x80", "\xc0\xaf", "\xf4\x90\x80\x80", "\xe2\x82"};
+inline const std::vector<std::string> kJsonTokens = {
+    "{", "}", "[", "]", ",", ":", "\"", "null", "1e999", "\\u0000", "\\ud800"};
 
 /// The body mutated: a value replaced by an odd token, bytes that are no UTF-8 in a string,
 /// 100,000-deep nesting, a text mutation, an empty or an over-limit body.
-inline std::string mutate_body(const std::string& body, fuzz_rng& r, std::vector<std::string>& did) {
+inline std::string mutate_body(const std::string& body, fuzz_rng& r,
+                               std::vector<std::string>& did) {
   // A body mutated already into a huge or deep one is only cut: parsing, dumping and regex
   // matching recurse on it.
   if (body.size() > 4096) {
@@ -89,7 +104,8 @@ inline std::string mutate_body(const std::string& body, fuzz_rng& r, std::vector
     case 2: {
       const size_t depth = 100000;
       did.push_back("body: 100,000 levels deep");
-      const std::string nest = std::string(depth, '[') + (pick(r, 2) ? std::string(depth, ']') : "");
+      const std::string nest =
+          std::string(depth, '[') + (pick(r, 2) ? std::string(depth, ']') : "");
       if (pick(r, 2) == 0) return nest;
       return std::string(body).insert(body.rfind('}') == std::string::npos ? 0 : body.rfind('}'),
                                       ", \"x\": " + nest);
@@ -109,8 +125,8 @@ inline std::string mutate_body(const std::string& body, fuzz_rng& r, std::vector
 
 /// A path mutated: escapes, length, dot segments, junk after a session id, raw bytes.
 inline void mutate_path(request& q, fuzz_rng& r) {
-  static const std::vector<std::string> escapes = {"%FF", "%00", "%2e%2e/", "%", "%zz", "%C0%AF",
-                                                   "%2F", "%u0041", "%%", "%E2%82"};
+  static const std::vector<std::string> escapes = {"%FF",    "%00", "%2e%2e/", "%",  "%zz",
+                                                   "%C0%AF", "%2F", "%u0041",  "%%", "%E2%82"};
   std::string& t = q.target;
   switch (pick(r, 8)) {
     case 0:
@@ -120,19 +136,29 @@ inline void mutate_path(request& q, fuzz_rng& r) {
       t += std::string(1000 + pick(r, 30000), 'a');
       break;
     case 2:
-      t = std::vector<std::string>{"/sessions/../health", "/./health", "//health",
-                                   "/sessions/%2e%2e/health", "/health/", "/health/.."}[pick(r, 6)];
+      t = std::vector<std::string>{
+          "/sessions/../health",     "/./health", "//health",
+          "/sessions/%2e%2e/health", "/health/",  "/health/.."}[pick(r, 6)];
       break;
     case 3:
-      t = std::vector<std::string>{"/v1/chat/completions", "/sessions/x/v2/models", "/favicon.ico",
-                                   "/metrics", "/api/steps", "/sessions/", "/"}[pick(r, 7)];
+      t = std::vector<std::string>{"/v1/chat/completions",
+                                   "/sessions/x/v2/models",
+                                   "/favicon.ico",
+                                   "/metrics",
+                                   "/api/steps",
+                                   "/sessions/",
+                                   "/"}[pick(r, 7)];
       break;
     case 4:
       t += std::vector<std::string>{"%00", "/..", "x", "/v1", "/end/end", ";x"}[pick(r, 6)];
       break;
     case 5:
-      t += std::vector<std::string>{"?tokens=1&tokens=%FF", "?since=-1", "?since=99999999999999999999",
-                                    "?", "?&&&=", "#frag"}[pick(r, 6)];
+      t += std::vector<std::string>{"?tokens=1&tokens=%FF",
+                                    "?since=-1",
+                                    "?since=99999999999999999999",
+                                    "?",
+                                    "?&&&=",
+                                    "#frag"}[pick(r, 6)];
       break;
     case 6:  // raw bytes no request line may carry
       t.insert(pick(r, t.size() + 1), std::string(1, "\x01\x7f\xff \t"[pick(r, 5)]));
@@ -146,8 +172,8 @@ inline void mutate_path(request& q, fuzz_rng& r) {
 }
 
 inline void mutate_method(request& q, fuzz_rng& r) {
-  static const std::vector<std::string> methods = {"PUT",   "PATCH", "OPTIONS", "HEAD", "TRACE",
-                                                   "get",   "GETT",  "DELETE",  "POST", "GET"};
+  static const std::vector<std::string> methods = {"PUT", "PATCH", "OPTIONS", "HEAD", "TRACE",
+                                                   "get", "GETT",  "DELETE",  "POST", "GET"};
   if (pick(r, 6) == 0) {
     q.method = pick(r, 2) ? std::string(5000, 'A') : "G\x01T";
     q.broken = q.half_close = true;
@@ -175,7 +201,9 @@ inline void mutate_fields(request& q, fuzz_rng& r) {
       f.back().second = pick(r, 2) ? "evil.example:80" : f.front().second;
       break;
     case 3:
-      f.emplace_back(pick(r, 2) ? "X-\x01" "Bad" : "X-Bad",
+      f.emplace_back(pick(r, 2) ? "X-\x01"
+                                  "Bad"
+                                : "X-Bad",
                      pick(r, 2) ? std::string("\xff\xfe") : std::string("a\0b", 3));
       q.broken = q.half_close = true;
       break;
@@ -217,8 +245,9 @@ inline void mutate_fields(request& q, fuzz_rng& r) {
     case 9:
       q.content_length = pick(r, 2) == 0;
       f.emplace_back("Transfer-Encoding", pick(r, 2) ? "chunked" : "chunked, gzip");
-      q.body = std::vector<std::string>{"zz\r\nabc\r\n0\r\n\r\n", "ffffffffffffffffff\r\nx\r\n",
-                                        "5\r\nab", "-1\r\n\r\n", "3\r\nabcdef\r\n0\r\n\r\n"}[pick(r, 5)];
+      q.body =
+          std::vector<std::string>{"zz\r\nabc\r\n0\r\n\r\n", "ffffffffffffffffff\r\nx\r\n",
+                                   "5\r\nab", "-1\r\n\r\n", "3\r\nabcdef\r\n0\r\n\r\n"}[pick(r, 5)];
       q.broken = q.half_close = true;
       break;
     default:
@@ -269,6 +298,9 @@ inline std::string mutated_wire(request q, fuzz_rng& r, request& out) {
         break;
       default:
         if (!q.body.empty() || q.method == "POST") q.body = mutate_body(q.body, r, q.did);
+        // A body mutated after it was chunked is no chunked body any more.
+        for (const auto& field : q.fields)
+          if (field.first == "Transfer-Encoding") q.broken = q.half_close = true;
         break;
     }
   }
@@ -285,7 +317,8 @@ inline std::string answer_problem(const request& q, const raw_reply& a) {
   if (!a.problem.empty()) return a.problem;
   if (!a.complete) {
     // A broken request may be closed on, after a 100 Continue too.
-    const bool nothing = a.bytes.empty() || (a.status == 100 && a.bytes.size() == a.head.size() + 2);
+    const bool nothing =
+        a.bytes.empty() || (a.status == 100 && a.bytes.size() == a.head.size() + 2);
     if (nothing && a.closed) return q.broken ? "" : "closed without an answer";
     return a.bytes.empty() ? "no answer in time" : "an incomplete answer";
   }
@@ -300,7 +333,8 @@ inline std::string answer_problem(const request& q, const raw_reply& a) {
   if (type.rfind("text/event-stream", 0) == 0) {
     std::istringstream in(a.body);
     for (std::string line; std::getline(in, line);)
-      if (line.rfind("data: ", 0) == 0 && line != "data: [DONE]" && !nlohmann::json::accept(line.substr(6)))
+      if (line.rfind("data: ", 0) == 0 && line != "data: [DONE]" &&
+          !nlohmann::json::accept(line.substr(6)))
         return "an event that is not JSON: " + printable(line, 100);
   }
   return "";

@@ -7,8 +7,8 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <regex>
 #include <string>
 
@@ -24,7 +24,7 @@ struct raw_reply {
   int status = -1;        ///< the final status (after any 100 Continue)
   std::string head;       ///< its status line and header fields, names in lower case
   std::string body;       ///< its body, de-chunked
-  std::string problem;    ///< why the bytes are no HTTP answer; "" when they are (or may become) one
+  std::string problem;  ///< why the bytes are no HTTP answer; "" when they are (or may become) one
 };
 
 /// The value of header field `name` (lower case) in `head`; "" when absent.
@@ -59,8 +59,8 @@ inline bool dechunk(const std::string& in, size_t at, std::string& body, std::st
     const auto eol = in.find("\r\n", at);
     if (eol == std::string::npos) return false;
     const std::string line = in.substr(at, in.find_first_of(";\r", at) - at);
-    if (line.empty() || line.size() > 16 || line.find_first_not_of("0123456789abcdefABCDEF") !=
-                                                std::string::npos) {
+    if (line.empty() || line.size() > 16 ||
+        line.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
       problem = "a bad chunk size line '" + printable(line) + "'";
       return false;
     }
