@@ -265,6 +265,16 @@ TEST_F(RewardKinds, RemoteRewardRefusesARewardNoFloatHolds) {
       << error;
 }
 
+TEST_F(RewardKinds, RemoteRewardRefusesANumberPastADouble) {
+  loopback_server server([](const std::string&) {
+    return std::make_pair(200u, std::string(R"({"rewards": [1, 1e400, 0]})"));
+  });
+  auto error = failure(spawn_remote(server.url(), 5, 0), three_samples());
+  EXPECT_NE(error.find("POST " + server.url() + ": the answer holds a number past a double"),
+            std::string::npos)
+      << error;
+}
+
 TEST_F(RewardKinds, RemoteRewardReportsAWrongCount) {
   loopback_server server([](const std::string&) {
     return std::make_pair(200u, std::string(R"({"rewards": [1, 2]})"));
