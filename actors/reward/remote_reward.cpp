@@ -36,9 +36,10 @@ std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
   } catch (const nlohmann::json::exception& e) {
     // A parse error, or a number past a double (out_of_range 406: 1e400).
     const bool overflow = dynamic_cast<const nlohmann::json::out_of_range*>(&e) != nullptr;
-    throw std::invalid_argument(std::string(overflow ? "the answer holds a number past a double"
-                                                     : "the answer is not JSON") +
-                                ": '" + snippet() + "'");
+    throw std::invalid_argument(
+        std::string(overflow ? "the answer holds a number that overflows a double"
+                             : "the answer is not JSON") +
+        ": '" + snippet() + "'");
   }
   if (!j.is_object() || !j.contains("rewards") || !j["rewards"].is_array()) {
     throw std::invalid_argument("the answer has no \"rewards\" array: '" + snippet() + "'");

@@ -270,8 +270,9 @@ TEST_F(RewardKinds, RemoteRewardRefusesANumberPastADouble) {
     return std::make_pair(200u, std::string(R"({"rewards": [1, 1e400, 0]})"));
   });
   auto error = failure(spawn_remote(server.url(), 5, 0), three_samples());
-  EXPECT_NE(error.find("POST " + server.url() + ": the answer holds a number past a double"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("POST " + server.url() + ": the answer holds a number that overflows a double"),
+      std::string::npos)
       << error;
 }
 
