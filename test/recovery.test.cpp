@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 
+#include "runtime/testing/flip_bytes.hpp"
 #include "test/support.hpp"
 #include "test/support/metrics_log.hpp"
 
@@ -236,16 +237,7 @@ TEST(Workers, AWorkerNotReplacedWithinTheGraceFailsTheRunNamingWhatWasLost) {
   std::cout << "the run's error: " << r.err;
 }
 
-/// Overwrites `n` bytes of `path` from `at` with their complement: its size stays the same.
-void flip_bytes(const fs::path& path, size_t at, size_t n) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  std::string bytes(n, '\0');
-  f.seekg(std::streamoff(at));
-  f.read(bytes.data(), std::streamsize(n));
-  for (auto& c : bytes) c = char(~c);
-  f.seekp(std::streamoff(at));
-  f.write(bytes.data(), std::streamsize(n));
-}
+using milesrt::testing::flip_bytes;
 
 TEST(Resume, ACorruptOrStrayNewerCheckpointIsNamedSkippedOrRefusedWhenStrict) {
   auto dir = scratch("resume-corrupt");

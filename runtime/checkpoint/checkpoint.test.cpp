@@ -1,3 +1,4 @@
+#include "runtime/testing/flip_bytes.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
 
 #include <fstream>
@@ -61,16 +62,7 @@ void commit_steps(const fs::path& dir, std::initializer_list<uint64_t> steps) {
   }
 }
 
-/// Overwrites `n` bytes of `path` from `at` with their complement: the size stays the same.
-void flip_bytes(const fs::path& path, size_t at, size_t n) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  std::string bytes(n, '\0');
-  f.seekg(std::streamoff(at));
-  f.read(bytes.data(), std::streamsize(n));
-  for (auto& c : bytes) c = char(~c);
-  f.seekp(std::streamoff(at));
-  f.write(bytes.data(), std::streamsize(n));
-}
+using milesrt::testing::flip_bytes;
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
