@@ -1,9 +1,9 @@
-#include "runtime/testing/flip_bytes.hpp"
 #include "runtime/checkpoint/checkpoint.hpp"
 
 #include <fstream>
 #include <limits>
 
+#include "runtime/testing/flip_bytes.hpp"
 #include "runtime/testing/scratch_graph.hpp"
 
 namespace milesrt::runtime {
