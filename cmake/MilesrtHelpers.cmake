@@ -32,6 +32,28 @@ function(milesrt_library name)
   endif()
 endfunction()
 
+# The tests' paths (test/support/paths.hpp), in one generated source file: every test's compile
+# line stays free of this clone's folders, so the compiler cache serves clones in other folders.
+function(_milesrt_test_paths)
+  if(TARGET milesrt_test_paths)
+    return()
+  endif()
+  set(_out "${CMAKE_BINARY_DIR}/test/test_paths.cpp")
+  file(GENERATE OUTPUT "${_out}" CONTENT
+"#include \"test/support/paths.hpp\"
+namespace milesrt::test_paths {
+const char* source_dir() { return \"${PROJECT_SOURCE_DIR}\"; }
+const char* binary_dir() { return \"${CMAKE_BINARY_DIR}\"; }
+const char* exe() { return \"$<TARGET_FILE:milesrt>\"; }
+const char* python() { return \"${MILESRT_PYTHON}\"; }
+const char* arith_make() { return \"$<TARGET_FILE:milesrt_arith_make>\"; }
+const char* tokenizer_data() { return \"${CMAKE_BINARY_DIR}/test/tokenizer_data\"; }
+}  // namespace milesrt::test_paths
+")
+  add_library(milesrt_test_paths STATIC "${_out}")
+  target_include_directories(milesrt_test_paths PRIVATE "${PROJECT_SOURCE_DIR}")
+endfunction()
+
 # milesrt_add_gtest(<target> SOURCES <files...> [LIBS <libs...>] LABELS <labels...> [TIMEOUT s]
 #                   [DEFINES <NAME=value...>] [NEEDS <targets...>])
 # Builds one GoogleTest executable and registers each of its tests with ctest under LABELS.
@@ -49,11 +71,17 @@ function(milesrt_add_gtest target)
   add_executable(${target} ${ARG_SOURCES})
   target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}")
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  _milesrt_test_paths()
+  target_link_libraries(${target} PRIVATE milesrt_test_paths)
+  target_compile_options(${target} PRIVATE
+    "SHELL:-include ${PROJECT_SOURCE_DIR}/test/support/paths.hpp")
   target_compile_definitions(${target} PRIVATE
-    MILESRT_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MILESRT_BINARY_DIR="${CMAKE_BINARY_DIR}"
-    MILESRT_EXE="$<TARGET_FILE:milesrt>" MILESRT_PYTHON="${MILESRT_PYTHON}"
-    MILESRT_ARITH_MAKE="$<TARGET_FILE:milesrt_arith_make>"
-    MILESRT_TOKENIZER_DATA="${CMAKE_BINARY_DIR}/test/tokenizer_data"
+    MILESRT_SOURCE_DIR=::milesrt::test_paths::source_dir\(\)
+    MILESRT_BINARY_DIR=::milesrt::test_paths::binary_dir\(\)
+    MILESRT_EXE=::milesrt::test_paths::exe\(\)
+    MILESRT_PYTHON=::milesrt::test_paths::python\(\)
+    MILESRT_ARITH_MAKE=::milesrt::test_paths::arith_make\(\)
+    MILESRT_TOKENIZER_DATA=::milesrt::test_paths::tokenizer_data\(\)
     ${ARG_DEFINES})
   if(ARG_NEEDS)
     add_dependencies(${target} ${ARG_NEEDS})
