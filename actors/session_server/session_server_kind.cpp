@@ -14,6 +14,7 @@
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/session_server/session_server.hpp"
 #include "milesrt/session_server.capnp.h"
+#include "runtime/core/log.hpp"
 #include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::session_server {
@@ -128,8 +129,7 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   const auto where = s.run_dir / (s.name + ".json"), part = s.run_dir / (s.name + ".json.part");
   std::ofstream(part) << nlohmann::json{{"url", cfg.url}, {"port", http->port()}}.dump() << "\n";
   fs::rename(part, where, ec);
-  if (s.progress)
-    std::fprintf(s.progress, "actor '%s': sessions at %s\n", s.name.c_str(), cfg.url.c_str());
+  log::info(log::at{s.name, {}}, "sessions at {}", cfg.url);
   return spawn_session_server(sys, std::move(cfg), std::move(http));
 }
 
