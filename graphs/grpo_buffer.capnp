@@ -8,7 +8,7 @@
 #   data ─▶ rollout ─▶ reward ─▶ buffer ─▶ trainer ─▶ publisher ─▶ rollout.weights
 #
 # Policies: fifo (arrival order; the same run as grpo_async.capnp's queue), staleness (past
-# maxStaleness: whenStale = drop discards, wait keeps it behind fresher groups; counted either way),
+# maxStaleness: onStale = drop discards, wait keeps it behind fresher groups; counted either way),
 # priority, or one a plugin registers (docs/extending.md).
 # Run it (after examples/arith/run.sh made the SFT model):
 #   build/milesrt run graphs/grpo_buffer.capnp [--set buffer.policy=staleness]

@@ -53,8 +53,9 @@ std::vector<std::string> check(const environment_registry& envs,
   if (!chat.empty() && !fs::is_regular_file(chat))
     problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template)");
   for (auto [field, v] :
-       {std::pair{"groupSize", p.getGroupSize()}, std::pair{"maxTurns", p.getMaxTurns()},
-        std::pair{"maxTokens", p.getMaxTokens()}, std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
+       {std::pair{"samplesPerPrompt", p.getSamplesPerPrompt()},
+        std::pair{"maxTurns", p.getMaxTurns()}, std::pair{"maxTokens", p.getMaxTokens()},
+        std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
     if (v == 0) problems.push_back(std::string(field) + ": must be at least 1");
   }
   for (auto [field, v] : {std::pair{"maxSeconds", p.getMaxSeconds()},
@@ -118,13 +119,13 @@ caf::actor spawn(const environment_registry& envs, caf::actor_system& sys, const
   cfg.limits.max_tokens = p.getMaxTokens();
   cfg.limits.max_seconds = p.getMaxSeconds();
   cfg.limits.max_new_tokens = p.getMaxNewTokens();
-  cfg.group_size = p.getGroupSize();
+  cfg.group_size = p.getSamplesPerPrompt();
   cfg.temperature = p.getTemperature();
   cfg.top_p = p.getTopP();
   cfg.generate_deadline =
       std::chrono::milliseconds(static_cast<int64_t>(p.getGenerateDeadlineSeconds() * 1000.0));
   if (p.getEvalData().size() > 0) cfg.eval_tasks = load_tasks(p.getEvalData());
-  cfg.eval_every = p.getEvalEvery();
+  cfg.eval_every = p.getEvalInterval();
   cfg.eval_temperature = p.getEvalTemperature();
   cfg.seed = s.seed * 7919 + 23 + s.replica;
   return spawn_environment_actor(sys, std::move(cfg));

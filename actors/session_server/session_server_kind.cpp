@@ -46,6 +46,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
     if (!(v > 0) || !std::isfinite(v) || v > 1e7)
       problems.push_back(std::string(field) + ": must be > 0 and at most 1e7 seconds");
   }
+  if (!(p.getRetryAfterSeconds() >= 0) || p.getRetryAfterSeconds() > 1e7)
+    problems.push_back("retryAfterSeconds: must be >= 0 and at most 1e7 seconds");
   if (p.getMaxOpenSessions() == 0) problems.push_back("maxOpenSessions: must be at least 1");
   if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
   if (p.getBodyLimit() < 1024) problems.push_back("bodyLimit: must be at least 1024 bytes");
@@ -113,7 +115,8 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   cfg.max_new_tokens = p.getMaxNewTokens();
   cfg.temperature = p.getTemperature();
   cfg.limits.vocab_size = vocab_size(std::string(p.getModel()));
-  cfg.retry_after_seconds = std::max<uint32_t>(1, p.getRetryAfterSeconds());
+  cfg.retry_after_seconds =
+      static_cast<uint32_t>(std::max(1.0, std::ceil(p.getRetryAfterSeconds())));
   cfg.seed = s.seed * 7919 + 17;
   cfg.score_unrewarded = p.getScoreUnrewarded();
   auto http = bind_server(p);

@@ -387,7 +387,6 @@ trainer_options options_of(Params::Reader p, uint64_t steps) {
   if (p.hasLora()) o.base_model = p.getModel();
   o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
   o.estimator = p.getEstimator();
-  if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
   o.advantages.gamma = p.getGamma();
   o.advantages.lambda = p.getLambda();
   o.loss.eps_clip = p.getEpsClip();

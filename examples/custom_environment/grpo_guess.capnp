@@ -15,7 +15,7 @@ const graph :Graph = (
      params = (data = (path = "runs/agent_calc/setup/rl.jsonl", epochs = 0, seed = 2))),
     (name = "env", kind = "environment",
      params = (environment = (environment = "guess_number", options = "{\"penalty\": 0.05}",
-                              model = "runs/agent_calc/sft_model", groupSize = 4,
+                              model = "runs/agent_calc/sft_model", samplesPerPrompt = 4,
                               maxTurns = 3, maxTokens = 64, maxNewTokens = 8))),
     (name = "rollout", kind = "rollout",
      params = (rollout = (model = "runs/agent_calc/sft_model", maxNewTokens = 8))),
