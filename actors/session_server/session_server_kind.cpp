@@ -9,6 +9,7 @@
 #include "actors/lib/agent/openai_api.hpp"
 #include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
@@ -28,15 +29,8 @@ bool loopback(const std::string& address) {
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::SessionServerParams>();
   std::vector<std::string> problems;
-  const std::string model = p.getModel();
-  if (model.empty()) {
-    problems.push_back("model: required (the rollout's model folder, for its tokenizer)");
-  } else if (!fs::is_regular_file(fs::path(model) / "tokenizer.json")) {
-    problems.push_back("model: '" + model + "' has no tokenizer.json");
-  }
-  const std::string chat = p.getChatTemplate();
-  if (!chat.empty() && !fs::is_regular_file(chat))
-    problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template)");
+  for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::tokenizer))
+    problems.push_back(e);
   if (!loopback(p.getAddress()) && p.getBearerToken().size() == 0) {
     problems.push_back("address: '" + std::string(p.getAddress()) +
                        "' is not loopback: set bearerToken so that every request must carry it");
