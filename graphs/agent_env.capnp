@@ -12,7 +12,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "agent_env",
-  description = "GRPO on calculator-tool episodes run inside the graph",
+  description = "GRPO on calculator-tool episodes run inside the graph (inputs: runs/agent_calc/setup and runs/agent_calc/sft_model, steps 1 and 2 of examples/agent_calc/run.sh)",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/agent_calc/setup/rl.jsonl", epochs = 0, seed = 2))),

@@ -8,7 +8,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_guess",
-  description = "GRPO on a multi-turn environment from a plugin (guess_number)",
+  description = "GRPO on a multi-turn environment from a plugin (guess_number) (inputs: runs/agent_calc/setup and runs/agent_calc/sft_model, steps 1 and 2 of examples/agent_calc/run.sh)",
   plugins = ["libmilesrt_custom_environment.so"],
   actors = [
     (name = "data", kind = "data",
