@@ -11,6 +11,7 @@
 #include "actors/critic/critic_core.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "milesrt/critic.capnp.h"
 #include "runtime/core/interfaces.hpp"
 
@@ -158,10 +159,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::CriticParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
-  if (p.getModel().size() == 0)
-    bad("model: required (a Hugging Face model folder)");
-  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
-    bad("model: " + e);
+  for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights))
+    bad(e);
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (!(p.getWeightDecay() >= 0)) bad("weightDecay: must be >= 0");
   if (!(p.getGradClip() >= 0)) bad("gradClip: must be >= 0 (0 = off)");

@@ -229,7 +229,7 @@ void register_publisher_kind(kind_registry& registry) {
     if (init->copies) init->versions->keep_copies(p.getKeepVersions());
     auto& o = init->options;
     o.publisher = s.name;
-    o.full_every = p.getFullEvery();
+    o.full_every = p.getFullCopyInterval();
     o.keep_versions = p.getKeepVersions();
     o.engines = p.getEngines();
     o.bucket_bytes = static_cast<int64_t>(p.getBucketMb()) << 20;

@@ -9,6 +9,7 @@
 #include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "milesrt/reference.capnp.h"
 #include "runtime/core/errors.hpp"
@@ -62,11 +63,7 @@ stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_
 
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::ReferenceParams>();
-  std::vector<std::string> problems;
-  if (p.getModel().size() == 0)
-    problems.push_back("model: required (a Hugging Face model folder)");
-  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
-    problems.push_back("model: " + e);
+  auto problems = llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights);
   if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
   return problems;
 }
