@@ -114,60 +114,111 @@ std::string message_of(const std::exception& e) {
   return e.what();
 }
 
+/// The model of --model on --device in --dtype; null (the error printed) when it cannot be had.
+std::unique_ptr<llm::decoder> load_model(const generate_options& opt, cli::context& ctx) {
+  try {
+    return llm::decoder::load(opt.model, opt.dtype == "bf16" ? at::kBFloat16 : at::kFloat,
+                              at::Device(opt.device == "cuda" ? at::kCUDA : at::kCPU));
+  } catch (const std::exception& e) {
+    const bool torch = dynamic_cast<const c10::Error*>(&e) != nullptr;
+    cli::print_error(ctx.err, "generate", (torch ? opt.model + ": " : "") + message_of(e));
+    return nullptr;
+  }
+}
+
+/// The engine over `model` as the options ask (stop strings through `tok`, when there is one);
+/// null (the error printed, `status` set) when it cannot be made.
+std::unique_ptr<engine> make_engine(const generate_options& opt, const llm::decoder& model,
+                                    const text_codec* tok, cli::context& ctx,
+                                    cli::exit_status& status) {
+  engine_config cfg{opt.blocks, opt.block_size, opt.budget, 0, nullptr};
+  if (opt.device == "cuda" && !opt.blocks_given) cfg.kv_memory_fraction = opt.kv_fraction;
+  if (tok) {
+    cfg.detokenize = [tok](const std::vector<int64_t>& ids) { return tok->decode(ids); };
+  }
+  try {
+    return std::make_unique<engine>(model, cfg);
+  } catch (const std::invalid_argument& e) {
+    cli::print_error(
+        ctx.err, "generate",
+        std::string(cfg.kv_memory_fraction > 0 ? "--kv-memory-fraction: " : "--kv-blocks: ") +
+            e.what());
+    status = cli::exit_status::bad_input;
+  } catch (const std::exception& e) {
+    cli::print_error(ctx.err, "generate", message_of(e));
+    status = cli::exit_status::run_failed;
+  }
+  return nullptr;
+}
+
+/// The input lines, each added to the engine as a request, or refused.
+struct input_lines {
+  std::vector<std::string> errors;  ///< per line: why it was refused, or ""
+  std::vector<int64_t> samples_of;  ///< per line: n, or 0 for an error line
+};
+
+input_lines add_lines(std::istream& in, engine& eng, const text_codec* tok,
+                      const std::string& tok_error, int64_t vocab) {
+  input_lines lines;
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    try {
+      generate_request r = parse_request(line, n, tok, tok_error, vocab);
+      eng.add(r);
+      lines.errors.push_back("");
+      lines.samples_of.push_back(r.params.n);
+    } catch (const std::exception& e) {
+      lines.errors.push_back("line " + std::to_string(n) + ": " + fields::message(e));
+      lines.samples_of.push_back(0);
+    }
+  }
+  return lines;
+}
+
+/// Writes each line's samples (or its error) in input order; returns whether a line had an error.
+bool write_lines(std::ostream& out, const input_lines& lines, const std::vector<sample>& done,
+                 const text_codec* tok) {
+  std::map<std::pair<uint64_t, int64_t>, const sample*> by_key;
+  for (const auto& s : done) by_key[{s.request_id, s.index}] = &s;
+  bool bad = false;
+  for (size_t i = 0; i < lines.errors.size(); ++i) {
+    if (!lines.errors[i].empty()) {
+      out << dump({{"error", lines.errors[i]}}) << "\n";
+      bad = true;
+      continue;
+    }
+    for (int64_t k = 0; k < lines.samples_of[i]; ++k) {
+      const sample& s = *by_key.at({i + 1, k});
+      nlohmann::json j;
+      j["index"] = k;
+      j["output_ids"] = s.output;
+      j["logprobs"] = s.logprobs;
+      if (tok) j["text"] = tok->decode(s.output);
+      j["finish_reason"] = s.finish_reason;
+      out << dump(j) << "\n";
+    }
+  }
+  return bad;
+}
+
 cli::exit_status generate_command(const generate_options& opt, cli::context& ctx) {
   if (opt.device == "cuda" && !at::hasCUDA()) {
     cli::print_error(ctx.err, "generate", "--device cuda: no CUDA device is visible");
     return cli::exit_status::bad_input;
   }
-  std::unique_ptr<llm::decoder> model;
-  try {
-    model = llm::decoder::load(opt.model, opt.dtype == "bf16" ? at::kBFloat16 : at::kFloat,
-                               at::Device(opt.device == "cuda" ? at::kCUDA : at::kCPU));
-  } catch (const std::exception& e) {
-    const bool torch = dynamic_cast<const c10::Error*>(&e) != nullptr;
-    cli::print_error(ctx.err, "generate", (torch ? opt.model + ": " : "") + message_of(e));
-    return cli::exit_status::bad_input;
-  }
+  std::unique_ptr<llm::decoder> model = load_model(opt, ctx);
+  if (!model) return cli::exit_status::bad_input;
   std::string tok_error;
   auto tok = text_codec::load(opt.model, opt.chat, tok_error, opt.bos);
   if (!tok && !opt.chat.empty()) {
     cli::print_error(ctx.err, "generate", tok_error);
     return cli::exit_status::bad_input;
   }
-  engine_config cfg{opt.blocks, opt.block_size, opt.budget, 0, nullptr};
-  if (opt.device == "cuda" && !opt.blocks_given) cfg.kv_memory_fraction = opt.kv_fraction;
-  if (tok) {
-    auto* codec = tok.get();
-    cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
-  }
-  std::unique_ptr<engine> eng;
-  try {
-    eng = std::make_unique<engine>(*model, cfg);
-  } catch (const std::invalid_argument& e) {
-    cli::print_error(
-        ctx.err, "generate",
-        std::string(cfg.kv_memory_fraction > 0 ? "--kv-memory-fraction: " : "--kv-blocks: ") +
-            e.what());
-    return cli::exit_status::bad_input;
-  } catch (const std::exception& e) {
-    cli::print_error(ctx.err, "generate", message_of(e));
-    return cli::exit_status::run_failed;
-  }
-  const int64_t vocab = model->config().vocab_size;
-  std::vector<std::string> errors;
-  std::vector<int64_t> samples_of;  // per line: n, or 0 for an error line
-  std::string line;
-  for (size_t n = 1; std::getline(std::cin, line); ++n) {
-    try {
-      generate_request r = parse_request(line, n, tok.get(), tok_error, vocab);
-      eng->add(r);
-      errors.push_back("");
-      samples_of.push_back(r.params.n);
-    } catch (const std::exception& e) {
-      errors.push_back("line " + std::to_string(n) + ": " + fields::message(e));
-      samples_of.push_back(0);
-    }
-  }
+  auto status = cli::exit_status::ok;
+  std::unique_ptr<engine> eng = make_engine(opt, *model, tok.get(), ctx, status);
+  if (!eng) return status;
+  const input_lines lines =
+      add_lines(std::cin, *eng, tok.get(), tok_error, model->config().vocab_size);
   std::vector<sample> done;
   try {
     done = eng->run();
@@ -175,26 +226,7 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
     cli::print_error(ctx.err, "generate", message_of(e));
     return cli::exit_status::run_failed;
   }
-  std::map<std::pair<uint64_t, int64_t>, const sample*> by_key;
-  for (const auto& s : done) by_key[{s.request_id, s.index}] = &s;
-  bool bad = false;
-  for (size_t i = 0; i < errors.size(); ++i) {
-    if (!errors[i].empty()) {
-      ctx.out << dump({{"error", errors[i]}}) << "\n";
-      bad = true;
-      continue;
-    }
-    for (int64_t k = 0; k < samples_of[i]; ++k) {
-      const sample& s = *by_key.at({i + 1, k});
-      nlohmann::json out;
-      out["index"] = k;
-      out["output_ids"] = s.output;
-      out["logprobs"] = s.logprobs;
-      if (tok) out["text"] = tok->decode(s.output);
-      out["finish_reason"] = s.finish_reason;
-      ctx.out << dump(out) << "\n";
-    }
-  }
+  const bool bad = write_lines(ctx.out, lines, done, tok.get());
   return bad ? cli::exit_status::bad_input : cli::exit_status::ok;
 }
 

@@ -110,19 +110,11 @@ std::vector<std::vector<float>> critic_core::values(const std::vector<sample_msg
   return out;
 }
 
-std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& samples,
-                                                 const std::vector<size_t>& group_sizes) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto fopt = at::TensorOptions().dtype(at::kFloat);
-  size_t total = 0;
-  for (size_t n : group_sizes) total += n;
-  if (total != samples.size())
-    throw std::invalid_argument("critic: group sizes do not add up to the samples");
-
+critic_core::step_inputs critic_core::gather(const std::vector<sample_msg>& samples,
+                                             const std::vector<size_t>& group_sizes) const {
   // The values the samples carry (from the critic's "groups" port) are the old values of the
   // clipped loss and the GAE baseline; samples without them get this critic's values now.
-  std::vector<float> rewards, old_values;
-  std::vector<int64_t> groups, seq_index;
+  step_inputs in;
   std::vector<size_t> missing;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (samples[i].values.size() != samples[i].output.size()) missing.push_back(i);
@@ -143,32 +135,21 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
     }
     in_group++;
     const auto& s = samples[i];
-    rewards.push_back(s.reward);
-    groups.push_back(g);
+    in.rewards.push_back(s.reward);
+    in.groups.push_back(g);
     const auto& v = next_missing < missing.size() && missing[next_missing] == i
                         ? fresh[next_missing++]
                         : s.values;
-    old_values.insert(old_values.end(), v.begin(), v.end());
-    for (size_t t = 0; t < s.output.size(); ++t) seq_index.push_back(static_cast<int64_t>(i));
+    in.old_values.insert(in.old_values.end(), v.begin(), v.end());
+    for (size_t t = 0; t < s.output.size(); ++t) in.seq_index.push_back(static_cast<int64_t>(i));
   }
-  const int64_t N = static_cast<int64_t>(old_values.size());
-  std::map<std::string, double> m;
-  if (N == 0) {
-    m["critic_loss"] = 0;
-    return m;
-  }
-  auto old_t = at::tensor(old_values, fopt);
-  auto mask_t = at::ones({N}, fopt);
-  rl::advantage_options ao;
-  ao.gamma = options_.gamma;
-  ao.lambda = options_.lambda;
-  auto returns =
-      rl::token_advantages(*rl::make_gae_estimator(), at::tensor(rewards, fopt), groups,
-                           at::tensor(seq_index, at::kLong), mask_t, at::Tensor(), old_t, ao)
-          .returns;
+  return in;
+}
 
-  // One forward + backward per group; the loss is normalised by the step's token count, so the
-  // gradients add up to the step's.
+double critic_core::backward_groups(const std::vector<sample_msg>& samples,
+                                    const std::vector<size_t>& group_sizes, const at::Tensor& old_t,
+                                    const at::Tensor& returns, const at::Tensor& mask_t) {
+  const auto N = static_cast<double>(old_t.numel());
   const auto dev = model_->device();
   double loss_sum = 0;
   size_t begin = 0;
@@ -180,15 +161,18 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
     if (tokens > 0) {
       auto v = predict(samples, begin, begin + n);
       auto slice = [&](const at::Tensor& t) { return t.narrow(0, offset, tokens).to(dev); };
-      auto loss = rl::value_loss(v, slice(old_t), slice(returns), slice(mask_t),
-                                 options_.value_clip, static_cast<double>(N));
+      auto loss =
+          rl::value_loss(v, slice(old_t), slice(returns), slice(mask_t), options_.value_clip, N);
       loss_sum += loss.item<double>();
       loss.backward();
     }
     begin += n;
     offset += tokens;
   }
+  return loss_sum;
+}
 
+rl::adamw::step_info critic_core::optimizer_step() {
   auto& params = model_->mutable_params();
   auto dgrad = params.grad();
   auto hgrad = head_.grad();
@@ -201,7 +185,37 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   if (dgrad.defined()) dgrad.zero_();
   if (hgrad.defined()) hgrad.zero_();
   if (!info.skipped) publish_master();
+  return info;
+}
 
+std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& samples,
+                                                 const std::vector<size_t>& group_sizes) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto fopt = at::TensorOptions().dtype(at::kFloat);
+  size_t total = 0;
+  for (size_t n : group_sizes) total += n;
+  if (total != samples.size())
+    throw std::invalid_argument("critic: group sizes do not add up to the samples");
+  const step_inputs in = gather(samples, group_sizes);
+  const int64_t N = static_cast<int64_t>(in.old_values.size());
+  std::map<std::string, double> m;
+  if (N == 0) {
+    m["critic_loss"] = 0;
+    return m;
+  }
+  auto old_t = at::tensor(in.old_values, fopt);
+  auto mask_t = at::ones({N}, fopt);
+  rl::advantage_options ao;
+  ao.gamma = options_.gamma;
+  ao.lambda = options_.lambda;
+  auto returns =
+      rl::token_advantages(*rl::make_gae_estimator(), at::tensor(in.rewards, fopt), in.groups,
+                           at::tensor(in.seq_index, at::kLong), mask_t, at::Tensor(), old_t, ao)
+          .returns;
+  // One forward + backward per group; the loss is normalised by the step's token count, so the
+  // gradients add up to the step's.
+  const double loss_sum = backward_groups(samples, group_sizes, old_t, returns, mask_t);
+  const auto info = optimizer_step();
   m["critic_loss"] = loss_sum;
   m["critic_grad_norm"] = info.grad_norm;
   m["critic_lr"] = info.lr;

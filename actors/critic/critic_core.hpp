@@ -68,6 +68,22 @@ class critic_core {
  private:
   /// Values of the output tokens of samples[idx...] (packed, in order), with grad when enabled.
   at::Tensor predict(const std::vector<llm::sample_msg>& samples, size_t begin, size_t end) const;
+  /// A step's samples as the GAE estimator takes them: per sample its reward and group, per
+  /// output token its old value (carried, or computed now) and its sample's index.
+  struct step_inputs {
+    std::vector<float> rewards, old_values;
+    std::vector<int64_t> groups, seq_index;
+  };
+  step_inputs gather(const std::vector<llm::sample_msg>& samples,
+                     const std::vector<size_t>& group_sizes) const;
+  /// One forward + backward of the clipped value loss per group (over tokens `old_t`, `returns`
+  /// and `mask_t` of the whole step, the loss divided by their count); returns the summed loss.
+  double backward_groups(const std::vector<llm::sample_msg>& samples,
+                         const std::vector<size_t>& group_sizes, const at::Tensor& old_t,
+                         const at::Tensor& returns, const at::Tensor& mask_t);
+  /// AdamW over the decoder's and the head's gradients (then zeroed); publishes the master
+  /// weights unless the step was skipped.
+  rl::adamw::step_info optimizer_step();
   /// Copies the master weights into the decoder's buffer and the head.
   void publish_master();
 

@@ -14,7 +14,6 @@
 #include "actors/lib/llm/messages.hpp"
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/model_folder.hpp"
-#include "actors/lib/llm/model_ref.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "actors/lib/llm/text_codec.hpp"
 #include "actors/lib/serving/engine.hpp"
@@ -22,6 +21,8 @@
 #include "actors/lib/weights/apply.hpp"
 #include "actors/lib/weights/local_versions.hpp"
 #include "actors/lib/weights/messages.hpp"
+#include "actors/rollout/rollout_params.hpp"
+#include "actors/rollout/rollout_state.hpp"
 #include "milesrt/rollout.capnp.h"
 #include "runtime/core/interfaces.hpp"
 #include "runtime/core/progress.hpp"
@@ -36,59 +37,6 @@ using serving::generation_result;
 using namespace milesrt::serving;  // the engine
 namespace {
 using namespace milesrt::runtime;
-
-using rstep_atom = caf::atom_constant<caf::atom("rstep")>;
-
-/// The stage interface plus the engine's own step messages and the generation service
-/// (serving/generate_messages.hpp) it serves on its `generate` port.
-using rollout_actor = stage_actor::extend<
-    caf::reacts_to<rstep_atom>,
-    caf::replies_to<serving::generate_atom, generation_request>::with<generation_result>>;
-
-struct pending_group {
-  caf::typed_response_promise<node_reply> promise;
-  uint64_t group_id = 0;
-  std::string label;
-  /// By sample index, whatever order they finish in (that order depends on the engine's batches,
-  /// so on when prompts arrived: on timing); `received` of them are in.
-  std::vector<sample_msg> samples;
-  int64_t received = 0;
-  sampling_params params;  ///< what its samples were asked with (a resumed sample goes on with it)
-};
-
-/// A request of the generation service: the caller's answer, and what it is sampled with.
-struct pending_call {
-  caf::typed_response_promise<generation_result> promise;
-  sampling_params params;
-  /// Streaming: the requester, its stream id (0: none) and the tokens it has been sent.
-  caf::strong_actor_ptr to;
-  uint64_t stream_id = 0;
-  size_t sent = 0;
-};
-
-struct rollout_state {
-  std::shared_ptr<llm::decoder> model;
-  std::shared_ptr<text_codec> codec;  ///< null without tokenizer.json: prompts must be ids
-  std::unique_ptr<engine> eng;
-  sampling_params base;
-  pause_mode mode = pause_mode::retract;
-  bool resume_aborted =
-      false;  ///< pauseMode abort: resume the samples cut off, or drop their groups
-  /// Totals since the start (reported in abort mode): samples an update cut off, groups dropped
-  /// for it, samples resumed.
-  uint64_t aborted_samples = 0, dropped_groups = 0, resumed_samples = 0;
-  std::map<uint64_t, pending_group> groups;  // engine request id -> group
-  /// Requests of the generation service by engine request id.
-  std::map<uint64_t, pending_call> calls;
-  std::shared_ptr<weights::local_versions>
-      versions;                ///< this process's trainers (colocated publishing)
-  weights::receiver receiver;  ///< what this engine holds of the published versions
-  uint64_t next_request = 1;
-  bool stepping = false;
-  double busy_seconds = 0;            ///< time spent in engine steps since the start
-  bool release_kv_when_idle = false;  ///< colocated: the KV pool goes back between rollout phases
-  double retake_seconds = -1;         ///< the last retake of the KV pool (and its graphs), if any
-};
 
 sample_msg to_msg(const sample& s, const text_codec* codec) {
   sample_msg m;
@@ -276,6 +224,115 @@ caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<
   return promise;
 }
 
+/// A new weight version (port "weights"): applies the update when it carries one (else the
+/// version alone changes), then pauses the engine's sequences in flight as pauseMode says.
+caf::result<node_reply> apply_weights(rollout_actor::stateful_pointer<rollout_state> self,
+                                      const envelope& e) {
+  auto& s = self->state;
+  uint64_t version =
+      e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0) : e.max_version;
+  node_reply reply;
+  if (e.payload.match_elements<weights::weights_update>()) {
+    const auto& u = e.payload.get_as<weights::weights_update>(0);
+    version = u.version;
+    try {
+      auto t0 = std::chrono::steady_clock::now();
+      s.receiver.apply(*s.model, u, *s.versions);
+      s.model->refresh_merged();  // lora.merge: the new adapters into the base's copy
+      reply.metrics["publish_apply_seconds"] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } catch (const std::exception& ex) {
+      return caf::make_error(caf::sec::runtime_error, "rollout: cannot apply weights version " +
+                                                          std::to_string(u.version) + " (" +
+                                                          u.transport + "): " + ex.what());
+    }
+  }
+  try {
+    settle_aborted(self, s.eng->update_weights(version, s.mode));
+  } catch (const std::exception& ex) {
+    return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+  }
+  return reply;
+}
+
+/// The ids of prompt `p`: its own, or its chat messages rendered and encoded, or its text
+/// encoded; throws when that needs a tokenizer the model folder lacks, or leaves no token.
+std::vector<int64_t> encode_prompt(const rollout_state& s, const prompt_msg& p) {
+  std::vector<int64_t> ids = p.ids;
+  if (ids.empty() && !p.messages_json.empty()) {
+    if (!s.codec)
+      throw std::invalid_argument("chat messages need a tokenizer.json in the model folder");
+    ids = s.codec->encode(s.codec->render(p.messages_json));
+  } else if (ids.empty() && !p.text.empty()) {
+    if (!s.codec)
+      throw std::invalid_argument("text prompts need a tokenizer.json in the model folder");
+    ids = s.codec->encode_prompt(p.text);
+  }
+  if (ids.empty())
+    throw std::invalid_argument("group " + std::to_string(p.group_id) + " has an empty prompt");
+  return ids;
+}
+
+/// Adds `r` to the engine, taking the KV pool back first when it was released (timed).
+void add_request(rollout_state& s, const generate_request& r) {
+  // Work after an idle engine starts a rollout phase: its peak GPU memory counts from here.
+  if (s.eng->idle() && s.groups.empty()) llm::reset_peak_memory(s.model->device());
+  if (s.eng->kv_released()) {
+    auto t0 = std::chrono::steady_clock::now();
+    s.eng->retake_kv();
+    s.retake_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  s.eng->add(r);
+}
+
+/// A prompt (port "prompts"): its group's samples are asked of the engine; the answer comes when
+/// they are all in.
+caf::result<node_reply> take_prompt(rollout_actor::stateful_pointer<rollout_state> self,
+                                    const envelope& e) {
+  auto& s = self->state;
+  if (!e.payload.match_elements<prompt_msg>()) {
+    return caf::make_error(caf::sec::unexpected_message,
+                           "rollout: port 'prompts' expects a prompt_msg");
+  }
+  const auto& p = e.payload.get_as<prompt_msg>(0);
+  generate_request r;
+  r.id = s.next_request++;
+  r.params = s.base;
+  r.params.seed = s.base.seed * 1000003 + p.group_id;  // each group its own streams
+  try {
+    r.prompt = encode_prompt(s, p);
+    add_request(s, r);
+  } catch (const std::exception& ex) {
+    return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+  }
+  auto promise = self->make_response_promise<node_reply>();
+  s.groups[r.id] = {promise, p.group_id, p.label, {}, 0, r.params};
+  schedule_step(self);
+  return promise;
+}
+
+/// One engine step: the groups and calls it finished are answered, streamed calls sent their new
+/// tokens; colocated, an idle engine gives its KV pool back; the next step is queued while work
+/// remains.
+void run_step(rollout_actor::stateful_pointer<rollout_state> self) {
+  auto& s = self->state;
+  s.stepping = false;
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    auto done = s.eng->step();
+    s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    deliver_complete(self, done);
+    send_partials(self);
+    // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.
+    if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty() && s.calls.empty())
+      s.eng->release_kv(s.mode);
+  } catch (const std::exception& ex) {
+    fail_all(s, ex.what());
+    return;
+  }
+  if (!s.eng->idle()) schedule_step(self);
+}
+
 rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_state> self,
                                         std::shared_ptr<llm::decoder> model_holder,
                                         std::shared_ptr<text_codec> codec, engine_config cfg,
@@ -295,97 +352,12 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
   st.release_kv_when_idle = release_kv_when_idle;
   return {
       [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
-        auto& s = self->state;
-        if (port == "weights") {
-          uint64_t version =
-              e.payload.match_elements<uint64_t>() ? e.payload.get_as<uint64_t>(0) : e.max_version;
-          node_reply reply;
-          if (e.payload.match_elements<weights::weights_update>()) {
-            const auto& u = e.payload.get_as<weights::weights_update>(0);
-            version = u.version;
-            try {
-              auto t0 = std::chrono::steady_clock::now();
-              s.receiver.apply(*s.model, u, *s.versions);
-              s.model->refresh_merged();  // lora.merge: the new adapters into the base's copy
-              reply.metrics["publish_apply_seconds"] =
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            } catch (const std::exception& ex) {
-              return caf::make_error(caf::sec::runtime_error,
-                                     "rollout: cannot apply weights version " +
-                                         std::to_string(u.version) + " (" + u.transport +
-                                         "): " + ex.what());
-            }
-          }
-          try {
-            settle_aborted(self, s.eng->update_weights(version, s.mode));
-          } catch (const std::exception& ex) {
-            return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
-          }
-          return reply;
-        }
-        if (!e.payload.match_elements<prompt_msg>()) {
-          return caf::make_error(caf::sec::unexpected_message,
-                                 "rollout: port 'prompts' expects a prompt_msg");
-        }
-        const auto& p = e.payload.get_as<prompt_msg>(0);
-        generate_request r;
-        r.id = s.next_request++;
-        r.prompt = p.ids;
-        r.params = s.base;
-        r.params.seed = s.base.seed * 1000003 + p.group_id;  // each group its own streams
-        try {
-          if (r.prompt.empty() && !p.messages_json.empty()) {
-            if (!s.codec)
-              throw std::invalid_argument(
-                  "chat messages need a tokenizer.json in the model folder");
-            r.prompt = s.codec->encode(s.codec->render(p.messages_json));
-          } else if (r.prompt.empty() && !p.text.empty()) {
-            if (!s.codec)
-              throw std::invalid_argument("text prompts need a tokenizer.json in the model folder");
-            r.prompt = s.codec->encode_prompt(p.text);
-          }
-          if (r.prompt.empty())
-            throw std::invalid_argument("group " + std::to_string(p.group_id) +
-                                        " has an empty prompt");
-          // Work after an idle engine starts a rollout phase: its peak GPU memory counts from here.
-          if (s.eng->idle() && s.groups.empty()) llm::reset_peak_memory(s.model->device());
-          if (s.eng->kv_released()) {
-            auto t0 = std::chrono::steady_clock::now();
-            s.eng->retake_kv();
-            s.retake_seconds =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          }
-          s.eng->add(r);
-        } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
-        }
-        auto promise = self->make_response_promise<node_reply>();
-        s.groups[r.id] = {promise, p.group_id, p.label, {}, 0, r.params};
-        schedule_step(self);
-        return promise;
+        return port == "weights" ? apply_weights(self, e) : take_prompt(self, e);
       },
       [=](serving::generate_atom, const generation_request& call) {
         return serve_generation(self, call);
       },
-      [=](rstep_atom) {
-        auto& s = self->state;
-        s.stepping = false;
-        try {
-          auto t0 = std::chrono::steady_clock::now();
-          auto done = s.eng->step();
-          s.busy_seconds +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          deliver_complete(self, done);
-          send_partials(self);
-          // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.
-          if (s.release_kv_when_idle && s.eng->idle() && s.groups.empty() && s.calls.empty())
-            s.eng->release_kv(s.mode);
-        } catch (const std::exception& ex) {
-          fail_all(s, ex.what());
-          return;
-        }
-        if (!s.eng->idle()) schedule_step(self);
-      },
+      [=](rstep_atom) { run_step(self); },
       [=](snapshot_atom, const std::string&) {
         // Nothing to keep: checkpoints are taken with no group in flight, and the weights are the
         // trainer's to save.
@@ -395,96 +367,54 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
   };
 }
 
-/// The text_codec's word for the params' BOS policy.
-std::string bos_word(schema::RolloutParams::BosPolicy b) {
-  switch (b) {
-    case schema::RolloutParams::BosPolicy::CONFIG:
-      return "config";
-    case schema::RolloutParams::BosPolicy::NEVER:
-      return "never";
-    default:
-      return "auto";
-  }
-}
-
-}  // namespace
-
-namespace {
-// The model folder, as far as validation can see it (llm::model_folder_problem: the config within
-// the limits, the weights' headers and shapes), and (on the CPU, with a fixed block count) that the
-// KV cache fits the machine's memory (docs/limits.md). The weights' values are read when the actor
-// starts.
-void check_model(capnp::DynamicStruct::Reader reader, std::vector<std::string>& problems) {
-  auto p = reader.as<schema::RolloutParams>();
-  llm::model_config c;
-  bool read = false;
-  for (auto& e :
-       llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights, &c, &read))
-    problems.push_back(e);
-  if (!read) return;
-  const double memory = llm::physical_memory_bytes();
-  const double bytes = llm::kv_cache_bytes(c, p.getKvBlocks(), p.getBlockSize(),
-                                           double(c10::elementSize(llm::to_dtype(p.getDtype()))));
-  if (p.getDevice() == schema::Device::CPU && memory > 0 && bytes > memory) {
-    char line[160];
-    std::snprintf(line, sizeof line, "%.1f GiB of KV cache exceed the machine's memory (%.1f GiB)",
-                  bytes / double(1ull << 30), memory / double(1ull << 30));
-    problems.push_back("kvBlocks: " + std::to_string(p.getKvBlocks()) + " blocks of " +
-                       std::to_string(p.getBlockSize()) + " tokens: " + line);
-  }
-}
 /// LoRA: the trainer's initial adapters (the same seed or peft folder: the engine's first version
 /// is the trainer's), applied at run time or (lora.merge) merged into a copy of the base.
 void attach_lora(llm::decoder& model, schema::Lora::Reader lora, const std::string& model_dir) {
   llm::attach_initial_adapters(model, lora, model_dir);
   if (lora.getMerge()) model.serve_merged(model.params().copy(model.dtype(), model.device()));
 }
-/// Checks of the params beyond their types, the model folder and the LoRA section.
-std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reader) {
-  auto p = reader.as<schema::RolloutParams>();
-  std::vector<std::string> problems;
-  if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
-  if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
-  if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
-  if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1))
-    problems.push_back("kvMemoryFraction: must be in [0, 1]");
-  using limits = serving::request_limits;
-  if (p.getSamplesPerPrompt() == 0 || p.getSamplesPerPrompt() > limits::max_n) {
-    problems.push_back("samplesPerPrompt: must be from 1 to " + std::to_string(limits::max_n) +
-                       ", got " + std::to_string(p.getSamplesPerPrompt()));
+/// Loads the model (LoRA at run time: the process's shared base), the tokenizer (chat prompts,
+/// the end-of-sequence token, stop strings) and spawns the actor on a thread of its own.
+caf::actor spawn_rollout(caf::actor_system& sys, const actor_setup& s) {
+  auto p = s.params_struct->as<schema::RolloutParams>();
+  if (p.getModel().size() == 0)
+    throw std::invalid_argument("params.rollout.model: a model folder is required");
+  runtime::progress_meter loading(
+      s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
+  // LoRA applied at run time leaves the base untouched: the process's one copy of it.
+  const bool frozen_base = p.hasLora() && !p.getLora().getMerge();
+  auto model = frozen_base
+                   ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
+                                                                     llm::to_dtype(p.getDtype()),
+                                                                     llm::to_device(p.getDevice()))
+                   : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
+                                        llm::to_device(p.getDevice()));
+  loading.update(1);
+  loading.finish();
+  if (p.hasLora()) attach_lora(*model, p.getLora(), std::string(p.getModel()));
+  if (p.getTrueOnPolicy()) model->set_batch_invariant(true);
+  engine_config cfg = engine_config_of(p, model->device().is_cuda());
+  sampling_params base = sampling_of(p, s.seed, s.replica);
+  const pause_mode mode = pause_mode_of(p);
+  // With a tokenizer, chat prompts are rendered with the graph's chat template (or the one
+  // tokenizer_config.json names) and sampling stops at the end-of-sequence token.
+  std::string tok_error;
+  std::shared_ptr<text_codec> codec = text_codec::load(
+      std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error, bos_word(p.getBos()));
+  if (!codec && p.getChatTemplate().size() > 0) {
+    throw std::invalid_argument("params.rollout.chatTemplate: " + tok_error);
   }
-  if (p.getMaxNewTokens() == 0 || p.getMaxNewTokens() > limits::max_new_tokens) {
-    problems.push_back("maxNewTokens: must be from 1 to " + std::to_string(limits::max_new_tokens) +
-                       ", got " + std::to_string(p.getMaxNewTokens()));
-  }
-  if (!(p.getTemperature() > 0)) {
-    problems.push_back("temperature: must be > 0");
-  } else if (!(p.getTemperature() >= limits::min_temperature &&
-               p.getTemperature() <= limits::max_temperature)) {
-    problems.push_back("temperature: must be from 1e-05 to 100000");
-  }
-  check_model(reader, problems);
-  if (p.hasLora()) {
-    for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
-      problems.push_back(problem);
-  }
-  if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
-  if (p.getTrueOnPolicy()) {
-    if (auto problem = llm::true_on_policy_problem(p.getDevice(), p.getDtype(), p.hasLora());
-        !problem.empty())
-      problems.push_back(problem);
-    if (p.hasLora() && p.getLora().getMerge())
-      problems.push_back(
-          "trueOnPolicy: lora.merge serves a merged copy of the base, whose "
-          "log-probs differ from the trainer's unmerged ones in their last bits");
-  }
-  if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
-      p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
-    problems.push_back(
-        "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
-  }
-  return problems;
+  if (codec && codec->eos()) base.stop_token_ids.push_back(*codec->eos());
+  if (codec)
+    cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
+  auto holder = std::shared_ptr<llm::decoder>(model.release());
+  // Engine steps are heavy: the actor gets a thread of its own.
+  return caf::actor_cast<caf::actor>(
+      sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode,
+                               p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME,
+                               p.getReleaseKvWhenIdle(), s.store, s.replica));
 }
+
 }  // namespace
 
 void register_rollout_kind(runtime::kind_registry& registry) {
@@ -505,62 +435,7 @@ void register_rollout_kind(runtime::kind_registry& registry) {
             {"trueOnPolicy", "trueOnPolicy", p.getTrueOnPolicy() ? "on" : "off"},
             {"temperature", "temperature", llm::temperature_agreement(p.getTemperature())}};
   };
-  k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
-    auto p = s.params_struct->as<schema::RolloutParams>();
-    if (p.getModel().size() == 0)
-      throw std::invalid_argument("params.rollout.model: a model folder is required");
-    runtime::progress_meter loading(
-        s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
-    // LoRA applied at run time leaves the base untouched: the process's one copy of it.
-    const bool frozen_base = p.hasLora() && !p.getLora().getMerge();
-    auto model =
-        frozen_base ? s.store->get_or_make<llm::shared_bases>()->load(std::string(p.getModel()),
-                                                                      llm::to_dtype(p.getDtype()),
-                                                                      llm::to_device(p.getDevice()))
-                    : llm::decoder::load(std::string(p.getModel()), llm::to_dtype(p.getDtype()),
-                                         llm::to_device(p.getDevice()));
-    loading.update(1);
-    loading.finish();
-    if (p.hasLora()) attach_lora(*model, p.getLora(), std::string(p.getModel()));
-    if (p.getTrueOnPolicy()) model->set_batch_invariant(true);
-    engine_config cfg;
-    cfg.num_blocks = p.getKvBlocks();
-    cfg.block_size = p.getBlockSize();
-    cfg.max_tokens_per_step = p.getStepTokens();
-    cfg.kv_memory_fraction = p.getKvMemoryFraction();
-    // On the CPU the engine keeps its earlier cap of 64 running sequences (the main job's timing);
-    // on the GPU only the KV budget bounds them.
-    if (!model->device().is_cuda()) cfg.max_running = 64;
-    sampling_params base;
-    base.n = p.getSamplesPerPrompt();
-    base.max_new_tokens = p.getMaxNewTokens();
-    base.temperature = p.getTemperature();
-    base.top_p = p.getTopP();
-    base.top_k = p.getTopK();
-    base.seed = p.getSeed() + s.seed * 7919 + s.replica;
-    pause_mode mode =
-        p.getPauseMode() == schema::RolloutParams::PauseMode::ABORT      ? pause_mode::abort
-        : p.getPauseMode() == schema::RolloutParams::PauseMode::IN_PLACE ? pause_mode::in_place
-                                                                         : pause_mode::retract;
-    // With a tokenizer, chat prompts are rendered with the graph's chat template (or the one
-    // tokenizer_config.json names) and sampling stops at the end-of-sequence token.
-    std::string tok_error;
-    std::shared_ptr<text_codec> codec =
-        text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error,
-                         bos_word(p.getBos()));
-    if (!codec && p.getChatTemplate().size() > 0) {
-      throw std::invalid_argument("params.rollout.chatTemplate: " + tok_error);
-    }
-    if (codec && codec->eos()) base.stop_token_ids.push_back(*codec->eos());
-    if (codec)
-      cfg.detokenize = [codec](const std::vector<int64_t>& ids) { return codec->decode(ids); };
-    auto holder = std::shared_ptr<llm::decoder>(model.release());
-    // Engine steps are heavy: the actor gets a thread of its own.
-    return caf::actor_cast<caf::actor>(
-        sys.spawn<caf::detached>(rollout_fn, holder, codec, cfg, base, mode,
-                                 p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME,
-                                 p.getReleaseKvWhenIdle(), s.store, s.replica));
-  };
+  k.spawn = spawn_rollout;
   // A fresh engine loads the model, then the driver sends it the newest publication before any
   // prompt, and the groups its predecessor held again (they are regenerated under that version):
   // nothing of a dead engine needs keeping (see its snapshot above).

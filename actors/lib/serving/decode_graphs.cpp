@@ -259,6 +259,74 @@ struct decode_graphs::impl {
     for (int64_t l = 0; l < moe_layers; ++l)
       packed.narrow(0, 3 * B + l * B * top_k, B * top_k).copy_(fr.experts.at(l).reshape({-1}));
   }
+
+  /// The graph of bucket B, captured first when there is none (or the parameters moved); returns
+  /// whether it captured.
+  bool ensure_graph(int64_t B) {
+    const void* params = model.published().buffer().data_ptr();
+    if (params != params_ptr) {  // new weights at a new address: capture again
+      graphs.clear();
+      pool = {0, 0};
+      params_ptr = params;
+    }
+    auto& g = graphs[B];
+    if (g) return false;
+    body(B);  // warm-up on this stream: cuBLAS workspace, lazy module loading
+    // Every graph shares the first one's memory pool: one step runs at a time, and nothing a
+    // graph allocates outlives it (its outputs are copied into the static buffers).
+    g = std::make_unique<at::cuda::CUDAGraph>();
+    g->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    try {
+      body(B);
+    } catch (...) {  // end the capture, or the stream stays capturing after the error
+      try {
+        g->capture_end();
+      } catch (...) {
+      }
+      g.reset();
+      throw;
+    }
+    g->capture_end();
+    if (pool.first == 0 && pool.second == 0) pool = g->pool();
+    return true;
+  }
+
+  /// Stages `next` (in bucket B2, each row fed from one of this step's n rows) behind the step
+  /// that runs, when it fits; returns whether it did.
+  bool stage_ahead(const std::vector<decode_row>& next, int64_t B2, int64_t n) {
+    bool ok = B2 > 0 && pages_of(next, B2) <= capacity;
+    for (const auto& r : next) {
+      ok = ok && r.from >= 0 && r.from < n && r.table != nullptr &&
+           static_cast<int64_t>(r.table->size()) > r.position / cache.block_size;
+    }
+    if (!ok) return false;
+    stage(next, B2, stream);
+    ahead.rows = next;
+    ahead.pages.clear();
+    for (const auto& r : next) {
+      const int64_t np = r.position / cache.block_size + 1;
+      ahead.pages.emplace_back(r.table->begin(), r.table->begin() + np);
+    }
+    ahead.valid = true;
+    return true;
+  }
+
+  /// The n rows' samples of a step in bucket B, from the packed results on the host.
+  std::vector<device_sample_result> results(int64_t n, int64_t B) {
+    const double* v = out_h.data_ptr<double>();
+    std::vector<device_sample_result> out(n);
+    last_tokens.assign(n, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      out[i].token = static_cast<int64_t>(v[i]);
+      last_tokens[i] = out[i].token;
+      out[i].logprob = static_cast<float>(v[B + i]);
+      out[i].entropy = static_cast<float>(v[2 * B + i]);
+      for (int64_t l = 0; l < moe_layers; ++l)
+        for (int64_t j = 0; j < top_k; ++j)
+          out[i].experts.push_back(static_cast<int64_t>(v[3 * B + (l * B + i) * top_k + j]));
+    }
+    return out;
+  }
 };
 
 decode_graphs::decode_graphs(const llm::decoder& model, llm::kv_cache& cache, int32_t dummy_block,
@@ -303,36 +371,12 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
     gpu_end.record(m.stream);
     stats_.eager++;
   } else {
-    const void* params = m.model.published().buffer().data_ptr();
-    if (params != m.params_ptr) {  // new weights at a new address: capture again
-      m.graphs.clear();
-      m.pool = {0, 0};
-      m.params_ptr = params;
-    }
-    auto& g = m.graphs[B];
-    if (!g) {
-      m.body(B);  // warm-up on this stream: cuBLAS workspace, lazy module loading
-      // Every graph shares the first one's memory pool: one step runs at a time, and nothing a
-      // graph allocates outlives it (its outputs are copied into the static buffers).
-      g = std::make_unique<at::cuda::CUDAGraph>();
-      g->capture_begin(m.pool, cudaStreamCaptureModeThreadLocal);
-      try {
-        m.body(B);
-      } catch (...) {  // end the capture, or the stream stays capturing after the error
-        try {
-          g->capture_end();
-        } catch (...) {
-        }
-        g.reset();
-        throw;
-      }
-      g->capture_end();
-      if (m.pool.first == 0 && m.pool.second == 0) m.pool = g->pool();
+    if (m.ensure_graph(B)) {
       stats_.captures++;
       timed = false;
     }
     gpu_start.record(m.stream);
-    g->replay();
+    m.graphs[B]->replay();
     gpu_end.record(m.stream);
     stats_.replays++;
   }
@@ -341,43 +385,14 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   at::cuda::CUDAEvent done;
   done.record(m.stream);
   // While the GPU runs this step: stage the one expected next behind it.
-  if (next != nullptr && !next->empty()) {
-    const int64_t B2 = bucket(static_cast<int64_t>(next->size()));
-    bool ok = B2 > 0 && m.pages_of(*next, B2) <= m.capacity;
-    for (const auto& r : *next) {
-      ok = ok && r.from >= 0 && r.from < n && r.table != nullptr &&
-           static_cast<int64_t>(r.table->size()) > r.position / m.cache.block_size;
-    }
-    if (ok) {
-      m.stage(*next, B2, m.stream);
-      m.ahead.rows = *next;
-      m.ahead.pages.clear();
-      for (const auto& r : *next) {
-        const int64_t np = r.position / m.cache.block_size + 1;
-        m.ahead.pages.emplace_back(r.table->begin(), r.table->begin() + np);
-      }
-      m.ahead.valid = true;
-      stats_.staged_ahead++;
-    }
-  }
+  if (next != nullptr && !next->empty() && m.stage_ahead(*next, bucket(int64_t(next->size())), n))
+    stats_.staged_ahead++;
   done.synchronize();
   if (timed) {
     stats_.host_ms += host_ms;
     stats_.gpu_ms += gpu_start.elapsed_time(gpu_end);
   }
-  const double* v = m.out_h.data_ptr<double>();
-  std::vector<device_sample_result> out(n);
-  m.last_tokens.assign(n, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    out[i].token = static_cast<int64_t>(v[i]);
-    m.last_tokens[i] = out[i].token;
-    out[i].logprob = static_cast<float>(v[B + i]);
-    out[i].entropy = static_cast<float>(v[2 * B + i]);
-    for (int64_t l = 0; l < m.moe_layers; ++l)
-      for (int64_t j = 0; j < m.top_k; ++j)
-        out[i].experts.push_back(static_cast<int64_t>(v[3 * B + (l * B + i) * m.top_k + j]));
-  }
-  return out;
+  return m.results(n, B);
 }
 
 #else  // no libtorch CUDA part

@@ -213,6 +213,85 @@ void delta_writer::prune() {
 
 namespace {
 
+// Checks a manifest's header against the version asked for and the model `p`: its version, its
+// base (none when `need_full`, else the version the model holds), the dtype and the tensor count.
+void check_header(const json& m, const std::string& where, const fs::path& vdir, uint64_t version,
+                  std::optional<uint64_t> have, bool need_full, const llm::flat_params& p) {
+  const fs::path mpath = vdir / "manifest.json";
+  const std::string dtype = c10::toString(p.buffer().scalar_type());
+  if (m.at("version").get<uint64_t>() != version)
+    throw delta_error(where + mpath.string() + " is of version " +
+                      std::to_string(m.at("version").get<uint64_t>()));
+  const json& base = m.at("base");
+  if (need_full && !base.is_null())
+    throw delta_error(where + "no full copy: " + vdir.string() + " is a delta on version " +
+                      std::to_string(base.get<uint64_t>()));
+  if (!base.is_null() && (!have || base.get<uint64_t>() != *have))
+    throw delta_error(where + vdir.string() + " is a delta on version " +
+                      std::to_string(base.get<uint64_t>()) + ", the model holds version " +
+                      (have ? std::to_string(*have) : "unknown"));
+  if (m.at("dtype").get<std::string>() != dtype)
+    throw delta_error(where + mpath.string() + " holds " + m.at("dtype").get<std::string>() +
+                      " weights, the model is " + dtype);
+  const json& ts = m.at("tensors");
+  if (!ts.is_array() || ts.size() != p.names().size())
+    throw delta_error(where + mpath.string() + " lists " + std::to_string(ts.size()) +
+                      " tensors, the model has " + std::to_string(p.names().size()));
+}
+
+// Reads the tensors of one version's directory into a staged buffer, each checked against its
+// manifest entry; an xor tensor is applied to the bytes the model `p` holds.
+struct tensor_reader {
+  const llm::flat_params& p;
+  const fs::path& vdir;
+  const std::string& where;
+  bool full;            // the version is a full copy (no base)
+  uint8_t* out;         // the staged buffer
+  at::Tensor old = {};  // the model's bytes, read only for xor tensors
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx{ZSTD_createDCtx(), &ZSTD_freeDCtx};
+
+  // Tensor `i` of the model (`n` bytes at `off`) from manifest entry `t`.
+  void read(const json& t, size_t i, int64_t off, int64_t n) {
+    const std::string& name = p.names()[i];
+    const std::string file = t.at("file").get<std::string>();
+    const std::string what = where + "tensor '" + name + "' (" + (vdir / file).string() + "): ";
+    if (t.at("name").get<std::string>() != name)
+      throw delta_error(what + "manifest names tensor " + std::to_string(i) + " '" +
+                        t.at("name").get<std::string>() + "'");
+    if (t.at("bytes").get<int64_t>() != n)
+      throw delta_error(what + "size mismatch: " + std::to_string(t.at("bytes").get<int64_t>()) +
+                        " bytes in the manifest, " + std::to_string(n) + " in the model");
+    if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
+      throw delta_error(what + "bad file name");
+    auto packed = read_file(vdir / file);
+    if (!packed) throw delta_error(what + "missing or unreadable file");
+    if (packed->size() != t.at("compressed_bytes").get<uint64_t>())
+      throw delta_error(what + "size mismatch: " + std::to_string(packed->size()) +
+                        " bytes, the manifest says " +
+                        std::to_string(t.at("compressed_bytes").get<uint64_t>()));
+    if (hex(bytes_hash(packed->data(), packed->size())) !=
+        t.at("compressed_xxh3").get<std::string>())
+      throw delta_error(what + "checksum mismatch of the compressed bytes");
+    size_t r = ZSTD_decompressDCtx(dctx.get(), out + off, n, packed->data(), packed->size());
+    if (ZSTD_isError(r)) throw delta_error(what + "bad zstd data: " + ZSTD_getErrorName(r));
+    if (static_cast<int64_t>(r) != n)
+      throw delta_error(what + "size mismatch: decompressed to " + std::to_string(r) +
+                        " bytes, expected " + std::to_string(n));
+    const std::string encoding = t.at("encoding").get<std::string>();
+    if (encoding == "xor") {
+      if (full) throw delta_error(what + "xor tensor in a full copy");
+      if (!old.defined()) old = buffer_bytes(p);
+      const auto* o = old.data_ptr<uint8_t>();
+      for (int64_t j = 0; j < n; ++j) out[off + j] ^= o[off + j];
+    } else if (encoding != "raw") {
+      throw delta_error(what + "unknown encoding '" + encoding + "'");
+    }
+    if (hex(bytes_hash(out + off, n)) != t.at("xxh3").get<std::string>())
+      throw delta_error(what + "checksum mismatch of the resulting tensor" +
+                        (encoding == "xor" ? " (does the model hold the base version?)" : ""));
+  }
+};
+
 // Reads and verifies version `version` in `vdir` against `p` (holding `have`, when given) and
 // returns the new buffer's bytes; touches nothing of `p`.
 at::Tensor load_version(const llm::flat_params& p, const fs::path& vdir, uint64_t version,
@@ -224,74 +303,14 @@ at::Tensor load_version(const llm::flat_params& p, const fs::path& vdir, uint64_
   if (!m) throw delta_error(where + "missing or unreadable " + mpath.string());
 
   const auto offsets = byte_offsets(p);
-  const auto& names = p.names();
-  const std::string dtype = c10::toString(p.buffer().scalar_type());
   at::Tensor staged;
   try {
-    if (m->at("version").get<uint64_t>() != version)
-      throw delta_error(where + mpath.string() + " is of version " +
-                        std::to_string(m->at("version").get<uint64_t>()));
-    const json& base = m->at("base");
-    if (need_full && !base.is_null())
-      throw delta_error(where + "no full copy: " + vdir.string() + " is a delta on version " +
-                        std::to_string(base.get<uint64_t>()));
-    if (!base.is_null() && (!have || base.get<uint64_t>() != *have))
-      throw delta_error(where + vdir.string() + " is a delta on version " +
-                        std::to_string(base.get<uint64_t>()) + ", the model holds version " +
-                        (have ? std::to_string(*have) : "unknown"));
-    if (m->at("dtype").get<std::string>() != dtype)
-      throw delta_error(where + mpath.string() + " holds " + m->at("dtype").get<std::string>() +
-                        " weights, the model is " + dtype);
+    check_header(*m, where, vdir, version, have, need_full, p);
     const json& ts = m->at("tensors");
-    if (!ts.is_array() || ts.size() != names.size())
-      throw delta_error(where + mpath.string() + " lists " + std::to_string(ts.size()) +
-                        " tensors, the model has " + std::to_string(names.size()));
-
     staged = at::empty({offsets.back()}, at::TensorOptions().dtype(at::kByte));
-    auto* out = staged.data_ptr<uint8_t>();
-    at::Tensor old;  // the model's bytes, read only for xor tensors
-    std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
-    for (size_t i = 0; i < names.size(); ++i) {
-      const json& t = ts[i];
-      const std::string file = t.at("file").get<std::string>();
-      const std::string what =
-          where + "tensor '" + names[i] + "' (" + (vdir / file).string() + "): ";
-      if (t.at("name").get<std::string>() != names[i])
-        throw delta_error(what + "manifest names tensor " + std::to_string(i) + " '" +
-                          t.at("name").get<std::string>() + "'");
-      const int64_t off = offsets[i], n = offsets[i + 1] - offsets[i];
-      if (t.at("bytes").get<int64_t>() != n)
-        throw delta_error(what + "size mismatch: " + std::to_string(t.at("bytes").get<int64_t>()) +
-                          " bytes in the manifest, " + std::to_string(n) + " in the model");
-      if (file.find('/') != std::string::npos || file.find("..") != std::string::npos)
-        throw delta_error(what + "bad file name");
-      auto packed = read_file(vdir / file);
-      if (!packed) throw delta_error(what + "missing or unreadable file");
-      if (packed->size() != t.at("compressed_bytes").get<uint64_t>())
-        throw delta_error(what + "size mismatch: " + std::to_string(packed->size()) +
-                          " bytes, the manifest says " +
-                          std::to_string(t.at("compressed_bytes").get<uint64_t>()));
-      if (hex(bytes_hash(packed->data(), packed->size())) !=
-          t.at("compressed_xxh3").get<std::string>())
-        throw delta_error(what + "checksum mismatch of the compressed bytes");
-      size_t r = ZSTD_decompressDCtx(dctx.get(), out + off, n, packed->data(), packed->size());
-      if (ZSTD_isError(r)) throw delta_error(what + "bad zstd data: " + ZSTD_getErrorName(r));
-      if (static_cast<int64_t>(r) != n)
-        throw delta_error(what + "size mismatch: decompressed to " + std::to_string(r) +
-                          " bytes, expected " + std::to_string(n));
-      const std::string encoding = t.at("encoding").get<std::string>();
-      if (encoding == "xor") {
-        if (base.is_null()) throw delta_error(what + "xor tensor in a full copy");
-        if (!old.defined()) old = buffer_bytes(p);
-        const auto* o = old.data_ptr<uint8_t>();
-        for (int64_t j = 0; j < n; ++j) out[off + j] ^= o[off + j];
-      } else if (encoding != "raw") {
-        throw delta_error(what + "unknown encoding '" + encoding + "'");
-      }
-      if (hex(bytes_hash(out + off, n)) != t.at("xxh3").get<std::string>())
-        throw delta_error(what + "checksum mismatch of the resulting tensor" +
-                          (encoding == "xor" ? " (does the model hold the base version?)" : ""));
-    }
+    tensor_reader reader{p, vdir, where, m->at("base").is_null(), staged.data_ptr<uint8_t>()};
+    for (size_t i = 0; i < p.names().size(); ++i)
+      reader.read(ts[i], i, offsets[i], offsets[i + 1] - offsets[i]);
   } catch (const json::exception& e) {
     throw delta_error(where + "bad manifest " + mpath.string() + ": " + e.what());
   }
