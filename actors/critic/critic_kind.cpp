@@ -14,6 +14,8 @@
 #include "actors/lib/llm/model_ref.hpp"
 #include "milesrt/critic.capnp.h"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::critic {
 namespace {
@@ -77,7 +79,7 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
         node_reply reply;
         auto group = e.payload.get_as<sample_group>(0);
         try {
-          const auto t0 = std::chrono::steady_clock::now();
+          const timer t0;
           auto values = st.core->values(group.samples);
           double sum = 0, n = 0;
           for (size_t i = 0; i < values.size(); ++i) {
@@ -85,16 +87,14 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
             group.samples[i].values = std::move(values[i]);
           }
           if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
-          reply.metrics["critic_seconds"] =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          reply.metrics["critic_seconds"] = t0.seconds();
           envelope out = e;
           out.payload = caf::make_message(std::move(group));
           reply.outputs.push_back({"groups", std::move(out)});
           return reply;
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, who + ", port '" + port + "', group " +
-                                                              std::to_string(group.group_id) +
-                                                              ": " + ex.what());
+          return runtime::to_error(
+              ex, who + ", port '" + port + "', group " + std::to_string(group.group_id));
         }
       },
       [=](train_atom, uint64_t step,
@@ -127,7 +127,7 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
             chunks++;
           }
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, who + ": " + ex.what());
+          return runtime::to_error(ex, who);
         }
         for (const auto& [k, v] : sums) reply.metrics[k] = v / double(chunks);
         reply.version = ++st.version;
@@ -139,7 +139,7 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
           st.core->save(dir);
           return actor_state{encode_state(self->system(), st)};
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, "critic '" + st.name + "': " + ex.what());
+          return runtime::to_error(ex, "critic '" + st.name + "'");
         }
       },
       [=](restore_atom, const std::string& dir, const actor_state& state) -> caf::result<bool> {
@@ -148,7 +148,7 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
         try {
           st.core->restore(dir);
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, "critic '" + st.name + "': " + ex.what());
+          return runtime::to_error(ex, "critic '" + st.name + "'");
         }
         return true;
       },
