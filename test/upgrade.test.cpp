@@ -103,4 +103,20 @@ TEST(Upgrade, AFileThatDoesNotLoadIsLeftAlone) {
   EXPECT_EQ(slurp(file), text);
 }
 
+TEST(Upgrade, AnOldNameInSetIsRefusedWithTheRename) {
+  auto v = run_milesrt("validate --schema-only graphs/agent_env.capnp --set env.groupSize=4",
+                       "upgrade-set-old");
+  EXPECT_EQ(v.status, 2) << v.out << v.err;
+  EXPECT_NE(v.err.find("--set env.groupSize=4: field groupSize was renamed samplesPerPrompt"),
+            std::string::npos)
+      << v.err;
+  auto r =
+      run_milesrt("validate --schema-only graphs/grpo_sync.capnp --set trainer.stdNormalize=false",
+                  "upgrade-set-removed");
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--set trainer.stdNormalize=false: field stdNormalize was removed: "),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::cli {
+using graph_renames = std::vector<graph::renamed_field>;
 
 std::optional<prepared_graph> prepare_graph(const std::string& file,
                                             const std::vector<std::string>& sets, context& ctx,
@@ -37,7 +38,9 @@ std::optional<prepared_graph> prepare_graph(const std::string& file,
   auto errors = runtime::load_plugins(*out.graph, {&out.kinds, &config, ctx.extensions});
   if (!errors.empty()) return fail(errors);
   for (const auto& s : sets) {
-    if (auto d = graph::apply_override(*out.graph, out.kinds, s)) errors.push_back(*d);
+    if (auto d = graph::apply_override(*out.graph, out.kinds, s,
+                                       ctx.renames ? *ctx.renames : graph_renames{}))
+      errors.push_back(*d);
   }
   if (!errors.empty()) return fail(errors);
   errors = graph::validate_structure(*out.graph);

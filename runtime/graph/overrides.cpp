@@ -137,10 +137,24 @@ runtime::param_value custom_value(schema::Param::Reader p) {
   return std::string();
 }
 
+/// The fields a graph may no longer name, for the messages below.
+using rename_table = std::vector<renamed_field>;
+
+/// `err` from setting `field` of `target`, or, when the field is one `renames` lists, its rename.
+std::string or_renamed(std::string err, capnp::DynamicStruct::Builder target,
+                       const std::string& field, const rename_table& renames) {
+  if (err.rfind("no field '", 0) != 0) return err;
+  const std::string in = target.getSchema().getShortDisplayName().cStr();
+  if (const renamed_field* r = find_rename(renames, in, field))
+    return r->to.empty() ? rename_message(*r, "") : "field " + r->from + " was renamed " + r->to;
+  return err;
+}
+
 /// Sets `field` of the actor's params struct (the kind's union member, made when the graph left
 /// params at another member); "" or the problem.
 std::string set_struct_param(schema::ActorSpec::Builder actor, const runtime::kind_descriptor& kind,
-                             const std::string& field, const std::string& value) {
+                             const std::string& field, const std::string& value,
+                             const rename_table& renames) {
   capnp::DynamicStruct::Builder params = capnp::toDynamic(actor.getParams());
   auto problem = params_member_problem(kind);
   if (!problem.empty()) return problem;
@@ -151,7 +165,7 @@ std::string set_struct_param(schema::ActorSpec::Builder actor, const runtime::ki
   }
   auto target = present ? params.get(member).as<capnp::DynamicStruct>()
                         : params.init(member).as<capnp::DynamicStruct>();
-  return set_field(target, field, value);
+  return or_renamed(set_field(target, field, value), target, field, renames);
 }
 
 /// Sets the declared parameter `field` in the actor's custom list (replaced or appended); "" or
@@ -196,7 +210,8 @@ std::string set_custom_param(schema::ActorSpec::Builder actor, const runtime::ki
 /// Sets `field` of actor `actor`: a field of its spec, of its params struct, or a declared
 /// parameter; "" or the problem.
 std::string set_actor_field(schema::ActorSpec::Builder actor, const runtime::kind_registry& kinds,
-                            const std::string& field, const std::string& value) {
+                            const std::string& field, const std::string& value,
+                            const rename_table& renames) {
   if (field == "replicas" || field == "placement" || field == "deadlineSeconds")
     return set_field(capnp::toDynamic(actor), field, value);
   const runtime::kind_descriptor* kind = kinds.find(actor.getKind().cStr());
@@ -207,14 +222,15 @@ std::string set_actor_field(schema::ActorSpec::Builder actor, const runtime::kin
            std::string(actor.getKind().cStr()) + "' (known: " + (known.empty() ? "none" : known) +
            ")";
   }
-  if (!kind->params_member.empty()) return set_struct_param(actor, *kind, field, value);
+  if (!kind->params_member.empty()) return set_struct_param(actor, *kind, field, value, renames);
   return set_custom_param(actor, *kind, field, value);
 }
 
 }  // namespace
 
 std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
-                                         const std::string& assignment) {
+                                         const std::string& assignment,
+                                         const std::vector<renamed_field>& renames) {
   auto fail = [&](const std::string& why) {
     return diagnostic{"--set " + assignment + ": " + why};
   };
@@ -229,12 +245,13 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
   auto graph = g.builder();
   std::string err;
   if (head == "run") {
-    err = set_field(capnp::toDynamic(graph.getRun()), field, value);
+    auto run = capnp::toDynamic(graph.getRun());
+    err = or_renamed(set_field(run, field, value), run, field, renames);
     return err.empty() ? std::nullopt : std::optional<diagnostic>(fail(err));
   }
   for (auto actor : graph.getActors()) {
     if (std::string(actor.getName().cStr()) != head) continue;
-    err = set_actor_field(actor, kinds, field, value);
+    err = set_actor_field(actor, kinds, field, value, renames);
     return err.empty() ? std::nullopt : std::optional<diagnostic>(fail(err));
   }
   return fail("no actor named '" + head + "'");

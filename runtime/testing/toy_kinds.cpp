@@ -293,16 +293,10 @@ caf::actor spawn_stage(caf::actor_system& sys, const stage_knobs& k) {
 }  // namespace
 
 /// toy_stage, toy_flaky_stage and toy_mortal_stage; toy_relay.
-static void register_stages(runtime::kind_registry& registry, const std::string& item,
-                            const std::string& version) {
+/// toy_stage's parameters (toy_flaky_stage and toy_mortal_stage start from them).
+static std::vector<runtime::param_spec> stage_params() {
   using runtime::param_type;
-  kind_descriptor stage;
-  stage.name = "toy_stage";
-  stage.summary = "stamps each item with the version last received on `weights`";
-  stage.role = role::stage;
-  stage.inputs = {{"items", item, ""}, {"weights", version, "new versions from the learner"}};
-  stage.outputs = {{"items", item, ""}};
-  stage.params = {
+  return {
       {"stall_after", param_type::integer, "stop answering after this many items (-1: never)",
        false, int64_t{-1}, -1.0, std::nullopt},
       {"die_after", param_type::integer, "fail after this many items (-1: never)", false,
@@ -323,6 +317,18 @@ static void register_stages(runtime::kind_registry& registry, const std::string&
        "that error's class: bad_input, transient, resource, internal or cancelled", false,
        std::string("internal"), std::nullopt, std::nullopt},
   };
+}
+
+static void register_stages(runtime::kind_registry& registry, const std::string& item,
+                            const std::string& version) {
+  using runtime::param_type;
+  kind_descriptor stage;
+  stage.name = "toy_stage";
+  stage.summary = "stamps each item with the version last received on `weights`";
+  stage.role = role::stage;
+  stage.inputs = {{"items", item, ""}, {"weights", version, "new versions from the learner"}};
+  stage.outputs = {{"items", item, ""}};
+  stage.params = stage_params();
   stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
     stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
                   int_param(s, "drop_every"), int_param(s, "delay_ms")};
