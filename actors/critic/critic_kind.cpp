@@ -53,84 +53,89 @@ bool decode_state(caf::actor_system& sys, critic_state& st, const std::vector<ui
 using critic_actor =
     learner_actor::extend<caf::replies_to<process_atom, std::string, envelope>::with<node_reply>>;
 
+/// A group passing the "groups" port: each sample gets its output tokens' values.
+caf::result<node_reply> set_values(critic_state& st, const std::string& port, const envelope& e) {
+  const std::string who = "critic '" + st.name + "'";
+  if (port == "train") {
+    return caf::make_error(
+        caf::sec::unexpected_message,
+        who + ": port 'train' takes the learner's batches (train), not single items");
+  }
+  if (port != "groups") {
+    return caf::make_error(caf::sec::unexpected_message, who + ": no input port '" + port + "'");
+  }
+  if (!e.payload.match_elements<sample_group>()) {
+    return caf::make_error(caf::sec::unexpected_message,
+                           who + ": port '" + port + "' expects a sample_group");
+  }
+  node_reply reply;
+  auto group = e.payload.get_as<sample_group>(0);
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto values = st.core->values(group.samples);
+    double sum = 0, n = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      for (float v : values[i]) sum += v, n += 1;
+      group.samples[i].values = std::move(values[i]);
+    }
+    if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
+    reply.metrics["critic_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    envelope out = e;
+    out.payload = caf::make_message(std::move(group));
+    reply.outputs.push_back({"groups", std::move(out)});
+    return reply;
+  } catch (const std::exception& ex) {
+    return caf::make_error(
+        caf::sec::runtime_error,
+        who + ", port '" + port + "', group " + std::to_string(group.group_id) + ": " + ex.what());
+  }
+}
+
+/// A learner's step: the step's groups (those of the policy's batch), one optimizer step per
+/// trainBatch of them; the metrics are their means.
+caf::result<train_reply> train_step(critic_state& st, uint64_t step,
+                                    const std::vector<envelope>& batch) {
+  const std::string who = "critic '" + st.name + "', step " + std::to_string(step);
+  train_reply reply;
+  std::map<std::string, double> sums;
+  size_t chunks = 0;
+  try {
+    for (size_t from = 0; from < batch.size(); from += st.train_batch) {
+      std::vector<llm::sample_msg> samples;
+      std::vector<size_t> sizes;
+      for (size_t i = from; i < std::min(batch.size(), from + st.train_batch); ++i) {
+        if (!batch[i].payload.match_elements<sample_group>()) {
+          return caf::make_error(caf::sec::unexpected_message,
+                                 who + ": its batch holds an item that is not a sample_group");
+        }
+        auto g = batch[i].payload.get_as<sample_group>(0);
+        sizes.push_back(g.samples.size());
+        for (auto& s : g.samples) samples.push_back(std::move(s));
+      }
+      auto m = st.core->train(samples, sizes);
+      // critic_value_mean is the "groups" port's (the values the trainer sees).
+      m.erase("critic_value_mean");
+      for (const auto& [k, v] : m) sums[k] += v;
+      chunks++;
+    }
+  } catch (const std::exception& ex) {
+    return caf::make_error(caf::sec::runtime_error, who + ": " + ex.what());
+  }
+  for (const auto& [k, v] : sums) reply.metrics[k] = v / double(chunks);
+  reply.version = ++st.version;
+  return reply;
+}
+
 critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_state> self,
                                       std::shared_ptr<critic_state> init) {
   self->state = std::move(*init);
   return {
-      [=](process_atom, const std::string& port, const envelope& e) -> caf::result<node_reply> {
-        auto& st = self->state;
-        const std::string who = "critic '" + st.name + "'";
-        if (port == "train") {
-          return caf::make_error(
-              caf::sec::unexpected_message,
-              who + ": port 'train' takes the learner's batches (train), not single items");
-        }
-        if (port != "groups") {
-          return caf::make_error(caf::sec::unexpected_message,
-                                 who + ": no input port '" + port + "'");
-        }
-        if (!e.payload.match_elements<sample_group>()) {
-          return caf::make_error(caf::sec::unexpected_message,
-                                 who + ": port '" + port + "' expects a sample_group");
-        }
-        node_reply reply;
-        auto group = e.payload.get_as<sample_group>(0);
-        try {
-          const auto t0 = std::chrono::steady_clock::now();
-          auto values = st.core->values(group.samples);
-          double sum = 0, n = 0;
-          for (size_t i = 0; i < values.size(); ++i) {
-            for (float v : values[i]) sum += v, n += 1;
-            group.samples[i].values = std::move(values[i]);
-          }
-          if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
-          reply.metrics["critic_seconds"] =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          envelope out = e;
-          out.payload = caf::make_message(std::move(group));
-          reply.outputs.push_back({"groups", std::move(out)});
-          return reply;
-        } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, who + ", port '" + port + "', group " +
-                                                              std::to_string(group.group_id) +
-                                                              ": " + ex.what());
-        }
+      [=](process_atom, const std::string& port, const envelope& e) {
+        return set_values(self->state, port, e);
       },
-      [=](train_atom, uint64_t step,
-          const std::vector<envelope>& batch) -> caf::result<train_reply> {
-        // The step's groups (those of the policy's batch), one optimizer step per trainBatch of
-        // them.
-        auto& st = self->state;
-        const std::string who = "critic '" + st.name + "', step " + std::to_string(step);
-        train_reply reply;
-        std::map<std::string, double> sums;
-        size_t chunks = 0;
-        try {
-          for (size_t from = 0; from < batch.size(); from += st.train_batch) {
-            std::vector<llm::sample_msg> samples;
-            std::vector<size_t> sizes;
-            for (size_t i = from; i < std::min(batch.size(), from + st.train_batch); ++i) {
-              if (!batch[i].payload.match_elements<sample_group>()) {
-                return caf::make_error(
-                    caf::sec::unexpected_message,
-                    who + ": its batch holds an item that is not a sample_group");
-              }
-              auto g = batch[i].payload.get_as<sample_group>(0);
-              sizes.push_back(g.samples.size());
-              for (auto& s : g.samples) samples.push_back(std::move(s));
-            }
-            auto m = st.core->train(samples, sizes);
-            // critic_value_mean is the "groups" port's (the values the trainer sees).
-            m.erase("critic_value_mean");
-            for (const auto& [k, v] : m) sums[k] += v;
-            chunks++;
-          }
-        } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, who + ": " + ex.what());
-        }
-        for (const auto& [k, v] : sums) reply.metrics[k] = v / double(chunks);
-        reply.version = ++st.version;
-        return reply;
+      [=](train_atom, uint64_t step, const std::vector<envelope>& batch) {
+        return train_step(self->state, step, batch);
       },
       [=](snapshot_atom, const std::string& dir) -> caf::result<actor_state> {
         auto& st = self->state;
