@@ -10,5 +10,7 @@ cli::command make_score_command();
 /// bench/command.cpp: `milesrt bench forward|logprobs|tokenize|rollout|train|optim|publish`
 /// (bench/bench.hpp).
 cli::command make_bench_command();
+/// upgrade_command.cpp: `milesrt upgrade FILE`: a graph file's renamed fields rewritten in place.
+cli::command make_upgrade_command();
 
 }  // namespace milesrt::app

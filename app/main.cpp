@@ -16,6 +16,7 @@
 #include "app/builtin_kinds.hpp"
 #include "app/commands.hpp"
 #include "app/generate_command.hpp"
+#include "app/schema_renames.hpp"
 #include "app/tokenize_command.hpp"
 #include "kernels/device.hpp"
 #include "runtime/cli/command.hpp"
@@ -94,10 +95,12 @@ int main(int argc, char** argv) {
   cli::context ctx{std::cout, std::cerr, {}, &kinds, &extensions};
   ctx.description = "milesrt: reinforcement-learning post-training of LLMs as a graph of actors";
   for (const auto& dir : graph::default_import_dirs()) ctx.schema_dirs.push_back(dir.string());
+  ctx.renames = &app::schema_renames();
   std::vector<cli::command> commands = {
-      cli::make_run_command(),    cli::make_validate_command(), cli::make_graph_command(),
-      cli::make_worker_command(), cli::make_watch_command(),    app::make_score_command(),
-      app::make_bench_command(),  app::make_generate_command(), app::make_tokenize_command(),
+      cli::make_run_command(),     cli::make_validate_command(), cli::make_graph_command(),
+      cli::make_worker_command(),  cli::make_watch_command(),    app::make_score_command(),
+      app::make_bench_command(),   app::make_generate_command(), app::make_tokenize_command(),
+      app::make_upgrade_command(),
   };
   return cli::run_main(argc, argv, commands, ctx, version_text);
 }

@@ -1,5 +1,5 @@
 # GRPO on multi-turn episodes of an environment (docs/environments.md): the data source gives
-# tasks, the environment runs `groupSize` episodes of each against the rollout (its service edge
+# tasks, the environment runs `samplesPerPrompt` episodes of each against the rollout (its service edge
 # `env.generate -> rollout.generate`: every turn sampled by the engine, under its weight
 # versions), the group filter drops groups whose episodes all scored alike, the trainer trains
 # on the episodes' tokens with masks (the model's tokens only) and the publisher hands each new
@@ -12,15 +12,15 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "agent_env",
-  description = "GRPO on calculator-tool episodes run inside the graph",
+  description = "GRPO on calculator-tool episodes run inside the graph (inputs: runs/agent_calc/setup and runs/agent_calc/sft_model, steps 1 and 2 of examples/agent_calc/run.sh)",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/agent_calc/setup/rl.jsonl", epochs = 0, seed = 2))),
     (name = "env", kind = "environment",
      params = (environment = (environment = "calculator", options = "{\"tool\": true}",
-                              model = "runs/agent_calc/sft_model", groupSize = 8,
+                              model = "runs/agent_calc/sft_model", samplesPerPrompt = 8,
                               maxTurns = 4, maxTokens = 64, maxSeconds = 60, maxNewTokens = 12,
-                              evalData = "runs/agent_calc/setup/heldout.jsonl", evalEvery = 10,
+                              evalData = "runs/agent_calc/setup/heldout.jsonl", evalInterval = 10,
                               evalTemperature = 1.0, evalOptions = "{\"tool\": false}"))),
     (name = "rollout", kind = "rollout",
      params = (rollout = (model = "runs/agent_calc/sft_model", samplesPerPrompt = 1,

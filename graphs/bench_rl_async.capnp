@@ -12,19 +12,19 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "bench_rl_async",
-  description = "the GRPO loop timed on one GPU, bounded-staleness asynchronous",
+  description = "the GRPO loop timed on one GPU, bounded-staleness asynchronous (inputs: runs/bench_rl/prompts.jsonl from test/peers/hf_rl_loop.py --make-prompts, runs/bench_rl/model from test/peers/hf_generate.py --make-model runs/bench_rl/model --shape qwen3-0.6b)",
   plugins = ["libmilesrt_bench_reward.so"],
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/bench_rl/prompts.jsonl", epochs = 0, seed = 2))),
     (name = "rollout", kind = "rollout",
-     params = (rollout = (model = "/tmp/milesrt-models/qwen3-0.6b", device = cuda, dtype = bf16,
+     params = (rollout = (model = "runs/bench_rl/model", device = cuda, dtype = bf16,
                           samplesPerPrompt = 8, maxNewTokens = 1024, temperature = 1.0,
                           stepTokens = 8192, kvMemoryFraction = 0.25))),
     (name = "reward", kind = "even_token_reward"),
     (name = "filter", kind = "group_filter"),
     (name = "trainer", kind = "trainer",
-     params = (trainer = (model = "/tmp/milesrt-models/qwen3-0.6b", device = cuda, dtype = bf16,
+     params = (trainer = (model = "runs/bench_rl/model", device = cuda, dtype = bf16,
                           objective = rl, estimator = "grpo", lr = 1e-6, gradClip = 1.0,
                           epsClip = 0.2, tis = true))),
     (name = "publisher", kind = "publisher",

@@ -8,7 +8,7 @@
 #   data ─▶ rollout ─▶ reward ─▶ buffer ─▶ trainer ─▶ publisher ─▶ rollout.weights
 #
 # Policies: fifo (arrival order; the same run as grpo_async.capnp's queue), staleness (past
-# maxStaleness: whenStale = drop discards, wait keeps it behind fresher groups; counted either way),
+# maxStaleness: onStale = drop discards, wait keeps it behind fresher groups; counted either way),
 # priority, or one a plugin registers (docs/extending.md).
 # Run it (after examples/arith/run.sh made the SFT model):
 #   build/milesrt run graphs/grpo_buffer.capnp [--set buffer.policy=staleness]
@@ -17,7 +17,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_buffer",
-  description = "GRPO on arithmetic, asynchronous, with a priority trajectory buffer",
+  description = "GRPO on arithmetic, asynchronous, with a priority trajectory buffer (inputs: runs/arith/setup and runs/arith/sft_model, steps 1 and 2 of examples/arith/run.sh)",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/arith/setup/rl.jsonl", epochs = 0, seed = 2))),          # PATH

@@ -9,7 +9,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_lora",
-  description = "GRPO on arithmetic with LoRA adapters, synchronous",
+  description = "GRPO on arithmetic with LoRA adapters, synchronous (inputs: runs/arith/setup and runs/arith/sft_model, steps 1 and 2 of examples/arith/run.sh)",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/arith/setup/rl.jsonl", epochs = 0, seed = 2))),

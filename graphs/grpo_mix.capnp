@@ -9,7 +9,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_mix",
-  description = "GRPO on two datasets mixed 70/30, synchronous",
+  description = "GRPO on two datasets mixed 70/30, synchronous (inputs: runs/arith/setup and runs/arith/sft_model, steps 1 and 2 of examples/arith/run.sh)",
   actors = [
     (name = "arith", kind = "data", weight = 0.7,
      params = (data = (path = "runs/arith/setup/rl.jsonl", epochs = 0, seed = 2))),

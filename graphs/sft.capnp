@@ -8,7 +8,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "sft",
-  description = "SFT warm start of the arithmetic model",
+  description = "SFT warm start of the arithmetic model (inputs: runs/arith/setup, step 1 of examples/arith/run.sh)",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/arith/setup/sft.jsonl", epochs = 0, seed = 1))),

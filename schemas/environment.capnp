@@ -1,5 +1,6 @@
 # Parameters of the `environment` actor kind: whole multi-turn episodes run inside the graph
-# (docs/environments.md). Each task (a prompt from the data source) becomes `groupSize` episodes
+# (docs/environments.md). Each task (a prompt from the data source) becomes `samplesPerPrompt`
+# episodes
 # against the rollout its `generate` port is joined to; the finished episodes go down the graph as
 # one sample group, with per-token masks (the model's tokens trained, the environment's not).
 @0xecf31a039475763f;
@@ -17,8 +18,8 @@ struct EnvironmentParams {
   # The model folder whose tokenizer.json and chat template render the episodes: the rollout's.
   chatTemplate @3 :Text;
   # A .jinja file; empty: the model's own template.
-  groupSize @4 :UInt32 = 8;
-  # Episodes per task: one GRPO group.
+  samplesPerPrompt @4 :UInt32 = 8;
+  # Episodes per task: one GRPO group (as the rollout's samplesPerPrompt).
   maxTurns @5 :UInt32 = 4;
   # The model's turns per episode; an episode that reaches it without being done ends ("turns").
   maxTokens @6 :UInt32 = 512;
@@ -33,9 +34,10 @@ struct EnvironmentParams {
   # The deadline of each request to the generation service.
   evalData @12 :Text;
   # Held-out tasks (JSONL: prompt or messages, label); empty: no evaluation.
-  evalEvery @13 :UInt32 = 0;
-  # Evaluate when the first turn under version 0, evalEvery, 2 evalEvery, ... is sampled; 0: only
-  # under version 0.
+  evalInterval @13 :UInt32 = 0;
+  # Versions between evaluations, as the trainer's evalInterval counts steps: evaluate when the
+  # first turn under version 0, evalInterval, 2 evalInterval, ... is sampled; 0: only under
+  # version 0.
   evalTemperature @14 :Float64 = 0.00001;
   # The evaluation's sampling temperature (the smallest the rollout takes: greedy).
   evalOptions @15 :Text;

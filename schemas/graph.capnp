@@ -68,6 +68,8 @@ struct Schedule {
   struct Async {
     maxStaleness @0 :UInt32 = 1;
     onStale @1 :OnStale = wait;
+    # What becomes of work past maxStaleness (a trajectory buffer's onStale names the same choice
+    # for the groups it holds).
   }
 
   enum OnStale {

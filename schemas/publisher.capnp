@@ -11,8 +11,8 @@ struct PublisherParams {
   bucketMb @2 :UInt32 = 256;
   # broadcast / p2p: bucket size.
   verify @3 :Bool = true;
-  # verifyWeights: engines compare per-tensor hashes after applying each version.
-  fullEvery @4 :UInt32 = 0;
+  # Engines compare per-tensor hashes after applying each version.
+  fullCopyInterval @4 :UInt32 = 0;
   # disk_delta: a full copy every N versions besides the deltas; 0 = only the first and on request.
   engines @5 :UInt32 = 1;
   # broadcast / p2p: the engine ranks (the rollout's replicas, each on its own GPU); the trainer

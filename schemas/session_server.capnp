@@ -31,8 +31,9 @@ struct SessionServerParams {
   # A turn's tokens when the request gives no max_tokens (and the most it may ask for).
   bodyLimit @11 :UInt32 = 1048576;
   # The largest request body (413 past it).
-  retryAfterSeconds @12 :UInt32 = 1;
-  # The Retry-After of a 429 while the schedule admits no new group.
+  retryAfterSeconds @12 :Float64 = 1;
+  # The Retry-After of a 429 while the schedule admits no new group (the header carries whole
+  # seconds: this, rounded up, at least 1).
   modelName @13 :Text = "milesrt";
   # The name GET /models lists and answers carry.
   scoreUnrewarded @14 :Bool = false;

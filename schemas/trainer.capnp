@@ -17,11 +17,10 @@ struct TrainerParams {
   objective @3 :Objective = rl;
   # rl: policy-gradient on scored groups; sft: cross-entropy on prompt/response pairs.
 
-  # Advantage estimator, by name in the trainer's estimator registry: grpo, dr_grpo, rloo,
-  # reinforce_pp, reinforce_pp_baseline, gae; plugins add more.
+  # Advantage estimator, by name in the trainer's estimator registry: grpo (divides by the group's
+  # standard deviation), dr_grpo (Dr.GRPO: does not), rloo, reinforce_pp, reinforce_pp_baseline,
+  # gae; plugins add more.
   estimator @4 :Text = "grpo";
-  stdNormalize @5 :Bool = true;
-  # GRPO: divide by the group's standard deviation (off = Dr.GRPO).
   gamma @6 :Float64 = 1.0;
   lambda @7 :Float64 = 1.0;
 
@@ -104,7 +103,7 @@ struct TrainerParams {
   # logprob_diff_alarms (since the trainer started), when a step's
   # train_rollout_logprob_abs_diff_max_held (nats, over the tokens sampled under the weights the
   # trainer holds) exceeds this; 0 = off. Not with trueOnPolicy, where any difference is an error.
-  trueOnPolicy @56 :Bool = false;
+  trueOnPolicy @5 :Bool = false;
   # The rollout's log-prob of every token sampled under the weights the trainer holds must equal
   # the trainer's bit for bit; a step where one does not fails, naming the difference. Set it on
   # the rollout too (validation refuses a graph where they differ). CPU only for now: the CPU

@@ -44,7 +44,7 @@ TEST(EnvironmentGraphs, AgentEnvTrainsOnCalculatorEpisodes) {
   const std::string s = setup_dir().string();
   auto r = run_milesrt(
       "run graphs/agent_env.capnp --set run.steps=3 --set run.batchSize=2 "
-      "--set env.groupSize=4 --set env.evalEvery=2 --set filter.dynamicSampling=false "
+      "--set env.samplesPerPrompt=4 --set env.evalInterval=2 --set filter.dynamicSampling=false "
       "--set env.evalData=" +
           s + "/heldout.jsonl --set trainer.exportDir=" + (run / "export").string() + paths(run),
       "agent-env-run");
@@ -75,7 +75,7 @@ TEST(EnvironmentGraphs, ThePluginEnvironmentTrainsInAGraph) {
   fs::path run = scratch("grpo-guess");
   auto r = run_milesrt(
       "run examples/custom_environment/grpo_guess.capnp --set run.steps=2 "
-      "--set run.batchSize=2 --set env.groupSize=2" +
+      "--set run.batchSize=2 --set env.samplesPerPrompt=2" +
           paths(run),
       "grpo-guess-run");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -347,6 +347,53 @@ TEST(House, NoFunctionIsOver120Lines) {
                             << all;
 }
 
+/// Files of runtime/ and actors/ that write to a terminal for the user rather than log: the
+/// progress bar and line, the run's closing summary line, and the command-line frame's output.
+const std::set<std::string> kUserOutput = {"runtime/core/progress.cpp",
+                                           "runtime/metrics/metrics_writer.cpp",
+                                           "runtime/driver/run.cpp", "runtime/cli/supervisor.cpp"};
+
+/// Where a line of `text` writes to a stream by hand (fprintf, printf, puts, std::cerr/cout):
+/// "path:line: the line"; snprintf (formatting into a buffer) is not writing.
+std::vector<std::string> hand_written_output(const fs::path& file, const std::string& text) {
+  static const std::regex writes(
+      R"((^|[^a-z_])(std::)?(fprintf|printf|puts|fputs)\s*\(|std::(cerr|cout|clog)\b)");
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  int n = 0;
+  for (std::string l; std::getline(lines, l);) {
+    ++n;
+    const auto t = l.find_first_not_of(' ');
+    if (t != std::string::npos && l.compare(t, 2, "//") == 0) continue;
+    if (std::regex_search(l, writes))
+      out.push_back(file.string() + ":" + std::to_string(n) + ": " + l);
+  }
+  return out;
+}
+
+TEST(House, RuntimeAndActorsLogThroughTheLogger) {
+  std::string found;
+  for (const char* folder : {"runtime", "actors"}) {
+    for (const auto& p : sources_under(folder)) {
+      if (p.string().find(".test.") != std::string::npos || kUserOutput.count(p.string())) continue;
+      if (p.string().find("runtime/cli/") == 0) continue;  // the commands' own output
+      std::ifstream in(root / p);
+      std::stringstream text;
+      text << in.rdbuf();
+      for (const auto& line : hand_written_output(p, text.str())) found += line + "\n";
+    }
+  }
+  EXPECT_TRUE(found.empty()) << "log with milesrt::log (runtime/core/log.hpp) instead:\n" << found;
+}
+
+TEST(House, TheOutputCheckCatchesAHandWrittenLine) {
+  EXPECT_EQ(hand_written_output("x.cpp", "  std::fprintf(stderr, \"x\");\n").size(), 1u);
+  EXPECT_EQ(hand_written_output("x.cpp", "  std::cerr << 1;\n").size(), 1u);
+  EXPECT_EQ(hand_written_output("x.cpp", "  printf(\"%d\", 1);\n").size(), 1u);
+  EXPECT_TRUE(hand_written_output("x.cpp", "  std::snprintf(buf, 8, \"%g\", x);\n").empty());
+  EXPECT_TRUE(hand_written_output("x.cpp", "  // std::fprintf(stderr, \"x\");\n").empty());
+}
+
 TEST(House, TheLengthChecksCatchALongFunction) {
   // A made-up source with one function of 131 lines (signature to closing brace) and one of 11.
   const fs::path dir =

@@ -67,11 +67,11 @@ inline uint64_t staleness_of(const held_group& g, uint64_t learner_version) {
 }
 
 /// The staleness rule as a policy applies it: true when `g` is kept (within max_staleness, or
-/// whenStale = wait).
+/// onStale = wait).
 bool kept_under_rule(const held_group& g, uint64_t learner_version, const policy_rules& rules);
 
-/// A choice under the staleness rule: groups within max_staleness in `first` order, then (whenStale
-/// = wait) those past it in the same order, counted as stale_served; with whenStale = drop those
+/// A choice under the staleness rule: groups within max_staleness in `first` order, then (onStale
+/// = wait) those past it in the same order, counted as stale_served; with onStale = drop those
 /// past it are discarded. `first(a, b)`: whether held[a] is served before held[b].
 choice serve_under_rule(const std::deque<held_group>& held, uint64_t count,
                         uint64_t learner_version, const policy_rules& rules,

@@ -1,7 +1,7 @@
 // priority: the groups with the largest reward spread (the population standard deviation of their
 // samples' rewards: the most GRPO signal) first, ties in arrival order. A group with uniform
 // rewards waits behind every group with a spread, so that it does not wait forever the staleness
-// rule applies as in the staleness policy: past max_staleness a group is discarded (whenStale =
+// rule applies as in the staleness policy: past max_staleness a group is discarded (onStale =
 // drop) or kept behind every fresh one (wait).
 #include "actors/buffer/buffer_policy.hpp"
 

@@ -242,7 +242,7 @@ void register_trajectory_buffer_kind(kind_registry& registry,
     init->name = s.name;
     init->policy = policies->make(p.getPolicy());
     init->rules.max_staleness = p.getMaxStaleness();
-    init->rules.drop_stale = p.getWhenStale() == schema::TrajectoryBufferParams::WhenStale::DROP;
+    init->rules.drop_stale = p.getOnStale() == schema::TrajectoryBufferParams::OnStale::DROP;
     return caf::actor_cast<caf::actor>(sys.spawn(buffer_fn, init));
   };
   registry.add(k);

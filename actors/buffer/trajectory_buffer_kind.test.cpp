@@ -43,8 +43,8 @@ class TrajectoryBufferKind : public ::testing::Test {
     params_of<schema::TrajectoryBufferParams> p;
     p->setPolicy(policy);
     p->setMaxStaleness(max_staleness);
-    p->setWhenStale(drop ? schema::TrajectoryBufferParams::WhenStale::DROP
-                         : schema::TrajectoryBufferParams::WhenStale::WAIT);
+    p->setOnStale(drop ? schema::TrajectoryBufferParams::OnStale::DROP
+                       : schema::TrajectoryBufferParams::OnStale::WAIT);
     return kinds_.find("trajectory_buffer")->spawn(system_->sys(), p.setup());
   }
   std::vector<std::string> check(const std::string& policy) {

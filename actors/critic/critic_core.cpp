@@ -11,6 +11,7 @@
 #include "actors/lib/rl/builtin.hpp"
 #include "actors/lib/rl/losses.hpp"
 #include "actors/lib/rl/master_weights.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::critic {
 namespace fs = std::filesystem;
@@ -190,7 +191,7 @@ rl::adamw::step_info critic_core::optimizer_step() {
 
 std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& samples,
                                                  const std::vector<size_t>& group_sizes) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const timer t0;
   const auto fopt = at::TensorOptions().dtype(at::kFloat);
   size_t total = 0;
   for (size_t n : group_sizes) total += n;
@@ -223,7 +224,7 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   m["critic_return_mean"] = returns.mean().item<double>();
   m["critic_skipped_steps"] = info.skipped ? 1 : 0;
   m["critic_train_seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      t0.seconds();
   return m;
 }
 

@@ -11,8 +11,11 @@
 #include "actors/critic/critic_core.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "milesrt/critic.capnp.h"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::critic {
 namespace {
@@ -71,7 +74,7 @@ caf::result<node_reply> set_values(critic_state& st, const std::string& port, co
   node_reply reply;
   auto group = e.payload.get_as<sample_group>(0);
   try {
-    const auto t0 = std::chrono::steady_clock::now();
+    const timer t0;
     auto values = st.core->values(group.samples);
     double sum = 0, n = 0;
     for (size_t i = 0; i < values.size(); ++i) {
@@ -79,16 +82,14 @@ caf::result<node_reply> set_values(critic_state& st, const std::string& port, co
       group.samples[i].values = std::move(values[i]);
     }
     if (n > 0) reply.metrics["critic_value_mean"] = sum / n;
-    reply.metrics["critic_seconds"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reply.metrics["critic_seconds"] = t0.seconds();
     envelope out = e;
     out.payload = caf::make_message(std::move(group));
     reply.outputs.push_back({"groups", std::move(out)});
     return reply;
   } catch (const std::exception& ex) {
-    return caf::make_error(
-        caf::sec::runtime_error,
-        who + ", port '" + port + "', group " + std::to_string(group.group_id) + ": " + ex.what());
+    return runtime::to_error(
+        ex, who + ", port '" + port + "', group " + std::to_string(group.group_id));
   }
 }
 
@@ -120,7 +121,7 @@ caf::result<train_reply> train_step(critic_state& st, uint64_t step,
       chunks++;
     }
   } catch (const std::exception& ex) {
-    return caf::make_error(caf::sec::runtime_error, who + ": " + ex.what());
+    return runtime::to_error(ex, who);
   }
   for (const auto& [k, v] : sums) reply.metrics[k] = v / double(chunks);
   reply.version = ++st.version;
@@ -143,7 +144,7 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
           st.core->save(dir);
           return actor_state{encode_state(self->system(), st)};
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, "critic '" + st.name + "': " + ex.what());
+          return runtime::to_error(ex, "critic '" + st.name + "'");
         }
       },
       [=](restore_atom, const std::string& dir, const actor_state& state) -> caf::result<bool> {
@@ -152,7 +153,7 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
         try {
           st.core->restore(dir);
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, "critic '" + st.name + "': " + ex.what());
+          return runtime::to_error(ex, "critic '" + st.name + "'");
         }
         return true;
       },
@@ -163,10 +164,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::CriticParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
-  if (p.getModel().size() == 0)
-    bad("model: required (a Hugging Face model folder)");
-  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
-    bad("model: " + e);
+  for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights))
+    bad(e);
   if (!(p.getLr() > 0)) bad("lr: must be > 0");
   if (!(p.getWeightDecay() >= 0)) bad("weightDecay: must be >= 0");
   if (!(p.getGradClip() >= 0)) bad("gradClip: must be >= 0 (0 = off)");

@@ -9,6 +9,7 @@
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "milesrt/data.capnp.h"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::data {
 using namespace milesrt::tasks;  // JSONL records
@@ -156,7 +157,7 @@ void register_data_kind(runtime::kind_registry& registry) {
     std::error_code ec;
     if (path.empty()) {
       problems.push_back("path: required (a JSONL file)");
-    } else if (!std::filesystem::is_regular_file(path, ec)) {
+    } else if (runtime::named_files_read() && !std::filesystem::is_regular_file(path, ec)) {
       problems.push_back("path: '" + path + "' is not a file");
     }
     if (p.getPromptKey().size() == 0 && p.getMessagesKey().size() == 0 &&

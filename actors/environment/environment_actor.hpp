@@ -7,7 +7,7 @@
 /// says done or a limit (turns, tokens, time) ends the episode, counted by reason. A group is
 /// answered when all its episodes ended.
 ///
-/// Held-out evaluation (optional): when the first turn under version 0, evalEvery, ... comes
+/// Held-out evaluation (optional): when the first turn under version 0, evalInterval, ... comes
 /// back, every held-out task runs once (greedy), with the environment and, beside it, with the
 /// second one (evalOptions); the groups that end meanwhile are answered after it, so that in the
 /// sync schedule every evaluation token is sampled under that one version. Its figures

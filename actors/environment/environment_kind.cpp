@@ -6,11 +6,13 @@
 
 #include "actors/environment/environment_actor.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/lib/tasks/jsonl_dataset.hpp"
 #include "milesrt/environment.capnp.h"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::environment {
 namespace {
@@ -43,18 +45,12 @@ std::vector<std::string> check(const environment_registry& envs,
   std::string error;
   make_configured(envs, p.getEnvironment(), p.getOptions(), "options", error);
   if (!error.empty()) problems.push_back(error);
-  const std::string model = p.getModel();
-  if (model.empty()) {
-    problems.push_back("model: required (the rollout's model folder, for its tokenizer)");
-  } else if (!fs::is_regular_file(fs::path(model) / "tokenizer.json")) {
-    problems.push_back("model: '" + model + "' has no tokenizer.json");
-  }
-  const std::string chat = p.getChatTemplate();
-  if (!chat.empty() && !fs::is_regular_file(chat))
-    problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template)");
+  for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::tokenizer))
+    problems.push_back(e);
   for (auto [field, v] :
-       {std::pair{"groupSize", p.getGroupSize()}, std::pair{"maxTurns", p.getMaxTurns()},
-        std::pair{"maxTokens", p.getMaxTokens()}, std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
+       {std::pair{"samplesPerPrompt", p.getSamplesPerPrompt()},
+        std::pair{"maxTurns", p.getMaxTurns()}, std::pair{"maxTokens", p.getMaxTokens()},
+        std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
     if (v == 0) problems.push_back(std::string(field) + ": must be at least 1");
   }
   for (auto [field, v] : {std::pair{"maxSeconds", p.getMaxSeconds()},
@@ -69,7 +65,7 @@ std::vector<std::string> check(const environment_registry& envs,
   }
   if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
   const std::string eval = p.getEvalData();
-  if (!eval.empty() && !fs::is_regular_file(eval))
+  if (!eval.empty() && runtime::named_files_read() && !fs::is_regular_file(eval))
     problems.push_back("evalData: '" + eval + "' is not a file (JSONL tasks)");
   if (p.getEvalOptions().size() > 0) {
     if (eval.empty()) problems.push_back("evalOptions: needs evalData");
@@ -118,13 +114,13 @@ caf::actor spawn(const environment_registry& envs, caf::actor_system& sys, const
   cfg.limits.max_tokens = p.getMaxTokens();
   cfg.limits.max_seconds = p.getMaxSeconds();
   cfg.limits.max_new_tokens = p.getMaxNewTokens();
-  cfg.group_size = p.getGroupSize();
+  cfg.group_size = p.getSamplesPerPrompt();
   cfg.temperature = p.getTemperature();
   cfg.top_p = p.getTopP();
   cfg.generate_deadline =
       std::chrono::milliseconds(static_cast<int64_t>(p.getGenerateDeadlineSeconds() * 1000.0));
   if (p.getEvalData().size() > 0) cfg.eval_tasks = load_tasks(p.getEvalData());
-  cfg.eval_every = p.getEvalEvery();
+  cfg.eval_every = p.getEvalInterval();
   cfg.eval_temperature = p.getEvalTemperature();
   cfg.seed = s.seed * 7919 + 23 + s.replica;
   return spawn_environment_actor(sys, std::move(cfg));

@@ -160,7 +160,7 @@ class EnvironmentKind : public ::testing::Test {
 };
 
 TEST_F(EnvironmentKind, AGroupOfToolEpisodesTrainsWithExactMasks) {
-  auto o = run("groupSize = 2, maxTokens = 4096");
+  auto o = run("samplesPerPrompt = 2, maxTokens = 4096");
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log_->groups.size(), 1u);
   const auto& g = log_->groups[0];
@@ -209,7 +209,7 @@ TEST_F(EnvironmentKind, AGroupOfToolEpisodesTrainsWithExactMasks) {
 }
 
 TEST_F(EnvironmentKind, EachLimitEndsEpisodesWithItsReason) {
-  auto o = run("groupSize = 2, maxTurns = 3, maxTokens = 4096", "looping_generator");
+  auto o = run("samplesPerPrompt = 2, maxTurns = 3, maxTokens = 4096", "looping_generator");
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log_->groups.size(), 1u);
   for (const auto& s : log_->groups[0].samples) {
@@ -225,7 +225,7 @@ TEST_F(EnvironmentKind, EachLimitEndsEpisodesWithItsReason) {
 
   log_->groups.clear();
   log_->steps.clear();
-  o = run("groupSize = 1, maxTokens = " + std::to_string(room), "looping_generator");
+  o = run("samplesPerPrompt = 1, maxTokens = " + std::to_string(room), "looping_generator");
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log_->groups.size(), 1u);
   EXPECT_EQ(log_->groups[0].samples[0].finish_reason, "tokens");
@@ -234,7 +234,7 @@ TEST_F(EnvironmentKind, EachLimitEndsEpisodesWithItsReason) {
 
   log_->groups.clear();
   log_->steps.clear();
-  o = run("groupSize = 1, maxTokens = 4096, maxSeconds = 0.000001", "looping_generator");
+  o = run("samplesPerPrompt = 1, maxTokens = 4096, maxSeconds = 0.000001", "looping_generator");
   ASSERT_TRUE(o.ok) << o.error;
   EXPECT_EQ(log_->groups[0].samples[0].finish_reason, "time");
   EXPECT_EQ(log_->steps[0]["env_ended_time"], 1.0);
@@ -244,7 +244,7 @@ TEST_F(EnvironmentKind, EvaluatesHeldOutTasksWithAndWithoutTheTool) {
   const auto tasks = dir_ / "heldout.jsonl";
   std::ofstream(tasks) << "{\"prompt\": \"37*86\", \"label\": \"3182\"}\n"
                        << "{\"prompt\": \"37*86\", \"label\": \"3183\"}\n";
-  auto o = run("groupSize = 1, maxTokens = 4096, evalData = \"" + tasks.string() +
+  auto o = run("samplesPerPrompt = 1, maxTokens = 4096, evalData = \"" + tasks.string() +
                "\", evalOptions = \"{\\\"tool\\\": false}\"");
   ASSERT_TRUE(o.ok) << o.error;
   auto& m = log_->steps.at(0);
@@ -256,7 +256,7 @@ TEST_F(EnvironmentKind, EvaluatesHeldOutTasksWithAndWithoutTheTool) {
 }
 
 TEST_F(EnvironmentKind, AnOpeningPastMaxTokensFailsTheRunNamingIt) {
-  auto o = run("groupSize = 1, maxTokens = 16");
+  auto o = run("samplesPerPrompt = 1, maxTokens = 16");
   EXPECT_FALSE(o.ok);
   EXPECT_NE(o.error.find("leaves no room for the model's first turn within maxTokens = 16"),
             std::string::npos)
@@ -266,7 +266,7 @@ TEST_F(EnvironmentKind, AnOpeningPastMaxTokensFailsTheRunNamingIt) {
 TEST_F(EnvironmentKind, ADeadRemoteFailsTheRunNamingIt) {
   auto o =
       run("environment = \"remote\", options = \"{\\\"url\\\": \\\"http://127.0.0.1:1\\\", "
-          "\\\"timeoutSeconds\\\": 2}\", groupSize = 1");
+          "\\\"timeoutSeconds\\\": 2}\", samplesPerPrompt = 1");
   EXPECT_FALSE(o.ok);
   EXPECT_NE(o.error.find("environment 'remote': remote environment: POST http://127.0.0.1:1/reset"),
             std::string::npos)
@@ -275,14 +275,14 @@ TEST_F(EnvironmentKind, ADeadRemoteFailsTheRunNamingIt) {
 
 TEST_F(EnvironmentKind, TheCheckNamesEachBadParam) {
   auto g = load(
-      "environment = \"chess\", groupSize = 0, maxSeconds = -1, topP = 2, "
+      "environment = \"chess\", samplesPerPrompt = 0, maxSeconds = -1, topP = 2, "
       "evalOptions = \"{\\\"tool\\\": 3}\"");
   auto problems = graph::validate_kinds(*g, kinds_);
   std::string all;
   for (const auto& p : problems) all += p.text + "\n";
-  for (const char* want :
-       {"environment: 'chess' is not one of: calculator, remote", "groupSize: must be at least 1",
-        "maxSeconds: must be > 0", "topP: must be in (0, 1]", "evalOptions: needs evalData"})
+  for (const char* want : {"environment: 'chess' is not one of: calculator, remote",
+                           "samplesPerPrompt: must be at least 1", "maxSeconds: must be > 0",
+                           "topP: must be in (0, 1]", "evalOptions: needs evalData"})
     EXPECT_NE(all.find(want), std::string::npos) << want << "\n" << all;
   g = load("options = \"{\\\"tool\\\": 3}\"");
   problems = graph::validate_kinds(*g, kinds_);

@@ -14,7 +14,10 @@
 #include "actors/lib/weights/tensor_hash.hpp"
 #include "actors/lib/weights/transport.hpp"
 #include "milesrt/publisher.capnp.h"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/log.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::publisher {
 using namespace milesrt::weights;  // the publish protocol and its transports
@@ -72,13 +75,12 @@ caf::expected<published_version> find_version(publisher_state& st, const weights
     // The trainer went on training before this version was published: the engines would read
     // weights that change under them (an async schedule with handover = share).
     st.warned_share = true;
-    std::fprintf(
-        stderr,
-        "publisher '%s': trainer '%s' is at version %llu while version %llu is published; with "
-        "handover = share the engines read weights that training changes (an async schedule needs "
-        "publisher.handover = copy)\n",
-        st.name.c_str(), ref.channel.c_str(), static_cast<unsigned long long>(latest),
-        static_cast<unsigned long long>(ref.version));
+    log::warn(
+        log::at{st.name, {}},
+        "trainer '{}' is at version {} while version {} is published; with handover = share the "
+        "engines read weights that training changes (an async schedule needs publisher.handover = "
+        "copy)",
+        ref.channel, latest, ref.version);
   }
   return v;
 }
@@ -97,7 +99,7 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
         const auto& ref = e.payload.get_as<weights_ref>(0);
         auto v = find_version(st, ref);
         if (!v) return std::move(v.error());
-        const auto t0 = std::chrono::steady_clock::now();
+        const timer t;
         weights_update u;
         u.version = ref.version;
         u.channel = ref.channel;
@@ -113,13 +115,11 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
           if (after_reply)
             self->send(self, ncclgo_atom::value);  // handled after this answer went out
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error, "publisher '" + st.name + "', version " +
-                                                              std::to_string(ref.version) + ": " +
-                                                              ex.what());
+          return runtime::to_error(
+              ex, "publisher '" + st.name + "', version " + std::to_string(ref.version));
         }
         node_reply reply;
-        reply.metrics["publish_seconds"] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        reply.metrics["publish_seconds"] = t.seconds();
         reply.metrics["publish_bytes"] =
             static_cast<double>(buffer.numel() * buffer.element_size());
         envelope out;
@@ -148,8 +148,7 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
         } catch (const std::exception& ex) {
           // Nobody waits on this message: the engines' requests meet their deadlines, and this
           // line says why.
-          std::fprintf(stderr, "publisher '%s': %s: %s\n", st.name.c_str(), st.out->name(),
-                       ex.what());
+          log::error(log::at{st.name, {}}, "{}: {}", st.out->name(), ex.what());
           self->quit(caf::make_error(caf::sec::runtime_error, ex.what()));
         }
       },
@@ -164,7 +163,7 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto t = p.getTransport();
   if (t == schema::PublisherParams::Transport::BROADCAST ||
       t == schema::PublisherParams::Transport::P2P) {
-#ifndef MILESRT_PUBLISHER_HAVE_NCCL
+#ifndef MILESRT_HAVE_NCCL
     problems.push_back("transport: " + transport_name(t) + " needs a build with CUDA and NCCL");
 #endif
     if (p.getEngines() == 0)
@@ -230,7 +229,7 @@ void register_publisher_kind(kind_registry& registry) {
     if (init->copies) init->versions->keep_copies(p.getKeepVersions());
     auto& o = init->options;
     o.publisher = s.name;
-    o.full_every = p.getFullEvery();
+    o.full_every = p.getFullCopyInterval();
     o.keep_versions = p.getKeepVersions();
     o.engines = p.getEngines();
     o.bucket_bytes = static_cast<int64_t>(p.getBucketMb()) << 20;

@@ -301,7 +301,7 @@ TEST_F(PublisherKind, ErrorsNameThePublisherAndTheProblem) {
   problems = kinds_.find("publisher")->check_params(capnp::toDynamic(none_kept->asReader()));
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0], "keepVersions: must be at least 1");
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
   auto b = spawn(Transport::BROADCAST, Handover::SHARE);
   ref.channel = "trainer";
   auto on_cpu = ask<node_reply>(sys(), b, process_atom::value, std::string("weights"), wrap(ref));

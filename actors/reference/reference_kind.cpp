@@ -9,9 +9,12 @@
 #include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "milesrt/reference.capnp.h"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::reference {
 namespace {
@@ -39,17 +42,14 @@ stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_
                                  who + ": port 'groups' expects a sample_group");
         }
         auto group = e.payload.get_as<sample_group>(0);
-        const auto t0 = std::chrono::steady_clock::now();
+        const timer t;
         try {
           set_ref_logprobs(*st.model, st.temperature, group);
         } catch (const std::exception& ex) {
-          return caf::make_error(
-              caf::sec::runtime_error,
-              who + ", group " + std::to_string(group.group_id) + ": " + ex.what());
+          return runtime::to_error(ex, who + ", group " + std::to_string(group.group_id));
         }
         node_reply reply;
-        reply.metrics["ref_seconds"] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        reply.metrics["ref_seconds"] = t.seconds();
         envelope out = e;
         out.payload = caf::make_message(std::move(group));
         reply.outputs.push_back({"groups", std::move(out)});
@@ -63,11 +63,7 @@ stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_
 
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::ReferenceParams>();
-  std::vector<std::string> problems;
-  if (p.getModel().size() == 0)
-    problems.push_back("model: required (a Hugging Face model folder)");
-  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
-    problems.push_back("model: " + e);
+  auto problems = llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights);
   if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
   return problems;
 }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/core/failure.hpp"
 #include "runtime/core/untrusted_text.hpp"
 #include "runtime/http/http_client.hpp"
 
@@ -93,6 +94,10 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
       last = status;
       continue;
     }
+    // The server refused this group (a 400, 413 or 422): bad input, the group is dropped; any
+    // other refusal (404, 401, ...) is the graph's or the server's fault and ends the run.
+    if (res.status == 400 || res.status == 413 || res.status == 422)
+      fail(errc::bad_input, where + status);
     if (res.status != 200) throw std::runtime_error(where + status);
     try {
       return parse_reward_answer(res.body, group.samples.size());
@@ -100,8 +105,10 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
       throw std::runtime_error(where + e.what());
     }
   }
-  throw std::runtime_error(where + last + " (" + std::to_string(attempts) +
-                           (attempts == 1 ? " attempt)" : " attempts)"));
+  // Unreachable or 5xx on every attempt: transient (the driver restarts the actor, which asks
+  // again, within the run's restart limits).
+  fail(errc::transient, where + last + " (" + std::to_string(attempts) +
+                            (attempts == 1 ? " attempt)" : " attempts)"));
 }
 
 }  // namespace milesrt::reward

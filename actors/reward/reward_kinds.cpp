@@ -6,7 +6,9 @@
 #include "actors/lib/tasks/math_answer.hpp"
 #include "actors/reward/remote_reward.hpp"
 #include "milesrt/reward.capnp.h"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
+#include "runtime/core/timer.hpp"
 #include "runtime/http/http_client.hpp"
 
 namespace milesrt::reward {
@@ -72,18 +74,16 @@ stage_actor::behavior_type remote_fn(stage_actor::pointer self, remote_reward_co
         auto group = group_of("remote_reward", port, e);
         if (!group) return std::move(group.error());
         // Blocking: this actor runs on a thread of its own (spawned detached).
-        const auto start = std::chrono::steady_clock::now();
+        const timer t;
         std::vector<float> rewards;
         try {
           rewards = fetch_rewards(config, *group);
         } catch (const std::exception& ex) {
-          return caf::make_error(caf::sec::runtime_error,
-                                 std::string("remote_reward: ") + ex.what());
+          return runtime::to_error(ex, "remote_reward");
         }
         for (size_t i = 0; i < rewards.size(); ++i) group->samples[i].reward = rewards[i];
         metric_map m = reward_metrics(group->samples);
-        m["remote_reward_seconds"] =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        m["remote_reward_seconds"] = t.seconds();
         return scored(e, std::move(*group), std::move(m));
       },
       [=](snapshot_atom, const std::string&) { return actor_state{}; },

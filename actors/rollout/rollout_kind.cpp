@@ -24,8 +24,10 @@
 #include "actors/rollout/rollout_params.hpp"
 #include "actors/rollout/rollout_state.hpp"
 #include "milesrt/rollout.capnp.h"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
 #include "runtime/core/progress.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::rollout {
 using llm::prompt_msg;
@@ -183,7 +185,7 @@ void settle_aborted(rollout_actor::stateful_pointer<rollout_state> self,
 
 /// A failed engine step answers every open group and service call with its error.
 void fail_all(rollout_state& s, const std::string& what) {
-  const auto error = [&] { return caf::make_error(caf::sec::runtime_error, "rollout: " + what); };
+  const auto error = [&] { return runtime::make_failure(errc::internal, "rollout: " + what); };
   for (auto& [id, g] : s.groups) g.promise.deliver(error());
   s.groups.clear();
   for (auto& [id, c] : s.calls) c.promise.deliver(error());
@@ -210,11 +212,10 @@ caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<
   try {
     if (s.eng->kv_released()) s.eng->retake_kv();
     s.eng->add(r);
-  } catch (const std::invalid_argument& ex) {
-    // A request the engine can never serve: the caller's to fix (its clients get a 400).
-    return caf::make_error(caf::sec::invalid_argument, std::string("rollout: ") + ex.what());
   } catch (const std::exception& ex) {
-    return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+    // A request the engine can never serve (std::invalid_argument) is bad input: the caller's to
+    // fix (its clients get a 400).
+    return runtime::to_error(ex, "rollout");
   }
   // Before the promise, which takes the request's sender over.
   caf::strong_actor_ptr requester = self->current_sender();
@@ -236,21 +237,19 @@ caf::result<node_reply> apply_weights(rollout_actor::stateful_pointer<rollout_st
     const auto& u = e.payload.get_as<weights::weights_update>(0);
     version = u.version;
     try {
-      auto t0 = std::chrono::steady_clock::now();
+      const timer t;
       s.receiver.apply(*s.model, u, *s.versions);
       s.model->refresh_merged();  // lora.merge: the new adapters into the base's copy
-      reply.metrics["publish_apply_seconds"] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      reply.metrics["publish_apply_seconds"] = t.seconds();
     } catch (const std::exception& ex) {
-      return caf::make_error(caf::sec::runtime_error, "rollout: cannot apply weights version " +
-                                                          std::to_string(u.version) + " (" +
-                                                          u.transport + "): " + ex.what());
+      return runtime::to_error(ex, "rollout: cannot apply weights version " +
+                                       std::to_string(u.version) + " (" + u.transport + ")");
     }
   }
   try {
     settle_aborted(self, s.eng->update_weights(version, s.mode));
   } catch (const std::exception& ex) {
-    return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+    return runtime::to_error(ex, "rollout");
   }
   return reply;
 }
@@ -278,9 +277,9 @@ void add_request(rollout_state& s, const generate_request& r) {
   // Work after an idle engine starts a rollout phase: its peak GPU memory counts from here.
   if (s.eng->idle() && s.groups.empty()) llm::reset_peak_memory(s.model->device());
   if (s.eng->kv_released()) {
-    auto t0 = std::chrono::steady_clock::now();
+    const timer t;
     s.eng->retake_kv();
-    s.retake_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.retake_seconds = t.seconds();
   }
   s.eng->add(r);
 }
@@ -303,7 +302,9 @@ caf::result<node_reply> take_prompt(rollout_actor::stateful_pointer<rollout_stat
     r.prompt = encode_prompt(s, p);
     add_request(s, r);
   } catch (const std::exception& ex) {
-    return caf::make_error(caf::sec::runtime_error, std::string("rollout: ") + ex.what());
+    // A prompt the engine cannot serve (empty, longer than its KV cache) is bad input: the driver
+    // drops it and goes on.
+    return runtime::to_error(ex, "rollout");
   }
   auto promise = self->make_response_promise<node_reply>();
   s.groups[r.id] = {promise, p.group_id, p.label, {}, 0, r.params};
@@ -318,9 +319,9 @@ void run_step(rollout_actor::stateful_pointer<rollout_state> self) {
   auto& s = self->state;
   s.stepping = false;
   try {
-    auto t0 = std::chrono::steady_clock::now();
+    const timer t;
     auto done = s.eng->step();
-    s.busy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.busy_seconds += t.seconds();
     deliver_complete(self, done);
     send_partials(self);
     // Colocated: the rollout phase is over; the trainer's step gets the KV pool's memory.

@@ -6,6 +6,7 @@
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 
 namespace milesrt::rollout {
 using serving::engine_config;
@@ -17,14 +18,14 @@ namespace {
 // the limits, the weights' headers and shapes), and (on the CPU, with a fixed block count) that the
 // KV cache fits the machine's memory (docs/limits.md). The weights' values are read when the actor
 // starts.
-void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& problems) {
-  const std::string model = p.getModel();
-  if (model.empty()) return;
+void check_model(capnp::DynamicStruct::Reader reader, std::vector<std::string>& problems) {
+  auto p = reader.as<schema::RolloutParams>();
   llm::model_config c;
-  if (auto problem = llm::model_folder_problem(model, &c); !problem.empty()) {
-    problems.push_back("model: " + problem);
-    return;
-  }
+  bool read = false;
+  for (auto& e :
+       llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights, &c, &read))
+    problems.push_back(e);
+  if (!read) return;
   const double memory = llm::physical_memory_bytes();
   const double bytes = llm::kv_cache_bytes(c, p.getKvBlocks(), p.getBlockSize(),
                                            double(c10::elementSize(llm::to_dtype(p.getDtype()))));
@@ -41,8 +42,6 @@ void check_model(schema::RolloutParams::Reader p, std::vector<std::string>& prob
 std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::RolloutParams>();
   std::vector<std::string> problems;
-  if (p.getModel().size() == 0) problems.push_back("model: required (a Hugging Face model folder)");
-  const std::string chat = p.getChatTemplate();
   if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
   if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
   if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
@@ -63,7 +62,7 @@ std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reade
                p.getTemperature() <= limits::max_temperature)) {
     problems.push_back("temperature: must be from 1e-05 to 100000");
   }
-  check_model(p, problems);
+  check_model(reader, problems);
   if (p.hasLora()) {
     for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
       problems.push_back(problem);
@@ -82,11 +81,6 @@ std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reade
       p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
     problems.push_back(
         "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
-  }
-  // The template compiles when the actor starts (errors then name its line); here only the file.
-  if (!chat.empty() && !std::filesystem::is_regular_file(chat)) {
-    problems.push_back("chatTemplate: '" + chat +
-                       "' is not a file (a Jinja chat template, .jinja)");
   }
   return problems;
 }

@@ -12,6 +12,7 @@
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/session_server/reply_stream.hpp"
 #include "actors/session_server/server_state.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::session_server {
@@ -303,9 +304,9 @@ void sample_turn(server_actor self, const http_call& call, const agent::session&
               sess->undo(before);
             // The engine refuses a request it can never serve (an id past the model's
             // vocabulary, more tokens than its cache holds): the client's to fix, not to retry.
-            const bool refused = err == caf::sec::invalid_argument;
+            const bool refused = runtime::class_of(err) == errc::bad_input;
             const unsigned status = refused ? 400 : 503;
-            const std::string message = "generation failed: " + self->system().render(err);
+            const std::string message = "generation failed: " + runtime::message_of(err);
             auto it = s.streams.find(stream_id);
             if (it != s.streams.end() && it->second.out->opened()) {
               it->second.out->fail(status, message);

@@ -9,11 +9,13 @@
 #include "actors/lib/agent/openai_api.hpp"
 #include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/messages.hpp"
+#include "actors/lib/llm/model_ref.hpp"
 #include "actors/lib/llm/tokenizer/chat_template.hpp"
 #include "actors/lib/llm/tokenizer/tokenizer.hpp"
 #include "actors/lib/serving/generate_messages.hpp"
 #include "actors/session_server/session_server.hpp"
 #include "milesrt/session_server.capnp.h"
+#include "runtime/core/log.hpp"
 #include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::session_server {
@@ -28,15 +30,8 @@ bool loopback(const std::string& address) {
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::SessionServerParams>();
   std::vector<std::string> problems;
-  const std::string model = p.getModel();
-  if (model.empty()) {
-    problems.push_back("model: required (the rollout's model folder, for its tokenizer)");
-  } else if (!fs::is_regular_file(fs::path(model) / "tokenizer.json")) {
-    problems.push_back("model: '" + model + "' has no tokenizer.json");
-  }
-  const std::string chat = p.getChatTemplate();
-  if (!chat.empty() && !fs::is_regular_file(chat))
-    problems.push_back("chatTemplate: '" + chat + "' is not a file (a Jinja chat template)");
+  for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::tokenizer))
+    problems.push_back(e);
   if (!loopback(p.getAddress()) && p.getBearerToken().size() == 0) {
     problems.push_back("address: '" + std::string(p.getAddress()) +
                        "' is not loopback: set bearerToken so that every request must carry it");
@@ -46,6 +41,8 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
     if (!(v > 0) || !std::isfinite(v) || v > 1e7)
       problems.push_back(std::string(field) + ": must be > 0 and at most 1e7 seconds");
   }
+  if (!(p.getRetryAfterSeconds() >= 0) || p.getRetryAfterSeconds() > 1e7)
+    problems.push_back("retryAfterSeconds: must be >= 0 and at most 1e7 seconds");
   if (p.getMaxOpenSessions() == 0) problems.push_back("maxOpenSessions: must be at least 1");
   if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
   if (p.getBodyLimit() < 1024) problems.push_back("bodyLimit: must be at least 1024 bytes");
@@ -113,7 +110,8 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   cfg.max_new_tokens = p.getMaxNewTokens();
   cfg.temperature = p.getTemperature();
   cfg.limits.vocab_size = vocab_size(std::string(p.getModel()));
-  cfg.retry_after_seconds = std::max<uint32_t>(1, p.getRetryAfterSeconds());
+  cfg.retry_after_seconds =
+      static_cast<uint32_t>(std::max(1.0, std::ceil(p.getRetryAfterSeconds())));
   cfg.seed = s.seed * 7919 + 17;
   cfg.score_unrewarded = p.getScoreUnrewarded();
   auto http = bind_server(p);
@@ -128,8 +126,7 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
   const auto where = s.run_dir / (s.name + ".json"), part = s.run_dir / (s.name + ".json.part");
   std::ofstream(part) << nlohmann::json{{"url", cfg.url}, {"port", http->port()}}.dump() << "\n";
   fs::rename(part, where, ec);
-  if (s.progress)
-    std::fprintf(s.progress, "actor '%s': sessions at %s\n", s.name.c_str(), cfg.url.c_str());
+  log::info(log::at{s.name, {}}, "sessions at {}", cfg.url);
   return spawn_session_server(sys, std::move(cfg), std::move(http));
 }
 

@@ -15,6 +15,7 @@
 #include "actors/trainer/batch_layout.hpp"
 #include "actors/trainer/scoring.hpp"
 #include "actors/trainer/update.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::trainer {
 using namespace milesrt::rl;  // losses, estimators, AdamW
@@ -218,7 +219,7 @@ policy_trainer::policy_trainer(std::unique_ptr<llm::decoder> model, trainer_opti
 
 std::map<std::string, double> policy_trainer::train(
     const std::vector<train_sequence>& batch, std::map<std::string, std::vector<double>>* lists) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const timer t0;
   llm::reset_peak_memory(model_->device());  // the training phase starts
   const bool sft = options_.objective == "sft";
   auto layout = lay_out(batch, sft, options_.micro_batch_tokens);
@@ -239,7 +240,7 @@ std::map<std::string, double> policy_trainer::train(
   auto totals = update(batch, layout, adv, old);
   const uint32_t updates = std::max<uint32_t>(1, options_.updates_per_step);
   add_loss_metrics(m, totals, layout, batch, sft, updates, held_version_);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = t0.seconds();
   add_step_metrics(m, totals, batch, layout, *model_, updates, secs);
   if (model_->device().is_cuda())
     m["train_gpu_memory_peak_gib"] = llm::peak_memory_gib(model_->device());

@@ -16,6 +16,7 @@
 #include "actors/trainer/trainer_ranks.hpp"
 #include "actors/trainer/trainer_state.hpp"
 #include "milesrt/trainer.capnp.h"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
 #include "runtime/core/progress.hpp"
 
@@ -92,8 +93,7 @@ caf::result<train_reply> on_train(trainer_state& st, uint64_t step,
   try {
     train_step(st, step, batch, reply);
   } catch (const std::exception& e) {
-    return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "', step " +
-                                                        std::to_string(step) + ": " + e.what());
+    return runtime::to_error(e, "trainer '" + st.name + "', step " + std::to_string(step));
   }
   reply.version = step;
   weights::weights_ref ref;
@@ -102,7 +102,7 @@ caf::result<train_reply> on_train(trainer_state& st, uint64_t step,
     // publishes copies (handover = copy), the library freezes one of this version now.
     ref = st.versions->announce(st.name, step);
   } catch (const std::exception& e) {
-    return caf::make_error(caf::sec::runtime_error, e.what());
+    return runtime::to_error(e, "trainer '" + st.name + "'");
   }
   envelope out;
   out.min_version = out.max_version = step;
@@ -116,7 +116,7 @@ caf::result<actor_state> on_snapshot(trainer_state& st, const std::string& dir) 
     on_every_rank(
         st, [&](policy_trainer& t) { t.save(dir); }, [&] { st.core->save(dir); });
   } catch (const std::exception& e) {
-    return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
+    return runtime::to_error(e, "trainer '" + st.name + "'");
   }
   return actor_state{encode_state(st)};
 }
@@ -127,14 +127,14 @@ caf::result<bool> on_restore(trainer_state& st, const std::string& dir, const ac
     on_every_rank(
         st, [&](policy_trainer& t) { t.load(dir); }, [&] { st.core->load(dir); });
   } catch (const std::exception& e) {
-    return caf::make_error(caf::sec::runtime_error, "trainer '" + st.name + "': " + e.what());
+    return runtime::to_error(e, "trainer '" + st.name + "'");
   }
   try {
     // The driver sends the restored version's announcement again (to the publisher):
     // announce it here too, so that its copy exists when handover = copy.
     st.versions->announce(st.name, st.version);
   } catch (const std::exception& e) {
-    return caf::make_error(caf::sec::runtime_error, e.what());
+    return runtime::to_error(e, "trainer '" + st.name + "'");
   }
   return true;
 }

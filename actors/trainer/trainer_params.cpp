@@ -9,6 +9,8 @@
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/lora_params.hpp"
 #include "actors/lib/llm/model_folder.hpp"
+#include "actors/lib/llm/model_ref.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::trainer {
 using namespace milesrt::rl;  // losses, estimators, AdamW
@@ -86,7 +88,6 @@ trainer_options options_of(Params::Reader p, uint64_t steps) {
   if (p.hasLora()) o.base_model = p.getModel();
   o.objective = p.getObjective() == Params::Objective::SFT ? "sft" : "rl";
   o.estimator = p.getEstimator();
-  if (o.estimator == "grpo" && !p.getStdNormalize()) o.estimator = "dr_grpo";
   o.advantages.gamma = p.getGamma();
   o.advantages.lambda = p.getLambda();
   o.loss.eps_clip = p.getEpsClip();
@@ -143,10 +144,8 @@ std::vector<std::string> check_trainer_params(capnp::DynamicStruct::Reader reade
   auto p = reader.as<schema::TrainerParams>();
   std::vector<std::string> problems;
   auto bad = [&](const std::string& s) { problems.push_back(s); };
-  if (p.getModel().size() == 0)
-    bad("model: required (a Hugging Face model folder)");
-  else if (auto e = llm::model_folder_problem(std::string(p.getModel())); !e.empty())
-    bad("model: " + e);
+  for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights))
+    bad(e);
   // Open sets: names in the registries, which list the known ones.
   if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty())
     bad("estimator: " + e);
@@ -171,7 +170,8 @@ std::vector<std::string> check_trainer_params(capnp::DynamicStruct::Reader reade
   if (p.getMicroBatchTokens() == 0) bad("microBatchTokens: must be at least 1");
   if (p.getEvalInterval() > 0 && p.getEvalData().size() == 0)
     bad("evalData: required when evalInterval > 0");
-  if (p.getEvalData().size() > 0 && !fs::exists(std::string(p.getEvalData()))) {
+  if (p.getEvalData().size() > 0 && runtime::named_files_read() &&
+      !fs::exists(std::string(p.getEvalData()))) {
     bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
   }
   check_data_parallel(p, bad);

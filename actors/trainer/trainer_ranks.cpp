@@ -8,6 +8,7 @@
 
 #include "actors/lib/dist/rendezvous.hpp"
 #include "actors/lib/llm/device.hpp"
+#include "runtime/core/log.hpp"
 
 namespace milesrt::trainer {
 
@@ -31,11 +32,10 @@ void check_agreement(trainer_state& st, uint64_t step, std::map<std::string, dou
   m["logprob_diff_alarm"] = alarm ? 1.0 : 0.0;
   if (alarm) {
     ++st.alarms;
-    std::fprintf(stderr,
-                 "milesrt: warning: trainer '%s', step %llu: the trainer's log-probs of tokens "
-                 "sampled under the weights it holds differ from the engine's by up to %s, above "
-                 "logprobDiffAlarm (%g)\n",
-                 st.name.c_str(), static_cast<unsigned long long>(step), shown, st.logprob_alarm);
+    log::warn(log::at{st.name, step},
+              "the trainer's log-probs of tokens sampled under the weights it holds differ from "
+              "the engine's by up to {}, above logprobDiffAlarm ({})",
+              shown, st.logprob_alarm);
   }
   m["logprob_diff_alarms"] = static_cast<double>(st.alarms);
 }

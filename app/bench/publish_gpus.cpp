@@ -22,7 +22,7 @@
 
 namespace milesrt::app {
 
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
 namespace {
 
 /// The ranks meet here before and after each timed transfer.

@@ -8,7 +8,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "agent_calc_sft",
-  description = "SFT warm start of the calculator agent",
+  description = "SFT warm start of the calculator agent (inputs: runs/agent_calc/setup, step 1 of examples/agent_calc/run.sh)",
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/agent_calc/setup/sft.jsonl", epochs = 0, seed = 1))),

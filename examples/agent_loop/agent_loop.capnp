@@ -14,16 +14,16 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "agent_loop",
-  description = "GRPO on an external agent's tool-using sessions, scored by the graph's reward",
+  description = "GRPO on an external agent's tool-using sessions, scored by the graph's reward (inputs: runs/agent_calc/setup/model, step 1 of examples/agent_calc/run.sh)",
   actors = [
     (name = "server", kind = "session_server", deadlineSeconds = 86400,
-     params = (sessionServer = (model = "runs/agent/model", maxNewTokens = 64,
+     params = (sessionServer = (model = "runs/agent_calc/setup/model", maxNewTokens = 64,
                                 scoreUnrewarded = true, groupTimeoutSeconds = 300))),
     (name = "rollout", kind = "rollout",
-     params = (rollout = (model = "runs/agent/model", maxNewTokens = 64, kvBlocks = 1024))),
+     params = (rollout = (model = "runs/agent_calc/setup/model", maxNewTokens = 64, kvBlocks = 1024))),
     (name = "reward", kind = "math_reward"),
     (name = "trainer", kind = "trainer",
-     params = (trainer = (model = "runs/agent/model", objective = rl, estimator = "grpo",
+     params = (trainer = (model = "runs/agent_calc/setup/model", objective = rl, estimator = "grpo",
                           lr = 1e-5, gradClip = 1.0, epsClip = 0.2))),
     (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
   ],

@@ -23,7 +23,7 @@ TEST(Freshest, ServesTheNewestVersionFirstAndDiscardsTheStale) {
   auto p = make_freshest_policy();
   std::deque<buffer::held_group> held = {group(3, 0), group(5, 1), group(4, 2), group(5, 3),
                                          group(1, 4)};
-  buffer::policy_rules rules{1, false};  // whenStale = wait: freshest discards anyway
+  buffer::policy_rules rules{1, false};  // onStale = wait: freshest discards anyway
   auto c = p->choose(held, 2, 5, rules);
   EXPECT_EQ(c.serve, (std::vector<size_t>{3, 1}));  // version 5, the newer arrival first
   EXPECT_EQ(c.drop, (std::vector<size_t>{0, 4}));   // versions 3 and 1 lag by more than 1

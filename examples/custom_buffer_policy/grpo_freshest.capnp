@@ -8,7 +8,7 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_freshest",
-  description = "GRPO on arithmetic, asynchronous, with the freshest buffer policy from a plugin",
+  description = "GRPO on arithmetic, asynchronous, with the freshest buffer policy from a plugin (inputs: runs/arith/setup and runs/arith/sft_model, steps 1 and 2 of examples/arith/run.sh)",
   plugins = ["libmilesrt_custom_buffer_policy.so"],
   actors = [
     (name = "data", kind = "data",

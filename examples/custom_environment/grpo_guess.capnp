@@ -8,14 +8,14 @@ using import "/milesrt/graph.capnp".Graph;
 
 const graph :Graph = (
   name = "grpo_guess",
-  description = "GRPO on a multi-turn environment from a plugin (guess_number)",
+  description = "GRPO on a multi-turn environment from a plugin (guess_number) (inputs: runs/agent_calc/setup and runs/agent_calc/sft_model, steps 1 and 2 of examples/agent_calc/run.sh)",
   plugins = ["libmilesrt_custom_environment.so"],
   actors = [
     (name = "data", kind = "data",
      params = (data = (path = "runs/agent_calc/setup/rl.jsonl", epochs = 0, seed = 2))),
     (name = "env", kind = "environment",
      params = (environment = (environment = "guess_number", options = "{\"penalty\": 0.05}",
-                              model = "runs/agent_calc/sft_model", groupSize = 4,
+                              model = "runs/agent_calc/sft_model", samplesPerPrompt = 4,
                               maxTurns = 3, maxTokens = 64, maxNewTokens = 8))),
     (name = "rollout", kind = "rollout",
      params = (rollout = (model = "runs/agent_calc/sft_model", maxNewTokens = 8))),

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <map>
 
+#include "runtime/core/log.hpp"
+
 namespace milesrt::cli {
 
 void print_error(std::ostream& err, std::string_view cmd, std::string_view what) {
@@ -29,9 +31,17 @@ int run_main(int argc, char** argv, const std::vector<command>& commands, contex
   app.fallthrough(false);
 
   std::map<const CLI::App*, std::pair<std::string, runner>> runners;
+  std::string log_level = "info", log_format = "text";
   for (const auto& cmd : commands) {
     CLI::App* sub = app.add_subcommand(cmd.name, cmd.summary);
     runners[sub] = {cmd.name, cmd.define(*sub, ctx)};
+    sub->add_option("--log-level", log_level,
+                    "Log lines at this level and above: trace, debug, info, warn, error, off")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+    sub->add_option("--log-format", log_format, "Log lines as text or as one JSON object each")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"text", "json"}));
   }
 
   try {
@@ -54,6 +64,7 @@ int run_main(int argc, char** argv, const std::vector<command>& commands, contex
     auto it = runners.find(sub);
     if (it == runners.end()) continue;
     try {
+      log::configure(log_level, log_format);
       return static_cast<int>(it->second.second());
     } catch (const std::exception& e) {
       print_error(ctx.err, it->second.first, e.what());

@@ -15,6 +15,9 @@ namespace milesrt::runtime {
 class kind_registry;
 class extension_points;
 }  // namespace milesrt::runtime
+namespace milesrt::graph {
+struct renamed_field;
+}
 
 namespace milesrt::cli {
 
@@ -34,6 +37,8 @@ struct context {
   const runtime::kind_registry* kinds = nullptr;
   /// Offered to plugins beside the kinds (runtime/core/extensions.hpp); null: none.
   const runtime::extension_points* extensions = nullptr;
+  /// The fields the app's schemas renamed or removed (graph/loader.hpp); null: none.
+  const std::vector<graph::renamed_field>* renames = nullptr;
   /// The first line of --help: what the executable is (the app says).
   std::string description = "milesrt: a graph of actors";
 };

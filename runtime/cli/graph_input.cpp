@@ -27,7 +27,8 @@ std::optional<prepared_graph> prepare_graph(const std::string& file,
     return std::nullopt;
   };
   std::vector<std::filesystem::path> dirs(ctx.schema_dirs.begin(), ctx.schema_dirs.end());
-  auto loaded = graph::load_graph(file, dirs);
+  auto loaded = ctx.renames != nullptr ? graph::load_graph(file, dirs, *ctx.renames)
+                                       : graph::load_graph(file, dirs);
   if (!loaded.ok()) return fail(loaded.errors);
 
   prepared_graph out;

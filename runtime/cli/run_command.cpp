@@ -15,6 +15,8 @@
 #include "runtime/cli/graph_input.hpp"
 #include "runtime/cli/shared_secret.hpp"
 #include "runtime/cli/supervisor.hpp"
+#include "runtime/core/errors.hpp"
+#include "runtime/core/log.hpp"
 #include "runtime/core/messages.hpp"
 #include "runtime/driver/run.hpp"
 #include "runtime/worker/workers.hpp"
@@ -132,6 +134,8 @@ exit_status run_supervised(const run_options& opt, const graph::loaded_graph& g,
   if (!opt.listen.empty()) sup.args.insert(sup.args.end(), {"--listen", opt.listen});
   if (!opt.secret_file.empty()) sup.args.insert(sup.args.end(), {"--secret-file", opt.secret_file});
   if (opt.quiet) sup.args.push_back("--quiet");
+  sup.args.insert(sup.args.end(),
+                  {"--log-level", log::level_name(), "--log-format", log::format_name()});
   if (opt.strict_resume) sup.args.push_back("--strict-resume");
   if (opt.metrics_port >= 0)
     sup.args.insert(sup.args.end(), {"--metrics-port", std::to_string(opt.metrics_port)});
@@ -284,6 +288,7 @@ exit_status run_command(run_options& opt, context& ctx) {
   }
   if (opt.supervise) return run_supervised(opt, g, ctx);
   prepared->kinds.register_types(config);
+  runtime::add_error_category(config);
   if (!opt.listen.empty()) config.load<caf::io::middleman>();
   auto sys = std::make_unique<caf::actor_system>(config);
   const exit_status status =

@@ -7,6 +7,7 @@
 
 #include "runtime/cli/command.hpp"
 #include "runtime/cli/shared_secret.hpp"
+#include "runtime/core/errors.hpp"
 #include "runtime/core/messages.hpp"
 #include "runtime/core/plugins.hpp"
 #include "runtime/worker/workers.hpp"
@@ -62,6 +63,7 @@ command make_worker_command() {
                 }
               }
               kinds.register_types(config);
+              runtime::add_error_category(config);
               config.load<caf::io::middleman>();
               caf::actor_system sys{config};
               auto outcome = runtime::serve_as_worker(

@@ -4,8 +4,8 @@
 ///
 /// CAF type-ID ranges (owned here; caf::first_custom_type_id is 200):
 ///   [first + 0,    first + 100)   milesrt_runtime: the types below
-///   [first + 100,  first + 1000)  built-in actor kinds, 100 per kind folder, in the order of
-///                                 docs/kinds.md (each kind's payload types live with the kind)
+///   [first + 100,  first + 1000)  the built-in kinds and their libraries, a block of 100 per
+///                                 library that declares types (docs/architecture.md lists them)
 ///   [first + 1000, first + 10000) plugins: each plugin takes a block of 100, chosen by its author
 ///
 /// Atoms (CAF 0.17: at most 10 characters) name the requests; each request carries a deadline.

@@ -1,5 +1,6 @@
 #include "runtime/core/user_file.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -45,5 +46,15 @@ std::string read_regular_file(const fs::path& p) {
   }
   return text.str();
 }
+
+namespace {
+std::atomic<int> unread_scopes{0};
+}
+
+bool named_files_read() { return unread_scopes.load() == 0; }
+
+named_files_unread::named_files_unread() { ++unread_scopes; }
+
+named_files_unread::~named_files_unread() { --unread_scopes; }
 
 }  // namespace milesrt::runtime

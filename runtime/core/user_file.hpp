@@ -17,4 +17,18 @@ std::string regular_file_problem(const std::filesystem::path& p);
 /// one or cannot be read.
 std::string read_regular_file(const std::filesystem::path& p);
 
+/// Whether validation looks at the files a graph names (model folders, datasets, templates): yes,
+/// except while a `named_files_unread` lives (`milesrt validate --schema-only`), when the kinds'
+/// checks read their params alone.
+bool named_files_read();
+
+/// While one lives, named_files_read() is false, in every thread.
+class named_files_unread {
+ public:
+  named_files_unread();
+  ~named_files_unread();
+  named_files_unread(const named_files_unread&) = delete;
+  named_files_unread& operator=(const named_files_unread&) = delete;
+};
+
 }  // namespace milesrt::runtime

@@ -30,6 +30,7 @@ void finish(driver self, bool ok, const std::string& error) {
   out.steps = st.durable.step;
   out.version = st.durable.version;
   out.counters = counters_now(self);
+  out.rejected = st.telemetry.rejections;
   shut_down_actors(self);
   report_live(self, true, ok ? "finished" : "failed", error);
   if (st.opts.on_finish) st.opts.on_finish(out);

@@ -44,6 +44,13 @@ struct step_record {
 };
 
 /// How a run ended.
+/// A work item a stage rejected as bad input: which actor, which item (its origin), why.
+struct rejected_item {
+  std::string actor;
+  uint64_t item = 0;
+  std::string reason;
+};
+
 struct run_outcome {
   bool finished = false;
   bool ok = false;
@@ -54,6 +61,8 @@ struct run_outcome {
   uint64_t steps = 0;
   uint64_t version = 0;
   driver_counters counters;
+  /// The first items rejected as bad input (at most 20; the log names every one).
+  std::vector<rejected_item> rejected;
 };
 
 /// A fault injected by tests (MILESRT_TEST_KILL_REPLICA, docs/testing.md): the driver kills

@@ -54,91 +54,95 @@ static void restore_driver(driver self, const std::vector<uint8_t>& bytes) {
   st.flow.arrived_origins.clear();
 }
 
+namespace {
+
+/// One checkpoint under way: its files, and the actors' snapshots still awaited.
+struct checkpoint_round {
+  std::shared_ptr<checkpoint_writer> writer;
+  size_t waiting = 0, total = 0;
+  bool failed = false;
+  std::unique_ptr<progress_meter> meter;  // actors' snapshots written
+};
+
+/// Every snapshot is in: the driver's own state, then the commit.
+void commit_checkpoint(driver self, const std::shared_ptr<checkpoint_round>& round) {
+  auto& s = self->state;
+  if (s.done || round->failed) return;
+  try {
+    round->writer->put_bytes("driver.bin", serialize_driver(self));
+    round->writer->commit({{"step", std::to_string(s.durable.step)},
+                           {"version", std::to_string(s.durable.version)},
+                           {"graph", s.plan.graph_name}});
+  } catch (const std::exception& e) {
+    finish(self, false,
+           std::string("checkpoint of step ") + std::to_string(s.durable.step) + ": " + e.what());
+    return;
+  }
+  s.recovery.checkpointing = false;
+  s.recovery.checkpoint_due = 0;
+  after_progress(self);
+}
+
+/// Asks replica r of node i for its snapshot; a restartable replica that dies meanwhile is
+/// replaced, and its replacement is asked instead.
+void ask_snapshot(driver self, const std::shared_ptr<checkpoint_round>& round, size_t i,
+                  uint32_t r) {
+  auto& s = self->state;
+  auto target = s.nodes[i].plan.replicas[r];
+  const std::string key = s.nodes[i].plan.name + "-" + std::to_string(r);
+  const std::string dir = round->writer->actor_dir(key).string();
+  uint64_t ticket = open_ticket(
+      self, i, r,
+      [=] {
+        if (self->state.nodes[i].plan.kind->restartable) {
+          ask_snapshot(self, round, i, r);
+          return;
+        }
+        finish(self, false,
+               "actor '" + key + "' died while writing checkpoint step " +
+                   std::to_string(self->state.durable.step));
+      },
+      "snapshot");
+  self->request(target, s.nodes[i].plan.deadline, snapshot_atom::value, dir)
+      .then(
+          [=](actor_state& state) {
+            if (self->state.done || round->failed || !close_ticket(self, i, r, ticket)) return;
+            try {
+              round->writer->put_bytes(key + ".state", state.bytes);
+            } catch (const std::exception& e) {
+              round->failed = true;
+              finish(self, false, std::string("checkpoint: ") + e.what());
+              return;
+            }
+            round->meter->update(round->total - --round->waiting);
+            if (round->waiting == 0) {
+              round->meter->finish();
+              commit_checkpoint(self, round);
+            }
+          },
+          [=](caf::error& err) {
+            request_failed(
+                self, i, r, ticket,
+                "the driver, checkpointing step " + std::to_string(self->state.durable.step) + ",",
+                "snapshot", err);
+          });
+}
+
 /// Asks every actor for its state, writes the checkpoint and commits it. Runs only when nothing
 /// is in flight, so that no item is lost or duplicated across a resume.
-static void checkpoint(driver self) {
+void checkpoint(driver self) {
   auto& st = self->state;
-  auto writer = std::make_shared<checkpoint_writer>(st.plan.run_dir, st.durable.step);
-  struct progress {
-    size_t waiting = 0;
-    bool failed = false;
-    std::unique_ptr<progress_meter> meter;  // actors' snapshots written
-    std::shared_ptr<void> ask;              // the request of one replica's snapshot
-  };
-  auto prog = std::make_shared<progress>();
-  for (size_t i = 0; i < st.nodes.size(); ++i) prog->waiting += st.nodes[i].plan.replicas.size();
-  prog->meter = std::make_unique<progress_meter>(
-      st.opts.progress, "checkpoint step " + std::to_string(st.durable.step), prog->waiting);
-  auto total = prog->waiting;
-  auto all_done = [=] {
-    auto& s = self->state;
-    if (s.done || prog->failed) return;
-    try {
-      writer->put_bytes("driver.bin", serialize_driver(self));
-      writer->commit({{"step", std::to_string(s.durable.step)},
-                      {"version", std::to_string(s.durable.version)},
-                      {"graph", s.plan.graph_name}});
-    } catch (const std::exception& e) {
-      finish(self, false,
-             std::string("checkpoint of step ") + std::to_string(s.durable.step) + ": " + e.what());
-      return;
-    }
-    s.recovery.checkpointing = false;
-    s.recovery.checkpoint_due = 0;
-    prog->ask.reset();
-    after_progress(self);
-  };
-  // Asks replica r of node i for its snapshot; a restartable replica that dies meanwhile is
-  // replaced, and its replacement is asked instead.
-  auto ask = std::make_shared<std::function<void(size_t, uint32_t)>>();
-  *ask = [=, weak = std::weak_ptr<std::function<void(size_t, uint32_t)>>(ask)](size_t i,
-                                                                               uint32_t r) {
-    auto& s = self->state;
-    auto target = s.nodes[i].plan.replicas[r];
-    std::string key = s.nodes[i].plan.name + "-" + std::to_string(r);
-    std::string dir = writer->actor_dir(key).string();
-    uint64_t ticket = open_ticket(
-        self, i, r,
-        [=] {
-          auto& n = self->state.nodes[i];
-          auto again = weak.lock();
-          if (n.plan.kind->restartable && again) {
-            (*again)(i, r);
-            return;
-          }
-          finish(self, false,
-                 "actor '" + key + "' died while writing checkpoint step " +
-                     std::to_string(self->state.durable.step));
-        },
-        "snapshot");
-    self->request(target, s.nodes[i].plan.deadline, snapshot_atom::value, dir)
-        .then(
-            [=](actor_state& state) {
-              if (self->state.done || prog->failed || !close_ticket(self, i, r, ticket)) return;
-              try {
-                writer->put_bytes(key + ".state", state.bytes);
-              } catch (const std::exception& e) {
-                prog->failed = true;
-                finish(self, false, std::string("checkpoint: ") + e.what());
-                return;
-              }
-              prog->meter->update(total - --prog->waiting);
-              if (prog->waiting == 0) {
-                prog->meter->finish();
-                all_done();
-              }
-            },
-            [=](caf::error& err) {
-              request_failed(self, i, r, ticket,
-                             "the driver, checkpointing step " +
-                                 std::to_string(self->state.durable.step) + ",",
-                             "snapshot", err);
-            });
-  };
-  prog->ask = ask;  // kept alive until the checkpoint ends
+  auto round = std::make_shared<checkpoint_round>();
+  round->writer = std::make_shared<checkpoint_writer>(st.plan.run_dir, st.durable.step);
+  for (const auto& n : st.nodes) round->waiting += n.plan.replicas.size();
+  round->total = round->waiting;
+  round->meter = std::make_unique<progress_meter>(
+      st.opts.progress, "checkpoint step " + std::to_string(st.durable.step), round->waiting);
   for (size_t i = 0; i < st.nodes.size(); ++i)
-    for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) (*ask)(i, r);
+    for (uint32_t r = 0; r < st.nodes[i].plan.replicas.size(); ++r) ask_snapshot(self, round, i, r);
 }
+
+}  // namespace
 
 void maybe_checkpoint_or_finish(driver self) {
   auto& st = self->state;

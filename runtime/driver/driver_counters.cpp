@@ -16,6 +16,7 @@ constexpr std::array<std::pair<std::string_view, field>, driver_counters::count>
     {"requeued", &driver_counters::requeued},
     {"in_flight", &driver_counters::in_flight},
     {"buffered", &driver_counters::buffered},
+    {"items_rejected", &driver_counters::items_rejected},
 }};
 
 }  // namespace

@@ -26,8 +26,11 @@ struct driver_counters {
   uint64_t requeued = 0;          ///< items sent again because the replica holding them died
   uint64_t in_flight = 0;         ///< admitted items still on their way (at the moment of a record)
   uint64_t buffered = 0;          ///< items waiting in the buffer (at the moment of a record)
+  /// Work items a stage answered with a bad-input error (runtime/core/failure.hpp): dropped, and
+  /// the run goes on.
+  uint64_t items_rejected = 0;
 
-  static constexpr size_t count = 10;
+  static constexpr size_t count = 11;
   /// Every counter with its name, in declaration order.
   std::array<std::pair<std::string_view, uint64_t>, count> named() const;
   /// Sets the counter called `name`; false (and nothing set) for a name that is not a counter.

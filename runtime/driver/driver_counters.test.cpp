@@ -20,6 +20,7 @@ driver_counters numbered() {
   c.requeued = 8;
   c.in_flight = 9;
   c.buffered = 10;
+  c.items_rejected = 11;
   return c;
 }
 
@@ -32,7 +33,7 @@ TEST(DriverCounters, NamesAreTheWordsOfTheMetrics) {
   }
   EXPECT_EQ(names, (std::vector<std::string>{"admitted", "accepted", "dropped_stale", "filtered",
                                              "surplus", "stale_violations", "restarts", "requeued",
-                                             "in_flight", "buffered"}));
+                                             "in_flight", "buffered", "items_rejected"}));
   driver_counters c;
   for (const auto& [name, value] : named) EXPECT_TRUE(c.set(name, value));
   EXPECT_EQ(c, numbered());

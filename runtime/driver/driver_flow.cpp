@@ -1,7 +1,7 @@
 // The driver's core dataflow: tickets, routing along the edges, admission from the sources.
 #include <algorithm>
-#include <cstdio>
 
+#include "runtime/core/log.hpp"
 #include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime::driver_impl {
@@ -29,10 +29,6 @@ static int aux_index(driver self, size_t node) {
 
 std::string describe_error(driver self, const caf::error& err) {
   return self->system().render(err);
-}
-
-double seconds_since(steady::time_point t0) {
-  return std::chrono::duration<double>(steady::now() - t0).count();
 }
 
 bool quiescent(driver self) {
@@ -82,9 +78,8 @@ static void inject_fault(driver self, size_t node, uint32_t replica) {
   const auto& f = st.opts.kill_replica;
   if (!f || f->actor != st.nodes[node].plan.name || f->replica != replica) return;
   if (++st.telemetry.fault_sent != f->after) return;
-  std::fprintf(
-      stderr, "milesrt run: test fault: killing actor '%s' (replica %u) after its work item %llu\n",
-      f->actor.c_str(), replica, static_cast<unsigned long long>(f->after));
+  log::warn("test fault: killing actor '{}' (replica {}) after its work item {}", f->actor, replica,
+            f->after);
   self->send_exit(st.nodes[node].plan.replicas[replica], caf::exit_reason::kill);
 }
 
@@ -153,7 +148,7 @@ void release(driver self, const pending& p, size_t from) {
 static void put_into_buffer(driver self, const envelope& item, const std::string& port) {
   auto& st = self->state;
   const size_t b = st.plan.buffer;
-  auto t0 = steady::now();
+  const timer t0;
   const std::string message = "put " + port + " (item " + std::to_string(item.origin) + ")";
   uint64_t ticket = open_ticket(
       self, b, 0, [=] { put_into_buffer(self, item, port); }, message, ticket_rt::work);
@@ -163,7 +158,7 @@ static void put_into_buffer(driver self, const envelope& item, const std::string
           [=](buffer_reply& reply) {
             auto& s = self->state;
             if (s.done || !close_ticket(self, b, 0, ticket)) return;
-            s.telemetry.busy[s.nodes[b].plan.name] += seconds_since(t0);
+            s.telemetry.busy[s.nodes[b].plan.name] += t0.seconds();
             add_metrics(self, reply.metrics);
             s.durable.feed.buffer_held = reply.size;
             s.durable.counters.accepted += reply.kept;
@@ -293,6 +288,36 @@ void after_progress(driver self) {
   if (!self->state.done) report_live(self, false);
 }
 
+/// Replica `replica` of edge `edge_index`'s receiver answered `p` with `reply` (a rejected item
+/// is answered with nothing): its outputs are routed on and its account released.
+static void item_answered(driver self, size_t edge_index, uint32_t replica, uint64_t ticket,
+                          const pending& p, const timer& t0, node_reply& reply) {
+  auto& s = self->state;
+  const size_t to = s.edges[edge_index].plan.to;
+  if (s.done || !close_ticket(self, to, replica, ticket)) return;
+  s.nodes[to].inflight[replica]--;
+  s.edges[edge_index].inflight--;
+  if (!p.publish) {
+    s.edges[edge_index].sending--;
+    s.edges[edge_index].held--;
+    if (s.nodes[to].plan.replicas.size() > 1) {
+      auto& items = s.telemetry.replica_items[to];
+      items.resize(s.nodes[to].plan.replicas.size());
+      items[replica]++;
+    }
+  }
+  s.telemetry.busy[s.nodes[to].plan.name] += t0.seconds();
+  add_metrics(self, reply.metrics, reply.lists);
+  for (auto& o : reply.outputs) {
+    o.item.origin = p.item.origin;
+    o.item.source = p.item.source;
+  }
+  route(self, to, reply.outputs, p.publish);
+  release(self, p, to);
+  dispatch(self, edge_index);
+  after_progress(self);
+}
+
 void dispatch(driver self, size_t edge_index) {
   auto& st = self->state;
   auto& edge = st.edges[edge_index];
@@ -308,7 +333,7 @@ void dispatch(driver self, size_t edge_index) {
     auto target = st.nodes[to].plan.replicas[replica];
     st.nodes[to].inflight[replica]++;
     edge.inflight++;
-    auto t0 = steady::now();
+    const timer t0;
     const auto& from = st.nodes[edge.plan.from].plan.name;
     std::string waiting =
         "the driver, routing " + from + "." + edge.plan.from_port + " -> " +
@@ -338,31 +363,14 @@ void dispatch(driver self, size_t edge_index) {
                   p.item)
         .then(
             [=](node_reply& reply) {
-              auto& s = self->state;
-              if (s.done || !close_ticket(self, to, replica, ticket)) return;
-              s.nodes[to].inflight[replica]--;
-              s.edges[edge_index].inflight--;
-              if (!p.publish) {
-                s.edges[edge_index].sending--;
-                s.edges[edge_index].held--;
-                if (s.nodes[to].plan.replicas.size() > 1) {
-                  auto& items = s.telemetry.replica_items[to];
-                  items.resize(s.nodes[to].plan.replicas.size());
-                  items[replica]++;
-                }
-              }
-              s.telemetry.busy[s.nodes[to].plan.name] += seconds_since(t0);
-              add_metrics(self, reply.metrics, reply.lists);
-              for (auto& o : reply.outputs) {
-                o.item.origin = p.item.origin;
-                o.item.source = p.item.source;
-              }
-              route(self, to, reply.outputs, p.publish);
-              release(self, p, to);
-              dispatch(self, edge_index);
-              after_progress(self);
+              item_answered(self, edge_index, replica, ticket, p, t0, reply);
             },
             [=](caf::error& err) {
+              if (!p.publish && item_rejected(self, to, replica, ticket, p.item.origin, err)) {
+                node_reply none;
+                item_answered(self, edge_index, replica, ticket, p, t0, none);
+                return;
+              }
               request_failed(self, to, replica, ticket, waiting, message, err);
             });
     if (!p.publish) inject_fault(self, to, replica);
@@ -430,7 +438,7 @@ static void produce_from(driver self, size_t i, uint64_t n) {
   auto& st = self->state;
   size_t src = st.plan.sources[i];
   auto target = st.nodes[src].plan.replicas[0];
-  auto t0 = steady::now();
+  const timer t0;
   // After a restart of the source the same share is asked of its replacement.
   uint64_t ticket = open_ticket(
       self, src, 0, [=] { produce_from(self, i, n); }, "produce " + std::to_string(n));
@@ -439,7 +447,7 @@ static void produce_from(driver self, size_t i, uint64_t n) {
           [=](node_reply& reply) {
             auto& s = self->state;
             if (s.done || !close_ticket(self, src, 0, ticket)) return;
-            s.telemetry.busy[s.nodes[src].plan.name] += seconds_since(t0);
+            s.telemetry.busy[s.nodes[src].plan.name] += t0.seconds();
             s.admission.round.replies[i] = std::move(reply);
             if (--s.admission.round.waiting == 0) finish_admission(self);
           },

@@ -1,13 +1,38 @@
 // Recovery: failed requests, dead replicas replaced, lost workers awaited.
 #include <cstdio>
 
+#include "runtime/core/errors.hpp"
+#include "runtime/core/log.hpp"
 #include "runtime/driver/driver_state.hpp"
 
 namespace milesrt::runtime::driver_impl {
 
+/// "actor 'x' (replica r, kind k, on worker 'w')"
+static std::string actor_named(driver self, size_t node, uint32_t replica) {
+  const auto& n = self->state.nodes[node];
+  return "actor '" + n.plan.name + "' (replica " + std::to_string(replica) + ", kind " +
+         n.plan.kind->name +
+         (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") + ")";
+}
+
+bool item_rejected(driver self, size_t node, uint32_t replica, uint64_t ticket, uint64_t origin,
+                   const caf::error& err) {
+  auto& st = self->state;
+  if (st.done || class_of(err) != errc::bad_input) return false;
+  const auto& n = st.nodes[node];
+  if (n.plan.kind->role != role::stage || n.tickets[replica].count(ticket) == 0) return false;
+  st.durable.counters.items_rejected++;
+  const std::string reason = message_of(err);
+  if (st.telemetry.rejections.size() < telemetry_state::rejections_kept)
+    st.telemetry.rejections.push_back({n.plan.name, origin, reason});
+  log::warn(log::at{n.plan.name, st.durable.step}, "{} rejected item {} as bad input; dropped: {}",
+            actor_named(self, node, replica), origin, reason);
+  return true;
+}
+
 /// A request failed. A dead replica of a restartable kind is restarted by the down handler, which
-/// sends its open requests again; anything else ends the run with a message naming who waited
-/// for whom, on which message.
+/// sends its open requests again; so is a live one that answered with a transient error; anything
+/// else ends the run with a message naming who waited for whom, on which message, and the class.
 void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
                     const std::string& waiting, const std::string& message, const caf::error& err) {
   auto& st = self->state;
@@ -19,12 +44,9 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
   // An actor on a worker: its down message says whether its process went away (then it is
   // awaited) or the actor alone died; that handler decides.
   if (err == caf::sec::request_receiver_down && !n.plan.placement.empty()) return;
-  close_ticket(self, node, replica, ticket);
-  const std::string who =
-      "actor '" + n.plan.name + "' (replica " + std::to_string(replica) + ", kind " +
-      n.plan.kind->name +
-      (n.plan.placement.empty() ? "" : ", on worker '" + n.plan.placement + "'") + ")";
+  const std::string who = actor_named(self, node, replica);
   if (err == caf::sec::request_timeout) {
+    close_ticket(self, node, replica, ticket);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", n.plan.deadline.count() / 1000.0);
     finish(self, false,
@@ -32,9 +54,20 @@ void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
                " to answer '" + message + "'");
     return;
   }
+  const errc cls = class_of(err);
+  if (cls == errc::transient && n.plan.kind->restartable && n.plan.respawn) {
+    // The ticket stays open: the replacement is sent the request again (the down handler
+    // restarts the replica within the run's restart limits).
+    log::warn(log::at{n.plan.name, st.durable.step},
+              "{} failed with a transient error while {} waited for '{}'; restarting it: {}", who,
+              waiting, message, message_of(err));
+    self->send_exit(n.plan.replicas[replica], add_context(err, "transient failure"));
+    return;
+  }
+  close_ticket(self, node, replica, ticket);
   finish(self, false,
-         who + " failed while " + waiting + " waited for '" + message +
-             "': " + describe_error(self, err));
+         who + " failed (" + std::string(describe(cls)) + ") while " + waiting + " waited for '" +
+             message + "': " + message_of(err));
 }
 
 /// Puts `fresh` in the place of replica r of node i, whose actor died: the new replica first gets
@@ -128,12 +161,7 @@ static void lose_worker(driver self, const std::string& worker, const caf::node_
   st.recovery.lost_workers.insert(worker);
   char secs[32];
   std::snprintf(secs, sizeof secs, "%g", st.plan.worker_grace.count() / 1000.0);
-  if (st.opts.progress) {
-    std::fprintf(st.opts.progress,
-                 "milesrt run: %s; waiting up to %s s for a worker to join as '%s'\n", what.c_str(),
-                 secs, worker.c_str());
-    std::fflush(st.opts.progress);
-  }
+  log::warn("{}; waiting up to {} s for a worker to join as '{}'", what, secs, worker);
   const std::string grace = secs;
   self->request(st.plan.worker_directory, st.plan.worker_grace, rejoin_atom::value, worker, lost)
       .then(
@@ -158,13 +186,7 @@ static void lose_worker(driver self, const std::string& worker, const caf::node_
                           (*spawned)[{i, r}] = a;
                           if (spawned->size() < *expected) return;
                           s2.recovery.lost_workers.erase(worker);
-                          if (s2.opts.progress) {
-                            std::fprintf(
-                                s2.opts.progress,
-                                "milesrt run: worker '%s' joined again; its actors are back\n",
-                                worker.c_str());
-                            std::fflush(s2.opts.progress);
-                          }
+                          log::info("worker '{}' joined again; its actors are back", worker);
                           for (auto& [where, actor] : *spawned)
                             replace_replica(self, where.first, where.second, actor);
                           for (size_t e = 0; e < s2.edges.size(); ++e) dispatch(self, e);

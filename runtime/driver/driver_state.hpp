@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/core/messages.hpp"
+#include "runtime/core/timer.hpp"
 #include "runtime/driver/driver.hpp"
 #include "runtime/driver/plan.hpp"
 #include "runtime/driver/schedule_policy.hpp"
@@ -186,6 +187,9 @@ struct telemetry_state {
   /// Per actor with several replicas (node index), per replica: the work items it answered this
   /// step (`<actor>_replica_items/<r>` in the step's metrics: where the router placed them).
   std::map<size_t, std::vector<uint64_t>> replica_items;
+  /// The first rejections of the run (summary.json lists them; the log has every one).
+  std::vector<rejected_item> rejections;
+  static constexpr size_t rejections_kept = 20;
   /// Work items sent to the replica opts.kill_replica names (tests only).
   uint64_t fault_sent = 0;
   steady::time_point last_live{};
@@ -234,7 +238,6 @@ void bind_services(driver self, size_t node);
 // driver_flow.cpp
 bool feeds_batches(driver self, const edge_plan& e);
 std::string describe_error(driver self, const caf::error& err);
-double seconds_since(steady::time_point t0);
 bool quiescent(driver self);
 uint64_t open_ticket(driver self, size_t node, uint32_t replica, std::function<void()> resend,
                      std::string what = "", decltype(ticket_rt::sort) sort = ticket_rt::other,
@@ -258,6 +261,11 @@ void resume(driver self);
 // driver_recovery.cpp
 void request_failed(driver self, size_t node, uint32_t replica, uint64_t ticket,
                     const std::string& waiting, const std::string& message, const caf::error& err);
+/// Whether a stage's error answer to the work item `origin` rejects it as bad input: then it is
+/// counted (items_rejected), logged with its reason, and the caller drops it as answered with
+/// nothing; false for any other error (request_failed decides).
+bool item_rejected(driver self, size_t node, uint32_t replica, uint64_t ticket, uint64_t origin,
+                   const caf::error& err);
 void on_actor_down(driver self, const caf::down_msg& dm);
 
 // driver_live.cpp

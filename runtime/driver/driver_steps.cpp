@@ -104,7 +104,7 @@ static void take_from_buffer(driver self) {
   const bool discard_rest = st.policy->discards_surplus();
   const std::string message =
       "take " + std::to_string(count) + " (for step " + std::to_string(st.durable.step + 1) + ")";
-  auto t0 = steady::now();
+  const timer t0;
   uint64_t ticket = open_ticket(
       self, b, 0,
       [=] {
@@ -125,7 +125,7 @@ static void take_from_buffer(driver self) {
             if (s.done || !close_ticket(self, b, 0, ticket)) return;
             s.stepping.training = false;
             const auto& n = s.nodes[b].plan;
-            s.telemetry.busy[n.name] += seconds_since(t0);
+            s.telemetry.busy[n.name] += t0.seconds();
             add_metrics(self, reply.metrics);
             s.durable.feed.buffer_held = reply.size;
             // Counted once: no longer accepted, now dropped (as the driver's own queue counts).
@@ -230,7 +230,7 @@ static void complete_step(driver self) {
 static void train_policy(driver self, uint64_t step, std::vector<envelope> batch) {
   auto& st = self->state;
   const size_t learner = st.plan.learner;
-  auto t0 = steady::now();
+  const timer t0;
   const std::string message =
       "train step " + std::to_string(step) + " (" + std::to_string(batch.size()) + " items)";
   // After a restart of the learner, its replacement gets the same batch.
@@ -242,7 +242,7 @@ static void train_policy(driver self, uint64_t step, std::vector<envelope> batch
           [=](train_reply& reply) {
             auto& s = self->state;
             if (s.done || !close_ticket(self, learner, 0, ticket)) return;
-            s.telemetry.busy[s.nodes[learner].plan.name] += seconds_since(t0);
+            s.telemetry.busy[s.nodes[learner].plan.name] += t0.seconds();
             if (reply.version <= s.durable.version) {
               finish(self, false,
                      "actor '" + s.nodes[learner].plan.name + "' answered '" + message +
@@ -262,7 +262,7 @@ static void train_policy(driver self, uint64_t step, std::vector<envelope> batch
 static void train_aux(driver self, size_t k, uint64_t step, std::vector<envelope> items) {
   auto& st = self->state;
   const size_t node = st.plan.aux_learners[k];
-  auto t0 = steady::now();
+  const timer t0;
   const std::string message =
       "train step " + std::to_string(step) + " (" + std::to_string(items.size()) + " items)";
   uint64_t ticket = open_ticket(
@@ -274,7 +274,7 @@ static void train_aux(driver self, size_t k, uint64_t step, std::vector<envelope
             auto& s = self->state;
             if (s.done || !close_ticket(self, node, 0, ticket)) return;
             const auto& name = s.nodes[node].plan.name;
-            s.telemetry.busy[name] += seconds_since(t0);
+            s.telemetry.busy[name] += t0.seconds();
             if (reply.version <= s.durable.feed.aux_version[k]) {
               finish(self, false,
                      "actor '" + name + "' answered '" + message + "' with version " +

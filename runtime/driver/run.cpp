@@ -13,6 +13,7 @@
 #include <map>
 
 #include "runtime/checkpoint/checkpoint.hpp"
+#include "runtime/core/log.hpp"
 #include "runtime/graph/check_kinds.hpp"
 #include "runtime/graph/validate.hpp"
 #include "runtime/metrics/metrics_writer.hpp"
@@ -44,23 +45,24 @@ actor_setup make_setup(const graph::loaded_graph& g, schema::ActorSpec::Reader a
   return s;
 }
 
-graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
-                      const kind_registry& kinds, const fs::path& run_dir,
-                      const remote_spawner& remote, std::FILE* progress) {
+namespace {
+
+/// The run section's settings (and the schedule's) as the driver's plan holds them.
+void plan_settings(const graph::loaded_graph& g, const fs::path& run_dir, graph_plan& plan) {
   auto r = g.reader();
-  graph_plan plan;
   plan.graph_name = r.getName().size() ? std::string(r.getName()) : g.file().stem().string();
   plan.run_dir = run_dir;
   auto run = r.getRun();
+  const auto ms = [](double secs) {
+    return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
+  };
   plan.batch_size = run.getBatchSize() == 0 ? 1 : run.getBatchSize();
   plan.steps = run.getSteps();
   plan.checkpoint_interval = run.getCheckpointInterval();
   plan.progress_metric = run.getProgressMetric();
-  plan.worker_grace =
-      std::chrono::milliseconds(static_cast<int64_t>(run.getWorkerGraceSeconds() * 1000.0));
+  plan.worker_grace = ms(run.getWorkerGraceSeconds());
   plan.max_restarts = run.getMaxRestarts();
-  plan.restart_window =
-      std::chrono::milliseconds(static_cast<int64_t>(run.getRestartWindowSeconds() * 1000.0));
+  plan.restart_window = ms(run.getRestartWindowSeconds());
   plan.max_startup_failures = run.getMaxStartupFailures();
   plan.max_over_sampling = run.getMaxOverSampling();
   if (r.getSchedule().isAsync()) {
@@ -69,71 +71,95 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     plan.schedule.drop_stale =
         r.getSchedule().getAsync().getOnStale() == schema::Schedule::OnStale::DROP;
   }
+}
 
-  std::map<std::string, size_t> index;
-  bool has_learner = false;
-  auto store = std::make_shared<process_store>();  // this process's actors share it
-  for (auto actor : r.getActors()) {
-    const kind_descriptor* kind = kinds.find(actor.getKind());
-    node_plan n;
-    n.name = actor.getName();
-    n.kind = kind;
-    n.placement = actor.getPlacement();
-    double secs =
-        actor.getDeadlineSeconds() > 0 ? actor.getDeadlineSeconds() : run.getDeadlineSeconds();
-    n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
-    auto request_of = [&g, actor](uint32_t replica) {
-      spawn_request req;
-      kj::Array<capnp::word> words =
-          capnp::messageToFlatArray(const_cast<graph::loaded_graph&>(g).message());
-      auto bytes = words.asBytes();
-      req.graph.assign(bytes.begin(), bytes.end());
-      req.actor = actor.getName();
-      req.replica = replica;
-      return req;
-    };
-    auto spawn_one = [&sys, &g, actor, kind, run_dir, remote, store, progress, request_of,
-                      placement = n.placement](uint32_t replica) -> caf::actor {
-      if (placement.empty())
-        return kind->spawn(sys, make_setup(g, actor, *kind, replica, run_dir, store, progress));
-      if (!remote) {
-        throw std::runtime_error("actor '" + std::string(actor.getName()) +
-                                 "' is placed on worker '" + placement +
-                                 "' but this run accepts no workers (use --listen)");
-      }
-      return remote(placement, request_of(replica));
-    };
-    if (!n.placement.empty()) n.remote_request = request_of;
-    for (uint32_t i = 0; i < actor.getReplicas(); ++i) {
-      caf::actor a;
-      try {
-        a = spawn_one(i);
-      } catch (const std::exception& e) {
-        throw std::runtime_error("cannot start actor '" + n.name + "' (kind " + kind->name +
-                                 "): " + e.what());
-      }
-      if (!a)
-        throw std::runtime_error("the factory of kind '" + kind->name +
-                                 "' returned no actor for '" + n.name + "'");
-      n.replicas.push_back(a);
-    }
-    n.respawn = spawn_one;
-    if (kind->role == role::source) {
-      plan.sources.push_back(plan.nodes.size());
-      plan.source_weights.push_back(actor.getWeight() > 0 ? actor.getWeight() : 1.0);
-    }
-    if (kind->role == role::learner) {
-      if (has_learner)
-        plan.aux_learners.push_back(plan.nodes.size());
-      else
-        plan.learner = plan.nodes.size();
-      has_learner = true;
-    }
-    if (kind->role == role::buffer) plan.buffer = plan.nodes.size();
-    index[n.name] = plan.nodes.size();
-    plan.nodes.push_back(std::move(n));
+/// What builds the replicas of one actor: here, or on its worker.
+struct actor_spawner {
+  caf::actor_system* sys;
+  const graph::loaded_graph* g;
+  schema::ActorSpec::Reader actor;
+  const kind_descriptor* kind;
+  fs::path run_dir;
+  remote_spawner remote;
+  std::shared_ptr<process_store> store;
+  std::FILE* progress;
+  std::string placement;
+
+  /// What a worker is asked to spawn: the whole graph, flat, and which replica of which actor.
+  spawn_request request_of(uint32_t replica) const {
+    spawn_request req;
+    kj::Array<capnp::word> words =
+        capnp::messageToFlatArray(const_cast<graph::loaded_graph&>(*g).message());
+    auto bytes = words.asBytes();
+    req.graph.assign(bytes.begin(), bytes.end());
+    req.actor = actor.getName();
+    req.replica = replica;
+    return req;
   }
-  for (auto edge : r.getEdges()) {
+
+  caf::actor operator()(uint32_t replica) const {
+    if (placement.empty())
+      return kind->spawn(*sys, make_setup(*g, actor, *kind, replica, run_dir, store, progress));
+    if (!remote) {
+      throw std::runtime_error("actor '" + std::string(actor.getName()) +
+                               "' is placed on worker '" + placement +
+                               "' but this run accepts no workers (use --listen)");
+    }
+    return remote(placement, request_of(replica));
+  }
+};
+
+/// One actor of the graph with its replicas started.
+node_plan plan_node(const actor_spawner& spawn, double run_deadline_seconds) {
+  node_plan n;
+  n.name = spawn.actor.getName();
+  n.kind = spawn.kind;
+  n.placement = spawn.placement;
+  const double secs = spawn.actor.getDeadlineSeconds() > 0 ? spawn.actor.getDeadlineSeconds()
+                                                           : run_deadline_seconds;
+  n.deadline = std::chrono::milliseconds(static_cast<int64_t>(secs * 1000.0));
+  if (!n.placement.empty())
+    n.remote_request = [spawn](uint32_t replica) { return spawn.request_of(replica); };
+  for (uint32_t i = 0; i < spawn.actor.getReplicas(); ++i) {
+    caf::actor a;
+    try {
+      a = spawn(i);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot start actor '" + n.name + "' (kind " + spawn.kind->name +
+                               "): " + e.what());
+    }
+    if (!a)
+      throw std::runtime_error("the factory of kind '" + spawn.kind->name +
+                               "' returned no actor for '" + n.name + "'");
+    n.replicas.push_back(a);
+  }
+  n.respawn = spawn;
+  return n;
+}
+
+/// The node's role in the plan: a source (with its weight), the learner or an auxiliary one, the
+/// buffer.
+void place_by_role(graph_plan& plan, schema::ActorSpec::Reader actor, const kind_descriptor& kind,
+                   bool& has_learner) {
+  const size_t at = plan.nodes.size();
+  if (kind.role == role::source) {
+    plan.sources.push_back(at);
+    plan.source_weights.push_back(actor.getWeight() > 0 ? actor.getWeight() : 1.0);
+  }
+  if (kind.role == role::learner) {
+    if (has_learner)
+      plan.aux_learners.push_back(at);
+    else
+      plan.learner = at;
+    has_learner = true;
+  }
+  if (kind.role == role::buffer) plan.buffer = at;
+}
+
+/// The graph's edges: data edges for the driver to route, service edges for it to bind.
+void plan_edges(const graph::loaded_graph& g, const std::map<std::string, size_t>& index,
+                graph_plan& plan) {
+  for (auto edge : g.reader().getEdges()) {
     graph::endpoint from, to;
     graph::parse_endpoint(edge.getFrom(), from);
     graph::parse_endpoint(edge.getTo(), to);
@@ -145,6 +171,29 @@ graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
     plan.edges.push_back(
         {index.at(from.actor), from.port, index.at(to.actor), to.port, edge.getCapacity()});
   }
+}
+
+}  // namespace
+
+graph_plan build_plan(caf::actor_system& sys, const graph::loaded_graph& g,
+                      const kind_registry& kinds, const fs::path& run_dir,
+                      const remote_spawner& remote, std::FILE* progress) {
+  graph_plan plan;
+  plan_settings(g, run_dir, plan);
+  std::map<std::string, size_t> index;
+  bool has_learner = false;
+  auto store = std::make_shared<process_store>();  // this process's actors share it
+  const double run_deadline = g.reader().getRun().getDeadlineSeconds();
+  for (auto actor : g.reader().getActors()) {
+    const kind_descriptor* kind = kinds.find(actor.getKind());
+    const actor_spawner spawn{
+        &sys, &g, actor, kind, run_dir, remote, store, progress, actor.getPlacement()};
+    node_plan n = plan_node(spawn, run_deadline);
+    place_by_role(plan, actor, *kind, has_learner);
+    index[n.name] = plan.nodes.size();
+    plan.nodes.push_back(std::move(n));
+  }
+  plan_edges(g, index, plan);
   return plan;
 }
 
@@ -197,106 +246,78 @@ fs::path resolve_run_dir(const graph::loaded_graph& g, const run_request& req) {
   return fs::path(std::string(g.reader().getRun().getDir()));
 }
 
-run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
-                      const kind_registry& kinds, const run_request& req) {
-  run_outcome failed;
-  failed.finished = true;
-  const fs::path run_dir = resolve_run_dir(g, req);
-  driver_options opts;
-  // The one place the test hook is read (docs/testing.md).
-  if (const char* fault = std::getenv("MILESRT_TEST_KILL_REPLICA")) {
-    opts.kill_replica = parse_replica_fault(fault);
-    if (!opts.kill_replica) {
-      failed.error = std::string(
-                         "MILESRT_TEST_KILL_REPLICA: expected ACTOR:REPLICA:ITEMS (items "
-                         "from 1), got '") +
-                     fault + "'";
-      return failed;
-    }
-  }
-  if (req.resume) {
-    auto found = find_checkpoint(run_dir);
-    const auto warn = [&req](const std::string& line) {
-      if (req.warn) req.warn(line);
-    };
-    if (req.strict_resume && found.newer_corrupt) {
-      failed.error = "cannot resume (--strict-resume): " + *found.newer_corrupt;
-      failed.refused = true;
-      return failed;
-    }
-    for (const auto& line : found.warnings) warn(line);
-    if (!found.newest) {
-      failed.error =
-          "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string();
-      failed.refused = true;
-      return failed;
-    }
-    if (found.newer_corrupt || !found.warnings.empty())
-      warn("resuming from checkpoint " + found.newest->string() + " (step " +
-           std::to_string(found.step) + ")");
-    opts.resume = true;
-    opts.resume_dir = *found.newest;
-    // Steps a crashed run logged after this checkpoint are trained again: log them once.
-    try {
-      keep_steps_through(run_dir / "metrics.jsonl", found.step);
-    } catch (const std::exception& e) {
-      failed.error = "cannot resume from " + found.newest->string() + ": " + e.what();
-      return failed;
-    }
-  }
+namespace {
 
-  // The sinks before any actor starts: one that cannot open (a port in use) ends the run here.
-  std::shared_ptr<metric_sinks> sinks = req.sinks;
-  if (!sinks) {
-    try {
-      sinks = std::make_shared<metric_sinks>(sinks_for(g, run_dir));
-    } catch (const std::exception& e) {
-      failed.error = e.what();
-      return failed;
-    }
-  }
-  graph_plan plan;
+/// A run that ended before it started, with `error`.
+run_outcome refused_run(std::string error, bool refused = false) {
+  run_outcome o;
+  o.finished = true;
+  o.error = std::move(error);
+  o.refused = refused;
+  return o;
+}
+
+/// The test hook's fault (docs/testing.md: the one place MILESRT_TEST_KILL_REPLICA is read);
+/// an error when the variable is set but malformed.
+std::optional<std::string> read_test_fault(driver_options& opts) {
+  const char* fault = std::getenv("MILESRT_TEST_KILL_REPLICA");
+  if (!fault) return std::nullopt;
+  opts.kill_replica = parse_replica_fault(fault);
+  if (opts.kill_replica) return std::nullopt;
+  return std::string(
+             "MILESRT_TEST_KILL_REPLICA: expected ACTOR:REPLICA:ITEMS (items from 1), got '") +
+         fault + "'";
+}
+
+/// With --resume: the checkpoint to resume from (a fallback past a corrupt newer one is warned
+/// about), and metrics.jsonl cut back to it; the run that must not start otherwise.
+std::optional<run_outcome> prepare_resume(const run_request& req, const fs::path& run_dir,
+                                          driver_options& opts) {
+  auto found = find_checkpoint(run_dir);
+  const auto warn = [&req](const std::string& line) {
+    if (req.warn) req.warn(line);
+  };
+  if (req.strict_resume && found.newer_corrupt)
+    return refused_run("cannot resume (--strict-resume): " + *found.newer_corrupt, true);
+  for (const auto& line : found.warnings) warn(line);
+  if (!found.newest)
+    return refused_run(
+        "cannot resume: no complete checkpoint under " + (run_dir / "checkpoints").string(), true);
+  if (found.newer_corrupt || !found.warnings.empty())
+    warn("resuming from checkpoint " + found.newest->string() + " (step " +
+         std::to_string(found.step) + ")");
+  opts.resume = true;
+  opts.resume_dir = *found.newest;
+  // Steps a crashed run logged after this checkpoint are trained again: log them once.
   try {
-    plan = build_plan(sys, g, kinds, run_dir, req.remote, req.progress);
-    plan.worker_directory = req.worker_directory;
+    keep_steps_through(run_dir / "metrics.jsonl", found.step);
   } catch (const std::exception& e) {
-    failed.error = e.what();
-    return failed;
+    return refused_run("cannot resume from " + found.newest->string() + ": " + e.what());
   }
-  const std::string plan_name = plan.graph_name;
-  auto writer = std::make_shared<metrics_writer>(run_dir, plan.graph_name, plan.progress_metric,
-                                                 plan.steps, req.progress, req.resume);
+  return std::nullopt;
+}
+
+/// The driver's run to its end: its outcome, or nullopt when it stopped without one.
+std::optional<run_outcome> drive(caf::actor_system& sys, graph_plan plan, driver_options opts) {
   std::promise<run_outcome> done;
   auto result = done.get_future();
-  auto on_step = req.on_step;
-  opts.on_step = [writer, sinks, on_step](const step_record& r) {
-    writer->on_step(r);
-    sinks->on_step(r);
-    if (on_step) on_step(r);
-  };
-  opts.on_live = [sinks](const live_view& v) { sinks->on_live(v); };
-  opts.progress = req.progress;
   opts.on_finish = [&done](const run_outcome& o) { done.set_value(o); };
-
   caf::scoped_actor self{sys};
   auto driver = spawn_driver(sys, std::move(plan), std::move(opts));
   self->monitor(driver);
   // The driver ends every run itself (each of its requests has a deadline); its down message is
   // the one wait here, and it arrives even if the driver crashed.
   self->receive([](const caf::down_msg&) {});
-  if (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    failed.error = "the schedule driver stopped without a result";
-    try {
-      writer->on_finish(failed);
-    } catch (const std::exception&) {  // the run failed already; the first error is the one told
-    }
-    return failed;
-  }
-  auto outcome = result.get();
-  sinks->on_finish();
+  if (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+/// summary.json and the plot of a run that ended; the summary line for the terminal.
+std::string write_results(const graph::loaded_graph& g, const fs::path& run_dir,
+                          const std::string& name, metrics_writer& writer, run_outcome& outcome) {
   std::string line;
   try {
-    line = writer->on_finish(outcome);
+    line = writer.on_finish(outcome);
   } catch (const std::exception& e) {
     // A summary that cannot be written fails the run (unless it failed already: keep that error).
     if (outcome.ok) outcome.error = e.what();
@@ -307,11 +328,55 @@ run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
     for (auto m : g.reader().getRun().getPlot()) names.push_back(m);
     try {
       write_svg_plot(run_dir / "metrics.jsonl", names, run_dir / "plot.svg",
-                     plan_name + " (" + run_dir.string() + ")");
+                     name + " (" + run_dir.string() + ")");
     } catch (const std::exception& e) {
-      if (req.progress) std::fprintf(req.progress, "milesrt run: no plot: %s\n", e.what());
+      log::warn("no plot: {}", e.what());
     }
   }
+  return line;
+}
+
+}  // namespace
+
+run_outcome run_graph(caf::actor_system& sys, const graph::loaded_graph& g,
+                      const kind_registry& kinds, const run_request& req) {
+  const fs::path run_dir = resolve_run_dir(g, req);
+  driver_options opts;
+  if (auto bad = read_test_fault(opts)) return refused_run(*bad);
+  if (req.resume)
+    if (auto stop = prepare_resume(req, run_dir, opts)) return *stop;
+  // The sinks before any actor starts: one that cannot open (a port in use) ends the run here.
+  std::shared_ptr<metric_sinks> sinks = req.sinks;
+  graph_plan plan;
+  try {
+    if (!sinks) sinks = std::make_shared<metric_sinks>(sinks_for(g, run_dir));
+    plan = build_plan(sys, g, kinds, run_dir, req.remote, req.progress);
+    plan.worker_directory = req.worker_directory;
+  } catch (const std::exception& e) {
+    return refused_run(e.what());
+  }
+  const std::string plan_name = plan.graph_name;
+  auto writer = std::make_shared<metrics_writer>(run_dir, plan.graph_name, plan.progress_metric,
+                                                 plan.steps, req.progress, req.resume);
+  opts.on_step = [writer, sinks, on_step = req.on_step](const step_record& r) {
+    writer->on_step(r);
+    sinks->on_step(r);
+    if (on_step) on_step(r);
+  };
+  opts.on_live = [sinks](const live_view& v) { sinks->on_live(v); };
+  opts.progress = req.progress;
+  auto ended = drive(sys, std::move(plan), std::move(opts));
+  if (!ended) {
+    auto failed = refused_run("the schedule driver stopped without a result");
+    try {
+      writer->on_finish(failed);
+    } catch (const std::exception&) {  // the run failed already; the first error is the one told
+    }
+    return failed;
+  }
+  run_outcome outcome = std::move(*ended);
+  sinks->on_finish();
+  const std::string line = write_results(g, run_dir, plan_name, *writer, outcome);
   if (outcome.ok && req.progress) std::fprintf(req.progress, "%s\n", line.c_str());
   return outcome;
 }

@@ -103,7 +103,7 @@ TEST_F(CheckKinds, ParameterErrors) {
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'colour': kind 'toy_stage' has no such parameter "
                    "(declared: stall_after, die_after, drop_every, delay_ms, restores_version, "
-                   "value_metric)"),
+                   "value_metric, fail_every, fail_class)"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("actor 'stage': param 'drop_every': set twice"), std::string::npos) << s;

@@ -28,12 +28,16 @@ void collect(capnp::StructSchema s, std::set<uint64_t>& seen, enum_index& out) {
   }
 }
 
-/// The one enum under `key`, if exactly one.
+/// The enum under `key`, if there is one, or several with the same values (one choice named alike
+/// in two structs, as the schedule's and a buffer's onStale).
 const capnp::EnumSchema* only(const std::map<std::string, std::map<uint64_t, capnp::EnumSchema>>& m,
                               const std::string& key) {
   auto it = m.find(key);
-  if (it == m.end() || it->second.size() != 1) return nullptr;
-  return &it->second.begin()->second;
+  if (it == m.end() || it->second.empty()) return nullptr;
+  const auto* first = &it->second.begin()->second;
+  for (const auto& [id, e] : it->second)
+    if (enumerant_list(e) != enumerant_list(*first)) return nullptr;
+  return first;
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) {

@@ -98,11 +98,13 @@ class disk_schema_file final : public capnp::SchemaFile {
  public:
   disk_schema_file(fs::path path, std::string display_name,
                    const std::vector<fs::path>& import_dirs,
-                   std::shared_ptr<std::vector<diagnostic>> errors)
+                   std::shared_ptr<std::vector<diagnostic>> errors,
+                   const std::vector<renamed_field>& renames)
       : path_(std::move(path)),
         display_name_(std::move(display_name)),
         import_dirs_(import_dirs),
-        errors_(std::move(errors)) {}
+        errors_(std::move(errors)),
+        renames_(renames) {}
 
   kj::StringPtr getDisplayName() const override { return display_name_.c_str(); }
 
@@ -149,14 +151,30 @@ class disk_schema_file final : public capnp::SchemaFile {
     // A wrong enum value: list the values the field takes (the compiler names neither).
     auto content = readContent();
     const std::string source(content.begin(), content.size());
-    text << enum_hint(capnp::Schema::from<schema::Graph>(), message.cStr(), source,
-                      offset_of(source, start.line, start.column));
+    const size_t offset = offset_of(source, start.line, start.column);
+    if (const auto* r = renamed(source, message.cStr(), offset)) {
+      errors_->push_back({display_name_ + ':' + std::to_string(start.line + 1) + ':' +
+                          std::to_string(start.column + 1) + ": " +
+                          rename_message(*r, display_name_)});
+      return;
+    }
+    text << enum_hint(capnp::Schema::from<schema::Graph>(), message.cStr(), source, offset);
     errors_->push_back({text.str()});
   }
 
  private:
   kj::Own<capnp::SchemaFile> open(const fs::path& path, std::string display) const {
-    return kj::heap<disk_schema_file>(path, std::move(display), import_dirs_, errors_);
+    return kj::heap<disk_schema_file>(path, std::move(display), import_dirs_, errors_, renames_);
+  }
+  /// The rename table's entry when `message` is the compiler's "no field named X" about a field
+  /// the table lists, written at `offset`.
+  const renamed_field* renamed(const std::string& source, const std::string& message,
+                               size_t offset) const {
+    if (renames_.empty() || message.rfind("Struct has no field named '", 0) != 0) return nullptr;
+    for (const auto& use : field_uses(source, capnp::Schema::from<schema::Graph>())) {
+      if (use.offset == offset && !use.known) return find_rename(renames_, use.in, use.name);
+    }
+    return nullptr;
   }
   std::string canonical() const {
     std::error_code ec;
@@ -168,6 +186,7 @@ class disk_schema_file final : public capnp::SchemaFile {
   std::string display_name_;
   std::vector<fs::path> import_dirs_;
   std::shared_ptr<std::vector<diagnostic>> errors_;
+  const std::vector<renamed_field>& renames_;
 };
 
 diagnostic file_error(const fs::path& file, const std::string& message) {
@@ -176,7 +195,22 @@ diagnostic file_error(const fs::path& file, const std::string& message) {
 
 }  // namespace
 
-load_result load_graph(const fs::path& file, const std::vector<fs::path>& import_dirs) {
+const renamed_field* find_rename(const std::vector<renamed_field>& table, const std::string& in,
+                                 const std::string& name) {
+  for (const auto& r : table) {
+    if (r.in == in && r.from == name) return &r;
+  }
+  return nullptr;
+}
+
+std::string rename_message(const renamed_field& r, const std::string& file) {
+  if (r.to.empty()) return "field " + r.from + " was removed: " + r.hint;
+  return "field " + r.from + " was renamed " + r.to + " (`milesrt upgrade " + file +
+         "` rewrites the file)";
+}
+
+load_result load_graph(const fs::path& file, const std::vector<fs::path>& import_dirs,
+                       const std::vector<renamed_field>& renames) {
   load_result result;
   std::error_code ec;
   if (!fs::exists(file, ec)) {
@@ -196,8 +230,8 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
   capnp::SchemaParser parser;
   try {
     parser.loadCompiledTypeAndDependencies<schema::Graph>();
-    auto parsed =
-        parser.parseFile(kj::heap<disk_schema_file>(file, file.string(), import_dirs, errors));
+    auto parsed = parser.parseFile(
+        kj::heap<disk_schema_file>(file, file.string(), import_dirs, errors, renames));
     if (!errors->empty()) {
       result.errors = *errors;
       return result;

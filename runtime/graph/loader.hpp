@@ -41,6 +41,24 @@ class loaded_graph {
   std::unique_ptr<capnp::MallocMessageBuilder> message_;
 };
 
+/// A field a graph file may no longer name: renamed, or removed. The app that registers the kinds
+/// keeps the table (its schemas' renames); the loader turns the compiler's "no field named X" into
+/// "field X was renamed Y", and `milesrt upgrade` rewrites the old names.
+struct renamed_field {
+  std::string in;    ///< the struct, as its schema declares it: "EnvironmentParams"
+  std::string from;  ///< the old name
+  std::string to;    ///< the new name; "" when the field was removed
+  std::string hint;  ///< for a removed field: what to write instead
+};
+
+/// The entry of `table` for field `name` written in struct `in`, or null.
+const renamed_field* find_rename(const std::vector<renamed_field>& table, const std::string& in,
+                                 const std::string& name);
+
+/// "field X was renamed Y (`milesrt upgrade FILE` rewrites the file)", or for a removed field
+/// "field X was removed: HINT".
+std::string rename_message(const renamed_field& r, const std::string& file);
+
 /// Where absolute imports ("/milesrt/graph.capnp", "/capnp/c++.capnp") are looked up.
 /// Defaults: $MILESRT_SCHEMA_PATH (colon-separated), then the build's schema folder, then
 /// Cap'n Proto's own include folder.
@@ -55,8 +73,10 @@ struct load_result {
 
 /// Parses `file`, which must declare `const graph :Graph`. Never throws for bad input: every
 /// problem (missing file, syntax or type error, no or wrongly typed `graph` constant) comes back
-/// as a diagnostic naming the file, and line and column where the parser knows them.
+/// as a diagnostic naming the file, and line and column where the parser knows them. A field
+/// `renames` lists is reported with rename_message.
 load_result load_graph(const std::filesystem::path& file,
-                       const std::vector<std::filesystem::path>& import_dirs);
+                       const std::vector<std::filesystem::path>& import_dirs,
+                       const std::vector<renamed_field>& renames = {});
 
 }  // namespace milesrt::graph

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "runtime/graph/dot.hpp"
+#include "runtime/graph/union_check.hpp"
 #include "runtime/graph/validate.hpp"
 
 namespace milesrt::graph {
@@ -148,6 +149,52 @@ TEST_F(GraphLoader, UnknownFieldIsAnError) {
   auto r = load_graph(file, default_import_dirs());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(all(r).find("actorz"), std::string::npos) << all(r);
+}
+
+// A field the rename table lists is refused with its new name, where it is written; the same name
+// in another struct, in a comment or in a string is not taken for it.
+TEST_F(GraphLoader, ARenamedFieldIsRefusedWithItsNewName) {
+  const std::vector<renamed_field> table = {{"Run", "stepz", "steps", ""},
+                                            {"Schedule.Async", "whenLate", "", "write onStale"}};
+  auto file = write("renamed.capnp", std::string(kHeader) + R"g(
+const graph :Graph = (
+  name = "stepz = 1",  # stepz = 2
+  actors = [(name = "src", kind = "source")],
+  schedule = (async = (whenLate = wait)),
+  run = (stepz = 5));
+)g");
+  auto r = load_graph(file, default_import_dirs(), table);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.size(), 2u) << all(r);
+  EXPECT_NE(all(r).find(file.string() + ":7:24: field whenLate was removed: write onStale\n"),
+            std::string::npos)
+      << all(r);
+  EXPECT_NE(all(r).find(file.string() + ":8:10: field stepz was renamed steps (`milesrt upgrade " +
+                        file.string() + "` rewrites the file)\n"),
+            std::string::npos)
+      << all(r);
+  // Without the table: the compiler's own words.
+  r = load_graph(file, default_import_dirs());
+  EXPECT_NE(all(r).find("Struct has no field named 'stepz'"), std::string::npos) << all(r);
+  // Elsewhere the name is not the renamed field: the compiler's words.
+  auto other = write("other.capnp",
+                     std::string(kHeader) + "const graph :Graph = (name = \"x\", stepz = 1);\n");
+  r = load_graph(other, default_import_dirs(), table);
+  EXPECT_NE(all(r).find("Struct has no field named 'stepz'"), std::string::npos) << all(r);
+}
+
+TEST_F(GraphLoader, FieldUsesNameTheStructOfEachField) {
+  const std::string text = std::string(kHeader) +
+                           "const graph :Graph = (name = \"a = (\",  # b = 1\n"
+                           "  schedule = (async = (maxStaleness = 2)), run = (stepz = 5));\n";
+  std::string seen;
+  for (const auto& u : field_uses(text, capnp::Schema::from<schema::Graph>())) {
+    seen += u.in + "." + u.name + (u.known ? "" : "?") + " ";
+    EXPECT_EQ(text.substr(u.offset, u.name.size()), u.name);
+  }
+  EXPECT_EQ(seen,
+            "Graph.name Graph.schedule Schedule.async Schedule.Async.maxStaleness Graph.run "
+            "Run.stepz? ");
 }
 
 TEST_F(GraphLoader, MissingFileIsNamed) {

@@ -122,6 +122,95 @@ std::string set_field(capnp::DynamicStruct::Builder target, const std::string& n
   return "no field '" + name + "' (fields: " + field_names(target.getSchema()) + ")";
 }
 
+/// A custom parameter's value as the graph holds it.
+runtime::param_value custom_value(schema::Param::Reader p) {
+  switch (p.getValue().which()) {
+    case schema::Param::Value::BOOL:
+      return p.getValue().getBool();
+    case schema::Param::Value::INT:
+      return p.getValue().getInt();
+    case schema::Param::Value::FLOAT:
+      return p.getValue().getFloat();
+    case schema::Param::Value::TEXT:
+      return std::string(p.getValue().getText().cStr());
+  }
+  return std::string();
+}
+
+/// Sets `field` of the actor's params struct (the kind's union member, made when the graph left
+/// params at another member); "" or the problem.
+std::string set_struct_param(schema::ActorSpec::Builder actor, const runtime::kind_descriptor& kind,
+                             const std::string& field, const std::string& value) {
+  capnp::DynamicStruct::Builder params = capnp::toDynamic(actor.getParams());
+  auto problem = params_member_problem(kind);
+  if (!problem.empty()) return problem;
+  auto member = params.getSchema().getFieldByName(kind.params_member);
+  bool present = false;
+  KJ_IF_MAYBE (which, params.which()) {
+    present = *which == member;
+  }
+  auto target = present ? params.get(member).as<capnp::DynamicStruct>()
+                        : params.init(member).as<capnp::DynamicStruct>();
+  return set_field(target, field, value);
+}
+
+/// Sets the declared parameter `field` in the actor's custom list (replaced or appended); "" or
+/// the problem.
+std::string set_custom_param(schema::ActorSpec::Builder actor, const runtime::kind_descriptor& kind,
+                             const std::string& field, const std::string& value) {
+  const runtime::param_spec* spec = nullptr;
+  for (const auto& s : kind.params)
+    if (s.name == field) spec = &s;
+  if (spec == nullptr) return "kind '" + kind.name + "' has no parameter '" + field + "'";
+  runtime::param_value v;
+  if (!parse_param(value, spec->type, v))
+    return std::string("expected ") + to_string(spec->type) + " for '" + field + "'";
+  std::vector<std::pair<std::string, runtime::param_value>> items;
+  if (actor.getParams().isCustom()) {
+    for (auto p : actor.getParams().getCustom())
+      if (std::string(p.getName().cStr()) != field)
+        items.emplace_back(p.getName().cStr(), custom_value(p.asReader()));
+  }
+  items.emplace_back(field, v);
+  auto list = actor.getParams().initCustom(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    list[i].setName(items[i].first);
+    auto val = list[i].getValue();
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool>)
+            val.setBool(x);
+          else if constexpr (std::is_same_v<T, int64_t>)
+            val.setInt(x);
+          else if constexpr (std::is_same_v<T, double>)
+            val.setFloat(x);
+          else
+            val.setText(x);
+        },
+        items[i].second);
+  }
+  return "";
+}
+
+/// Sets `field` of actor `actor`: a field of its spec, of its params struct, or a declared
+/// parameter; "" or the problem.
+std::string set_actor_field(schema::ActorSpec::Builder actor, const runtime::kind_registry& kinds,
+                            const std::string& field, const std::string& value) {
+  if (field == "replicas" || field == "placement" || field == "deadlineSeconds")
+    return set_field(capnp::toDynamic(actor), field, value);
+  const runtime::kind_descriptor* kind = kinds.find(actor.getKind().cStr());
+  if (kind == nullptr) {
+    std::string known;
+    for (const auto& n : kinds.names()) known += (known.empty() ? "" : ", ") + n;
+    return "actor '" + std::string(actor.getName().cStr()) + "' has unknown kind '" +
+           std::string(actor.getKind().cStr()) + "' (known: " + (known.empty() ? "none" : known) +
+           ")";
+  }
+  if (!kind->params_member.empty()) return set_struct_param(actor, *kind, field, value);
+  return set_custom_param(actor, *kind, field, value);
+}
+
 }  // namespace
 
 std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
@@ -138,92 +227,15 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
   std::string field = assignment.substr(dot + 1, eq - dot - 1);
   std::string value = assignment.substr(eq + 1);
   auto graph = g.builder();
-
+  std::string err;
   if (head == "run") {
-    auto err = set_field(capnp::toDynamic(graph.getRun()), field, value);
-    if (!err.empty()) return fail(err);
-    return std::nullopt;
+    err = set_field(capnp::toDynamic(graph.getRun()), field, value);
+    return err.empty() ? std::nullopt : std::optional<diagnostic>(fail(err));
   }
-
   for (auto actor : graph.getActors()) {
     if (std::string(actor.getName().cStr()) != head) continue;
-    if (field == "replicas" || field == "placement" || field == "deadlineSeconds") {
-      auto err = set_field(capnp::toDynamic(actor), field, value);
-      if (!err.empty()) return fail(err);
-      return std::nullopt;
-    }
-    const runtime::kind_descriptor* kind = kinds.find(actor.getKind().cStr());
-    if (kind == nullptr) {
-      std::string known;
-      for (const auto& n : kinds.names()) known += (known.empty() ? "" : ", ") + n;
-      return fail("actor '" + head + "' has unknown kind '" + std::string(actor.getKind().cStr()) +
-                  "' (known: " + (known.empty() ? "none" : known) + ")");
-    }
-    if (!kind->params_member.empty()) {
-      capnp::DynamicStruct::Builder params = capnp::toDynamic(actor.getParams());
-      auto problem = params_member_problem(*kind);
-      if (!problem.empty()) return fail(problem);
-      auto member = params.getSchema().getFieldByName(kind->params_member);
-      bool present = false;
-      KJ_IF_MAYBE (which, params.which()) {
-        present = *which == member;
-      }
-      auto target = present ? params.get(member).as<capnp::DynamicStruct>()
-                            : params.init(member).as<capnp::DynamicStruct>();
-      auto err = set_field(target, field, value);
-      if (!err.empty()) return fail(err);
-      return std::nullopt;
-    }
-    const runtime::param_spec* spec = nullptr;
-    for (const auto& s : kind->params)
-      if (s.name == field) spec = &s;
-    if (spec == nullptr) return fail("kind '" + kind->name + "' has no parameter '" + field + "'");
-    runtime::param_value v;
-    if (!parse_param(value, spec->type, v)) {
-      return fail(std::string("expected ") + to_string(spec->type) + " for '" + field + "'");
-    }
-    // Rebuild the custom list with the value replaced or appended.
-    std::vector<std::pair<std::string, runtime::param_value>> items;
-    if (actor.getParams().isCustom()) {
-      for (auto p : actor.getParams().getCustom()) {
-        runtime::param_value old;
-        switch (p.getValue().which()) {
-          case schema::Param::Value::BOOL:
-            old = p.getValue().getBool();
-            break;
-          case schema::Param::Value::INT:
-            old = p.getValue().getInt();
-            break;
-          case schema::Param::Value::FLOAT:
-            old = p.getValue().getFloat();
-            break;
-          case schema::Param::Value::TEXT:
-            old = std::string(p.getValue().getText().cStr());
-            break;
-        }
-        if (std::string(p.getName().cStr()) != field) items.emplace_back(p.getName().cStr(), old);
-      }
-    }
-    items.emplace_back(field, v);
-    auto list = actor.getParams().initCustom(items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      list[i].setName(items[i].first);
-      auto val = list[i].getValue();
-      std::visit(
-          [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, bool>)
-              val.setBool(x);
-            else if constexpr (std::is_same_v<T, int64_t>)
-              val.setInt(x);
-            else if constexpr (std::is_same_v<T, double>)
-              val.setFloat(x);
-            else
-              val.setText(x);
-          },
-          items[i].second);
-    }
-    return std::nullopt;
+    err = set_actor_field(actor, kinds, field, value);
+    return err.empty() ? std::nullopt : std::optional<diagnostic>(fail(err));
   }
   return fail("no actor named '" + head + "'");
 }

@@ -83,9 +83,17 @@ class cursor {
   size_t line_ = 1, column_ = 1;
 };
 
+/// The struct's name within its schema file: "TrainerParams", "Schedule.Async".
+std::string struct_name(capnp::StructSchema s) {
+  const std::string name = s.getProto().getDisplayName().cStr();
+  const size_t colon = name.find(':');
+  return colon == std::string::npos ? name : name.substr(colon + 1);
+}
+
 struct checker {
   const std::string& name;
   std::vector<std::string> out;
+  std::vector<field_use> uses;
 
   void value(cursor& c, const capnp::Type& type, const std::string& path) {
     if (type.isStruct() && c.peek() == '(') return literal(c, type.asStruct(), path);
@@ -109,13 +117,16 @@ struct checker {
     std::string member;  // the union member set so far in this literal
     while (!c.done() && c.peek() != ')') {
       const std::string at = c.where();
+      const size_t offset = c.offset();
       const std::string field = c.identifier();
       if (field.empty() || c.peek() != '=') {  // not `name = value`: nothing to follow here
         c.skip_value();
       } else {
         c.take();  // '='
         const std::string inner = path.empty() ? field : path + "." + field;
-        KJ_IF_MAYBE (f, schema.findFieldByName(field.c_str())) {
+        auto found = schema.findFieldByName(field.c_str());
+        uses.push_back({offset, field, struct_name(schema), found != nullptr});
+        KJ_IF_MAYBE (f, found) {
           if (f->getProto().getDiscriminantValue() != capnp::schema::Field::NO_DISCRIMINANT) {
             if (!member.empty() && member != field) {
               out.push_back(name + ":" + at + ": " + (path.empty() ? "the graph" : path) + ": '" +
@@ -136,10 +147,8 @@ struct checker {
   }
 };
 
-}  // namespace
-
-std::vector<std::string> union_conflicts(const std::string& text, const std::string& name,
-                                         capnp::StructSchema root) {
+/// Where the value of `const graph :Type =` starts in `text`, or npos.
+size_t graph_value(const std::string& text) {
   // Blank comments and strings out of the search for the constant, keeping every offset.
   std::string plain = text;
   for (size_t i = 0; i < plain.size(); ++i) {
@@ -168,11 +177,27 @@ std::vector<std::string> union_conflicts(const std::string& text, const std::str
     value = k.offset();
     break;
   }
-  if (value == std::string::npos) return {};
+  return value;
+}
+
+checker walk(const std::string& text, const std::string& name, capnp::StructSchema root) {
+  checker k{name, {}, {}};
+  const size_t value = graph_value(text);
+  if (value == std::string::npos) return k;
   cursor c(text, value);
-  checker k{name, {}};
   if (c.peek() == '(') k.literal(c, root, "");
-  return k.out;
+  return k;
+}
+
+}  // namespace
+
+std::vector<std::string> union_conflicts(const std::string& text, const std::string& name,
+                                         capnp::StructSchema root) {
+  return walk(text, name, root).out;
+}
+
+std::vector<field_use> field_uses(const std::string& text, capnp::StructSchema root) {
+  return walk(text, "", root).uses;
 }
 
 }  // namespace milesrt::graph

@@ -18,4 +18,17 @@ namespace milesrt::graph {
 std::vector<std::string> union_conflicts(const std::string& text, const std::string& name,
                                          capnp::StructSchema root);
 
+/// A field the `graph` constant's value names: `name = value` in a struct literal.
+struct field_use {
+  size_t offset = 0;  ///< where the name starts in the text
+  std::string name;   ///< as written
+  std::string in;  ///< the struct or group it is written in: "EnvironmentParams", "Schedule.Async"
+  bool known = false;  ///< that struct has a field of this name
+};
+
+/// Every field named in the value of `const graph :T = (...)` in `text`, in the order written,
+/// with the struct of `root` (or inside it) each belongs to. Comments and strings are not read;
+/// the fields of a value the walk cannot follow (an unknown field's) are not listed.
+std::vector<field_use> field_uses(const std::string& text, capnp::StructSchema root);
+
 }  // namespace milesrt::graph

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -44,17 +45,13 @@ bool parse_endpoint(const std::string& text, endpoint& out) {
   return true;
 }
 
-std::vector<diagnostic> validate_structure(const loaded_graph& g) {
-  std::vector<diagnostic> out;
-  const std::string file = g.file().string();
-  auto report = [&](const std::string& where, const std::string& what) {
-    out.push_back({file + ": " + where + ": " + what});
-  };
-  auto graph = g.reader();
+namespace {
 
-  if (graph.getActors().size() == 0)
-    report("graph", "field 'actors': a graph needs at least one actor");
+/// Adds "file: where: what" to a list of problems.
+using reporter = std::function<void(const std::string& where, const std::string& what)>;
 
+/// The actors' names, kinds, replicas and deadlines; returns name -> index of the named ones.
+std::map<std::string, unsigned> check_actors(schema::Graph::Reader graph, const reporter& report) {
   std::map<std::string, unsigned> actor_index;
   unsigned i = 0;
   for (auto actor : graph.getActors()) {
@@ -84,9 +81,14 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
     }
     ++i;
   }
+  return actor_index;
+}
 
+/// Each edge's two endpoints name an actor's port; no edge twice.
+void check_edges(schema::Graph::Reader graph, const std::map<std::string, unsigned>& actor_index,
+                 const reporter& report) {
   std::set<std::pair<std::string, std::string>> seen_edges;
-  i = 0;
+  unsigned i = 0;
   for (auto edge : graph.getEdges()) {
     std::string from = edge.getFrom(), to = edge.getTo();
     const size_t longest = 2 * limits::max_name + 1;
@@ -108,7 +110,10 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
     if (!seen_edges.emplace(from, to).second) report(where, "duplicate edge");
     ++i;
   }
+}
 
+/// The run section's bounds, and the async schedule's window.
+void check_run(schema::Graph::Reader graph, const reporter& report) {
   auto run = graph.getRun();
   if (run.getSteps() == 0) report("run", "field 'steps': must be at least 1");
   if (run.getSteps() > limits::max_steps) {
@@ -136,6 +141,22 @@ std::vector<diagnostic> validate_structure(const loaded_graph& g) {
     if (auto p = seconds_problem(value, zero); !p.empty())
       report("run", std::string("field '") + field + "': " + p);
   }
+}
+
+}  // namespace
+
+std::vector<diagnostic> validate_structure(const loaded_graph& g) {
+  std::vector<diagnostic> out;
+  const std::string file = g.file().string();
+  const reporter report = [&](const std::string& where, const std::string& what) {
+    out.push_back({file + ": " + where + ": " + what});
+  };
+  auto graph = g.reader();
+  if (graph.getActors().size() == 0)
+    report("graph", "field 'actors': a graph needs at least one actor");
+  const auto actor_index = check_actors(graph, report);
+  check_edges(graph, actor_index, report);
+  check_run(graph, report);
   return out;
 }
 

@@ -132,7 +132,7 @@ void metrics_writer::on_step(const step_record& r) {
   last_metrics_ = r.metrics;
   ++steps_seen_;
   if (progress_ == nullptr) return;
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = start_.seconds();
   double per_step = elapsed / double(steps_seen_);
   double eta = per_step * double(total_steps_ > r.step ? total_steps_ - r.step : 0);
   std::string line = "step " + std::to_string(r.step) + "/" + std::to_string(total_steps_);
@@ -156,7 +156,7 @@ void metrics_writer::on_step(const step_record& r) {
 
 std::string metrics_writer::on_finish(const run_outcome& o) {
   if (tty_ && steps_seen_ > 0) std::fprintf(progress_, "\n");
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = start_.seconds();
   nlohmann::json s;
   s["graph"] = graph_name_;
   s["ok"] = o.ok;
@@ -168,6 +168,9 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
   s["seconds"] = elapsed;
   s["counters"] = to_json(o.counters);
   s["last_metrics"] = last_metrics_;
+  s["rejected"] = nlohmann::json::array();
+  for (const auto& r : o.rejected)
+    s["rejected"].push_back({{"actor", r.actor}, {"item", r.item}, {"reason", r.reason}});
   {
     const auto path = run_dir_ / "summary.json";
     errno = 0;
@@ -190,7 +193,8 @@ std::string metrics_writer::on_finish(const run_outcome& o) {
                                     {"dropped_stale", c.dropped_stale},
                                     {"filtered", c.filtered},
                                     {"restarts", c.restarts},
-                                    {"requeued", c.requeued}}) {
+                                    {"requeued", c.requeued},
+                                    {"items_rejected", c.items_rejected}}) {
     if (value > 0) line += ", " + std::string(name) + " " + std::to_string(value);
   }
   if (c.buffered > 0) line += ", " + std::to_string(c.buffered) + " left unused in the buffer";

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "runtime/core/timer.hpp"
 #include "runtime/driver/driver.hpp"
 
 namespace milesrt::runtime {
@@ -44,7 +45,7 @@ class metrics_writer {
   std::FILE* progress_;
   bool tty_;
   std::ofstream jsonl_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  timer start_;
   uint64_t steps_seen_ = 0;
   uint64_t unrecorded_ = 0;  ///< the first step metrics.jsonl could not take, or 0
   nlohmann::json last_metrics_ = nlohmann::json::object();

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "runtime/core/errors.hpp"
 #include "runtime/core/interfaces.hpp"
 
 namespace milesrt::toy {
@@ -82,7 +83,18 @@ struct stage_knobs {
   bool restores_version = true;  // false: its state leaves out the version, which starts at 0
                                  // (held in files the stage reads at start)
   bool value_metric = false;     // each reply reports 1/(item's value + 1) as `item_inverse`
+  int64_t fail_every = 0;        // answer every k-th item with an error of class `fail_class`
+  milesrt::errc fail_class = milesrt::errc::internal;
 };
+
+/// The error class named by the `fail_class` parameter.
+milesrt::errc error_class(const std::string& name) {
+  for (auto c : {milesrt::errc::bad_input, milesrt::errc::transient, milesrt::errc::resource,
+                 milesrt::errc::internal, milesrt::errc::cancelled})
+    if (milesrt::to_string(c) == name) return c;
+  throw std::invalid_argument("fail_class '" + name +
+                              "' is not bad_input, transient, resource, internal or cancelled");
+}
 
 /// True (and the actor quits) when this message is one of the stage's random kill points.
 bool dies_now(stage_actor::stateful_pointer<stage_state> self, const stage_knobs& knobs,
@@ -118,6 +130,10 @@ stage_actor::behavior_type stage_fn(stage_actor::stateful_pointer<stage_state> s
         }
         if (knobs.delay_ms > 0)
           std::this_thread::sleep_for(std::chrono::milliseconds(knobs.delay_ms));
+        if (knobs.fail_every > 0 && st.processed % uint64_t(knobs.fail_every) == 0)
+          return runtime::make_failure(
+              knobs.fail_class, "toy_stage refuses item " + std::to_string(value_of(e)) + " (" +
+                                    milesrt::to_string(knobs.fail_class) + ")");
         if (knobs.drop_every > 0 && st.processed % uint64_t(knobs.drop_every) == 0) return reply;
         e.min_version = e.max_version = st.version;
         reply.metrics["version_seen"] = double(st.version);
@@ -301,12 +317,19 @@ static void register_stages(runtime::kind_registry& registry, const std::string&
       {"value_metric", param_type::boolean,
        "each reply reports 1/(item's value + 1) as the metric item_inverse", false, false,
        std::nullopt, std::nullopt},
+      {"fail_every", param_type::integer, "answer every k-th item with an error (0: none)", false,
+       int64_t{0}, 0.0, std::nullopt},
+      {"fail_class", param_type::text,
+       "that error's class: bad_input, transient, resource, internal or cancelled", false,
+       std::string("internal"), std::nullopt, std::nullopt},
   };
   stage.spawn = [](caf::actor_system& sys, const actor_setup& s) {
     stage_knobs k{int_param(s, "stall_after"), int_param(s, "die_after"),
                   int_param(s, "drop_every"), int_param(s, "delay_ms")};
     k.restores_version = std::get<bool>(s.params.at("restores_version"));
     k.value_metric = std::get<bool>(s.params.at("value_metric"));
+    k.fail_every = int_param(s, "fail_every");
+    k.fail_class = error_class(std::get<std::string>(s.params.at("fail_class")));
     return spawn_stage(sys, k);
   };
   registry.add(stage);
@@ -320,7 +343,11 @@ static void register_stages(runtime::kind_registry& registry, const std::string&
                     caf::actor_system& sys, const actor_setup& s) {
     auto key = s.name + "/" + std::to_string(s.replica);
     stage_knobs k{-1, -1, int_param(s, "drop_every"), int_param(s, "delay_ms")};
-    if ((*incarnations)[key]++ == 0) k.die_after = int_param(s, "die_after");
+    if ((*incarnations)[key]++ == 0) {
+      k.die_after = int_param(s, "die_after");
+      k.fail_every = int_param(s, "fail_every");
+      k.fail_class = error_class(std::get<std::string>(s.params.at("fail_class")));
+    }
     k.restores_version = std::get<bool>(s.params.at("restores_version"));
     return spawn_stage(sys, k);
   };

@@ -4,8 +4,7 @@
 
 #include "actors/lib/dist/rendezvous.hpp"
 
-#if defined(MILESRT_TORCH_CUDA) && __has_include(<nccl.h>)
-#define MILESRT_DIST_HAVE_NCCL 1
+#ifdef MILESRT_HAVE_NCCL
 #include <ATen/Functions.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -22,7 +21,7 @@
 
 namespace milesrt::dist {
 
-#ifdef MILESRT_DIST_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
 namespace {
 
 const char* const kIdKey = "milesrt/nccl/unique_id";

@@ -7,13 +7,14 @@
 
 #include "actors/lib/serving/engine.hpp"
 #include "actors/lib/tasks/math_answer.hpp"
+#include "runtime/core/timer.hpp"
 
 namespace milesrt::eval {
 
 eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
                      const std::vector<tasks::data_record>& records, int64_t max_new_tokens,
                      size_t limit, const std::function<void(size_t, size_t)>& on_progress) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const timer t;
   at::NoGradGuard no_grad;
   const size_t n = limit == 0 ? records.size() : std::min(limit, records.size());
   serving::engine_config cfg;
@@ -59,7 +60,7 @@ eval_result evaluate(const llm::decoder& model, const llm::text_codec& codec,
     out.accuracy /= static_cast<double>(n);
     out.answer_found /= static_cast<double>(n);
   }
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.seconds = t.seconds();
   return out;
 }
 

@@ -9,8 +9,6 @@
 #include <set>
 #include <stdexcept>
 
-#include "actors/lib/llm/invariant_ops.hpp"
-#include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/row_ops.hpp"
 
 namespace milesrt::llm {
@@ -255,65 +253,6 @@ at::Tensor lora_expert_delta(const lora_view& v, int64_t layer, const std::strin
   auto a = A.narrow(0, expert * r, r);
   auto b = B.view({B.size(0), r, E}).select(2, expert).contiguous();
   return row_ops::linear_rows(row_ops::linear_rows(x, a), b) * v.config->scale();
-}
-
-// -- the decoder's adapters ---------------------------------------------------------------------
-
-void decoder::set_adapters(std::shared_ptr<flat_params> adapters, lora_config c) {
-  if (!adapters) throw std::invalid_argument("set_adapters: no adapters");
-  if (batch_invariant_) {
-    if (auto why = invariant_ops::problem(device_, dtype_, true); !why.empty())
-      throw std::invalid_argument(why);
-  }
-  const auto specs = lora_parameter_specs(config_, c);
-  const auto& names = adapters->names();
-  const auto& shapes = adapters->shapes();
-  if (names.size() != specs.size()) {
-    throw std::invalid_argument("LoRA adapters: " + std::to_string(names.size()) +
-                                " tensors, the settings need " + std::to_string(specs.size()));
-  }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (names[i] != specs[i].first || shapes[i] != specs[i].second) {
-      throw std::invalid_argument("LoRA adapters: tensor " + std::to_string(i) + " is '" +
-                                  names[i] + "', the settings need '" + specs[i].first +
-                                  "' of rank " + std::to_string(c.rank));
-    }
-  }
-  const auto& b = adapters->buffer();
-  if (b.scalar_type() != dtype_ || b.device() != device_) {
-    throw std::invalid_argument("LoRA adapters: another dtype or device than the model's");
-  }
-  adapters_ = std::move(adapters);
-  lora_ = std::move(c);
-}
-
-void decoder::clear_adapters() {
-  adapters_.reset();
-  merged_base_.reset();
-  lora_ = lora_config{};
-}
-
-void decoder::serve_merged(std::shared_ptr<const flat_params> base) {
-  if (!adapters_) throw std::invalid_argument("serve_merged: the model has no adapters");
-  if (!base || base->names() != params_->names() || base->shapes() != params_->shapes())
-    throw std::invalid_argument("serve_merged: the base does not have this model's parameters");
-  merged_base_ = std::move(base);
-  refresh_merged();
-}
-
-void decoder::refresh_merged() {
-  if (!merged_base_) return;
-  at::NoGradGuard no_grad;
-  auto merged = merge_adapters(*merged_base_, config_, lora_, *adapters_);
-  params_->buffer().detach().copy_(merged->buffer());
-}
-
-void decoder::set_published(std::shared_ptr<flat_params> p) {
-  if (adapters_) {
-    set_adapters(std::move(p), lora_);
-  } else {
-    set_params(std::move(p));
-  }
 }
 
 }  // namespace milesrt::llm

@@ -5,6 +5,7 @@
 
 #include "actors/lib/llm/model.hpp"
 #include "actors/lib/llm/peft_io.hpp"
+#include "runtime/core/user_file.hpp"
 
 namespace milesrt::llm {
 
@@ -42,7 +43,8 @@ std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
   const auto c = to_lora_config(r);
   std::optional<model_config> m;
   std::error_code ec;
-  if (!model_dir.empty() &&
+  const bool read = runtime::named_files_read();
+  if (read && !model_dir.empty() &&
       std::filesystem::is_regular_file(std::filesystem::path(model_dir) / "config.json", ec)) {
     try {
       m = load_config(model_dir);
@@ -52,7 +54,7 @@ std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
   }
   std::vector<std::string> out;
   for (auto& p : lora_config_problems(c, m ? &*m : nullptr)) out.push_back("lora." + p);
-  if (r.hasAdapter() && r.getAdapter().size() > 0) {
+  if (read && r.hasAdapter() && r.getAdapter().size() > 0) {
     const std::string dir = r.getAdapter();
     try {
       const auto theirs = read_peft_config(dir);

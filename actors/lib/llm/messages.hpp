@@ -1,6 +1,6 @@
 #pragma once
-/// The messages of the rollout kind, owned here: prompts in, sample groups out. Every sample
-/// carries the weight version of each token.
+/// The messages the kinds exchange, owned by milesrt_llm: prompts, samples and sample groups.
+/// Every sample carries the weight version of each token.
 
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
@@ -78,8 +78,9 @@ typename Inspector::result_type inspect(Inspector& f, sample_group& x) {
 
 }  // namespace milesrt::llm
 
-// Built-in kinds own [first + 100, first + 1000) in blocks of 100: rollout +100, publisher +200,
-// trainer +300, reward +400, data +500.
+// The built-in kinds' libraries own [first + 100, first + 1000) in blocks of 100: milesrt_llm
+// +100 (here), milesrt_weights +200 (actors/lib/weights/messages.hpp), milesrt_serving +600
+// (actors/lib/serving/generate_messages.hpp).
 CAF_BEGIN_TYPE_ID_BLOCK(milesrt_llm, caf::first_custom_type_id + 100)
 CAF_ADD_TYPE_ID(milesrt_llm, (milesrt::llm::prompt_msg))
 CAF_ADD_TYPE_ID(milesrt_llm, (milesrt::llm::sample_msg))

@@ -26,27 +26,11 @@
 
 #include "actors/lib/llm/config.hpp"
 #include "actors/lib/llm/flat_params.hpp"
+#include "actors/lib/llm/kv_cache.hpp"
 #include "actors/lib/llm/lora.hpp"
-
-namespace milesrt::kernels {
-class paged_attention;
-}
+#include "actors/lib/llm/lora_adapter.hpp"
 
 namespace milesrt::llm {
-
-/// The paged-KV interface. Per layer, K and V are [num_blocks * block_size, num_kv_heads,
-/// head_dim]; token p of a sequence lives in slot block_table[p / block_size] * block_size +
-/// p % block_size. The rollout engine owns the allocator that hands out blocks.
-struct kv_cache {
-  int64_t block_size = 16;
-  int64_t num_blocks = 0;
-  std::vector<at::Tensor> k, v;
-  /// The paged attention kernels' workspaces (CUDA bf16 caches with a compiled head_dim only;
-  /// undefined otherwise): device float and int buffers and a page-locked host buffer.
-  at::Tensor attention_float_ws, attention_int_ws, attention_pinned_ws;
-  /// True when the forward reads this cache through the paged attention kernels.
-  bool paged_kernels() const { return attention_int_ws.defined(); }
-};
 
 /// One sequence's part of a forward: `ids` are new tokens at positions start, start+1, ...
 /// Without a block table the sequence has no cache (start must be 0: the training path); with one,
@@ -55,20 +39,6 @@ struct segment {
   std::vector<int64_t> ids;
   int64_t start = 0;
   const std::vector<int32_t>* block_table = nullptr;
-};
-
-/// A serving step whose inputs are already on the device, for the paged kernels (the CUDA-graph
-/// runner fills such a step's buffers in place before each replay). T new tokens of `sequences`
-/// sequences; FlashInfer's CSR arrays describe each sequence's pages (kernels/attention).
-struct paged_step {
-  at::Tensor ids, positions, slots;                      ///< [T] int64: token, position, cache row
-  at::Tensor qo_indptr, kv_indptr, kv_indices, kv_last;  ///< int32
-  /// int32 [T]: each row's position and its sequence (the batch-invariant attention's; seq32 is
-  /// undefined where row r is sequence r, a decode step)
-  at::Tensor positions32, seq32;
-  int64_t sequences = 0;
-  bool decode_only = false;  ///< one token per sequence (the decode kernel, else prefill)
-  std::shared_ptr<kernels::paged_attention> attention;  ///< planned for this batch
 };
 
 struct forward_options {
@@ -98,6 +68,10 @@ struct forward_result {
   std::vector<at::Tensor> experts;       ///< per MoE layer [tokens, top_k] (int64)
   std::vector<at::Tensor> router_probs;  ///< per MoE layer [tokens, num_experts]
 };
+
+/// The Switch-Transformer load-balance loss of one forward of a model of `num_experts` experts, and
+/// each expert's share of tokens.
+std::pair<at::Tensor, at::Tensor> load_balance(const forward_result& r, int64_t num_experts);
 
 struct token_scores {
   at::Tensor logprobs;  ///< [n]
@@ -131,16 +105,17 @@ class decoder {
   std::shared_ptr<flat_params> shared_params() const { return params_; }
   /// Uses `p` (same names and shapes, any buffer) as this model's parameters from now on.
   void set_params(std::shared_ptr<flat_params> p);
-  /// Attaches LoRA adapters (lora.hpp): `adapters` has exactly the names and shapes of
+  /// Attaches LoRA adapters (lora_adapter.hpp): `adapters` has exactly the names and shapes of
   /// lora_parameter_specs(config(), c), this model's dtype and device. Every forward then applies
   /// them, unless forward_options::adapters_off. Throws std::invalid_argument naming what differs.
   void set_adapters(std::shared_ptr<flat_params> adapters, lora_config c);
   /// Detaches them: the model is its base again.
   void clear_adapters();
-  /// The attached adapters, or null.
-  std::shared_ptr<flat_params> adapters() const { return adapters_; }
-  /// The attached adapters' settings, or null without adapters.
-  const lora_config* lora() const { return adapters_ ? &lora_ : nullptr; }
+  /// The adapter this model applies, or null.
+  const lora_adapter* adapter() const { return adapter_.get(); }
+  /// The attached adapters' matrices and settings (adapter()'s), or null without adapters.
+  std::shared_ptr<flat_params> adapters() const { return adapter_ ? adapter_->weights() : nullptr; }
+  const lora_config* lora() const { return adapter_ ? &adapter_->config() : nullptr; }
   /// Serves the adapters merged (the rollout's lora.merge): from now on the parameters hold
   /// W + scale B A, made from `base` (a copy of the base kept for it) by refresh_merged() after
   /// each update of the adapters, and the forward leaves the adapters out.
@@ -148,13 +123,14 @@ class decoder {
   /// Writes the merge of the base and the current adapters into the parameters (in place: their
   /// address stays).
   void refresh_merged();
-  bool merged() const { return merged_base_ != nullptr; }
 
   /// The weights a trainer trains and a publisher moves: the adapters when attached (LoRA), else
   /// the parameters. The weight transports read and replace these.
-  const flat_params& published() const { return adapters_ ? *adapters_ : *params_; }
-  flat_params& mutable_published() { return adapters_ ? *adapters_ : *params_; }
-  std::shared_ptr<flat_params> shared_published() const { return adapters_ ? adapters_ : params_; }
+  const flat_params& published() const { return adapter_ ? *adapter_->weights() : *params_; }
+  flat_params& mutable_published() { return adapter_ ? *adapter_->weights() : *params_; }
+  std::shared_ptr<flat_params> shared_published() const {
+    return adapter_ ? adapter_->weights() : params_;
+  }
   /// Uses `p` as the published weights (set_adapters' or set_params' checks apply).
   void set_published(std::shared_ptr<flat_params> p);
 
@@ -195,9 +171,6 @@ class decoder {
   /// Bytes one KV block of `block_size` tokens takes over all layers.
   int64_t kv_block_bytes(int64_t block_size) const;
 
-  /// The Switch-Transformer load-balance loss of one forward and each expert's share of tokens.
-  std::pair<at::Tensor, at::Tensor> load_balance(const forward_result& r) const;
-
  private:
   decoder(model_config config, std::string config_json, std::unique_ptr<flat_params> params,
           at::ScalarType dtype, at::Device device);
@@ -205,9 +178,7 @@ class decoder {
   model_config config_;
   std::string config_json_;
   std::shared_ptr<flat_params> params_;
-  std::shared_ptr<flat_params> adapters_;  ///< LoRA (null: none)
-  lora_config lora_;
-  std::shared_ptr<const flat_params> merged_base_;  ///< serve_merged's base (null: unmerged)
+  std::unique_ptr<lora_adapter> adapter_;  ///< LoRA (null: none)
   at::ScalarType dtype_;
   at::Device device_;
   at::Tensor inv_freq_;

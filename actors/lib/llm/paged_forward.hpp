@@ -1,5 +1,5 @@
 #pragma once
-/// The serving forward's paged parts on the GPU (model.cpp's decoder::forward calls them): a
+/// The serving forward's paged parts on the GPU (forward.cpp's decoder::forward calls them): a
 /// step's metadata in one host-to-device copy, attention through the paged kernels
 /// (kernels/attention), and the fused bf16 serving forward of dense models (kernels/decoder).
 

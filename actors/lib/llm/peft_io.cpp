@@ -121,61 +121,74 @@ nlohmann::json read_config_object(const fs::path& file) {
   return j;
 }
 
-}  // namespace
+/// adapter_config.json's fields, read as peft writes them: an absent field reads as null, and a
+/// refusal names the file and the field.
+struct peft_fields {
+  const nlohmann::json& j;
+  std::string where;  ///< "<file>: "
 
-lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
-  const fs::path file = dir / kConfigFile;
-  const std::string where = file.string() + ": ";
-  const nlohmann::json j = read_config_object(file);
-  auto field = [&](const char* name) { return j.contains(name) ? j[name] : nlohmann::json(); };
-  auto refuse = [&](const std::string& name, const std::string& why) {
+  nlohmann::json operator()(const char* name) const {
+    return j.contains(name) ? j[name] : nlohmann::json();
+  }
+  [[noreturn]] void refuse(const std::string& name, const std::string& why) const {
     throw config_error(where + "field '" + name + "': " + why);
-  };
-  if (field("peft_type") != "LORA")
-    refuse("peft_type", "'" + field("peft_type").dump() + "' is not LORA");
-  lora_config c;
+  }
+};
+
+/// r, lora_alpha, lora_dropout and use_rslora, with peft's defaults.
+void read_numbers(const peft_fields& field, lora_config& c) {
   const auto r = field("r");
-  if (!r.is_number_integer()) refuse("r", "must be an integer");
+  if (!r.is_number_integer()) field.refuse("r", "must be an integer");
   c.rank = r.get<int64_t>();
   const auto alpha = field("lora_alpha");
-  if (!alpha.is_null() && !alpha.is_number()) refuse("lora_alpha", "must be a number");
+  if (!alpha.is_null() && !alpha.is_number()) field.refuse("lora_alpha", "must be a number");
   c.alpha = alpha.is_null() ? 8.0 : alpha.get<double>();  // peft's default
   const auto dropout = field("lora_dropout");
-  if (!dropout.is_null() && !dropout.is_number()) refuse("lora_dropout", "must be a number");
+  if (!dropout.is_null() && !dropout.is_number()) field.refuse("lora_dropout", "must be a number");
   c.dropout = dropout.is_null() ? 0.0 : dropout.get<double>();
   const auto rslora = field("use_rslora");
   c.use_rslora = rslora.is_boolean() && rslora.get<bool>();
-  // What milesrt does not apply is refused, never ignored: the log-probs would differ from peft's.
-  if (is_set(field("use_dora"))) refuse("use_dora", "DoRA is not supported");
+}
+
+/// What milesrt does not apply is refused, never ignored: the log-probs would differ from peft's.
+void refuse_unsupported(const peft_fields& field) {
+  if (is_set(field("use_dora"))) field.refuse("use_dora", "DoRA is not supported");
   if (is_set(field("modules_to_save")))
-    refuse("modules_to_save", "fully trained extra modules are not supported");
-  if (field("bias").is_string() && field("bias") != "none")
-    refuse("bias", "'" + field("bias").get<std::string>() + "' is not supported (only \"none\")");
-  if (is_set(field("fan_in_fan_out"))) refuse("fan_in_fan_out", "is not supported");
+    field.refuse("modules_to_save", "fully trained extra modules are not supported");
+  if (field("bias").is_string() && field("bias") != "none") {
+    field.refuse("bias",
+                 "'" + field("bias").get<std::string>() + "' is not supported (only \"none\")");
+  }
+  if (is_set(field("fan_in_fan_out"))) field.refuse("fan_in_fan_out", "is not supported");
   if (is_set(field("layers_to_transform")))
-    refuse("layers_to_transform", "adapters on some layers only are not supported");
-  if (is_set(field("rank_pattern"))) refuse("rank_pattern", "per-module ranks are not supported");
+    field.refuse("layers_to_transform", "adapters on some layers only are not supported");
+  if (is_set(field("rank_pattern")))
+    field.refuse("rank_pattern", "per-module ranks are not supported");
   if (is_set(field("alpha_pattern")))
-    refuse("alpha_pattern", "per-module alphas are not supported");
-  if (is_set(field("exclude_modules"))) refuse("exclude_modules", "is not supported");
+    field.refuse("alpha_pattern", "per-module alphas are not supported");
+  if (is_set(field("exclude_modules"))) field.refuse("exclude_modules", "is not supported");
   // Variants that change the adapted forward (initialisation-only settings, such as loftq_config
   // or init_lora_weights, do not matter once the weights are saved).
   for (const char* variant :
        {"lora_bias", "use_qalora", "use_bdlora", "layer_replication", "trainable_token_indices",
         "alora_invocation_tokens", "arrow_config", "monteclora_config", "kasa_config",
         "velora_config", "megatron_config"}) {
-    if (is_set(field(variant))) refuse(variant, "this LoRA variant is not supported");
+    if (is_set(field(variant))) field.refuse(variant, "this LoRA variant is not supported");
   }
+}
+
+/// target_modules: "all-linear" or a list of module names, kept in the forward's order.
+void read_target_modules(const peft_fields& field, lora_config& c) {
   const auto targets = field("target_modules");
   if (targets.is_string()) {
     if (targets != "all-linear") {
-      refuse("target_modules", "the pattern '" + targets.get<std::string>() +
-                                   "' is not supported: list the module names");
+      field.refuse("target_modules", "the pattern '" + targets.get<std::string>() +
+                                         "' is not supported: list the module names");
     }
     c.target_modules = lora_module_names();
   } else if (targets.is_array()) {
     for (const auto& t : targets) {
-      if (!t.is_string()) refuse("target_modules", "must list module names");
+      if (!t.is_string()) field.refuse("target_modules", "must list module names");
       c.target_modules.push_back(short_module(t.get<std::string>()));
     }
     // peft keeps target_modules as a set: its order is not the forward order.
@@ -189,13 +202,17 @@ lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
         std::set<std::string>(c.target_modules.begin(), c.target_modules.end()).size())
       c.target_modules = ordered;
   } else if (!targets.is_null()) {
-    refuse("target_modules", "must list module names");
+    field.refuse("target_modules", "must list module names");
   }
+}
+
+/// target_parameters: a list of the experts' parameter names, kept in the forward's order.
+void read_target_parameters(const peft_fields& field, lora_config& c) {
   const auto parameters = field("target_parameters");
   if (parameters.is_array()) {
     std::vector<std::string> listed;
     for (const auto& t : parameters) {
-      if (!t.is_string()) refuse("target_parameters", "must list parameter names");
+      if (!t.is_string()) field.refuse("target_parameters", "must list parameter names");
       listed.push_back(t.get<std::string>());
     }
     // In forward order, as for target_modules; unknown or repeated names stay for the check below.
@@ -204,24 +221,43 @@ lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
         c.target_parameters.push_back(known);
     if (c.target_parameters.size() != listed.size()) c.target_parameters = listed;
   } else if (!parameters.is_null()) {
-    refuse("target_parameters", "must list parameter names");
+    field.refuse("target_parameters", "must list parameter names");
   }
-  if (auto problems = lora_config_problems(c, nullptr); !problems.empty()) {
-    // lora_config_problems names the graph's fields; say peft's.
-    std::string p = problems.front();
-    const std::pair<const char*, const char*> names[] = {{"rank", "r"},
-                                                         {"alpha", "lora_alpha"},
-                                                         {"dropout", "lora_dropout"},
-                                                         {"targetModules", "target_modules"},
-                                                         {"targetParameters", "target_parameters"}};
-    for (const auto& [ours, theirs] : names) {
-      const std::string prefix = std::string(ours) + ": ";
-      if (p.rfind(prefix, 0) == 0) {
-        refuse(theirs, p.substr(prefix.size()));
-      }
+}
+
+/// Refuses settings lora_config_problems finds, naming peft's field rather than the graph's.
+void check_settings(const peft_fields& field, const lora_config& c) {
+  auto problems = lora_config_problems(c, nullptr);
+  if (problems.empty()) return;
+  std::string p = problems.front();
+  const std::pair<const char*, const char*> names[] = {{"rank", "r"},
+                                                       {"alpha", "lora_alpha"},
+                                                       {"dropout", "lora_dropout"},
+                                                       {"targetModules", "target_modules"},
+                                                       {"targetParameters", "target_parameters"}};
+  for (const auto& [ours, theirs] : names) {
+    const std::string prefix = std::string(ours) + ": ";
+    if (p.rfind(prefix, 0) == 0) {
+      field.refuse(theirs, p.substr(prefix.size()));
     }
-    throw config_error(where + p);
   }
+  throw config_error(field.where + p);
+}
+
+}  // namespace
+
+lora_config read_peft_config(const fs::path& dir, std::string* base_model) {
+  const fs::path file = dir / kConfigFile;
+  const nlohmann::json j = read_config_object(file);
+  const peft_fields field{j, file.string() + ": "};
+  if (field("peft_type") != "LORA")
+    field.refuse("peft_type", "'" + field("peft_type").dump() + "' is not LORA");
+  lora_config c;
+  read_numbers(field, c);
+  refuse_unsupported(field);
+  read_target_modules(field, c);
+  read_target_parameters(field, c);
+  check_settings(field, c);
   if (base_model != nullptr) {
     const auto base = field("base_model_name_or_path");
     *base_model = base.is_string() ? base.get<std::string>() : "";

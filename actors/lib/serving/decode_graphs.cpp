@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/attention/paged_attention.hpp"
+#include "runtime/core/timer.hpp"
 
 #ifdef MILESRT_TORCH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -342,7 +343,7 @@ decode_graphs::~decode_graphs() = default;
 std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_row>& rows,
                                                      const std::vector<decode_row>* next) {
   auto& m = *impl_;
-  const auto started = std::chrono::steady_clock::now();
+  const timer started;
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t B = bucket(n);
   if (n == 0 || B == 0)
@@ -364,7 +365,7 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   at::cuda::CUDAEvent gpu_start(cudaEventDefault), gpu_end(cudaEventDefault);
   bool timed = true;
   const double host_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+      started.milliseconds();
   if (!m.use_graphs) {
     gpu_start.record(m.stream);
     m.body(B);

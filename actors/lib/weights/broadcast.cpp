@@ -3,7 +3,7 @@
 // NCCL id in the update, joining, the location) is nccl_transport, in nccl_broadcast.cpp.
 #include "actors/lib/weights/nccl_broadcast.hpp"
 
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
 
 namespace milesrt::weights {
 

@@ -1,6 +1,6 @@
 #include "actors/lib/weights/cuda_ipc.hpp"
 
-#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+#ifdef MILESRT_HAVE_CUDA_IPC
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>

@@ -9,10 +9,9 @@
 /// copy), and verifies the hashes the update carries. A ring version is overwritten `slots`
 /// publishes later: engines must apply it before then (the sync schedule always does; async with
 /// maxStaleness < slots - 1).
-/// Compiled only with CUDA (MILESRT_PUBLISHER_HAVE_CUDA_IPC).
+/// Compiled only with CUDA (CMake then defines MILESRT_HAVE_CUDA_IPC).
 
-#if defined(MILESRT_HAVE_CUDA) && __has_include(<cuda_runtime_api.h>)
-#define MILESRT_PUBLISHER_HAVE_CUDA_IPC 1
+#ifdef MILESRT_HAVE_CUDA_IPC
 
 #include <cstdint>
 #include <map>

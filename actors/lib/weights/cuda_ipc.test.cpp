@@ -19,7 +19,7 @@ extern char** environ;
 namespace milesrt::weights {
 namespace {
 
-#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+#ifdef MILESRT_HAVE_CUDA_IPC
 
 llm::flat_params gpu_params(int seed) {
   llm::flat_params p({{"embed", {300, 64}}, {"layers.0.w", {64, 3, 7}}, {"norm", {63}}},

@@ -1,6 +1,6 @@
 #include "actors/lib/weights/nccl_broadcast.hpp"
 
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
 
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>

@@ -1,10 +1,9 @@
 #pragma once
 /// The broadcast transport on GPUs: one rank (the trainer's) broadcasts the flat parameter
 /// buffer to every other rank over NCCL, in buckets of whole tensors. Compiled only where the
-/// CUDA runtime and NCCL headers are found (MILESRT_PUBLISHER_HAVE_NCCL is then 1).
+/// build finds NCCL (CMake then defines MILESRT_HAVE_NCCL).
 
-#if defined(MILESRT_HAVE_CUDA) && __has_include(<nccl.h>) && __has_include(<cuda_runtime_api.h>)
-#define MILESRT_PUBLISHER_HAVE_NCCL 1
+#ifdef MILESRT_HAVE_NCCL
 
 #include <array>
 #include <cstdint>

@@ -11,7 +11,7 @@
 namespace milesrt::weights {
 namespace {
 
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
 
 // Each GPU (at most 4) is one rank; rank 0 holds random weights, the others zeros. On one GPU
 // this is the nranks = 1 case (the buffer must come through unchanged).

@@ -4,7 +4,7 @@
 // in nccl_broadcast.cpp.
 #include "actors/lib/weights/nccl_broadcast.hpp"
 
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
 
 namespace milesrt::weights {
 

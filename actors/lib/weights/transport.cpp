@@ -30,7 +30,7 @@ std::string transport_name(Transport kind) {
   return "?";
 }
 
-#ifndef MILESRT_PUBLISHER_HAVE_NCCL
+#ifndef MILESRT_HAVE_NCCL
 namespace {
 
 [[noreturn]] void needs_nccl(const std::string& name) {
@@ -47,7 +47,7 @@ std::unique_ptr<transport> make_transport(Transport kind, const at::Device& devi
       return std::make_unique<colocated_transport>();
     case Transport::IPC:
       if (device.is_cuda()) {
-#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+#ifdef MILESRT_HAVE_CUDA_IPC
         return std::make_unique<cuda_ipc_transport>();
 #else
         throw std::runtime_error("ipc of weights on a GPU needs a build with CUDA");
@@ -56,7 +56,7 @@ std::unique_ptr<transport> make_transport(Transport kind, const at::Device& devi
       return std::make_unique<ipc_transport>(options);
     case Transport::DISK_DELTA:
       return std::make_unique<disk_delta_transport>(options);
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
     case Transport::BROADCAST:
       return std::make_unique<broadcast_transport>(options);
     case Transport::P2P:
@@ -75,7 +75,7 @@ std::unique_ptr<transport> make_transport(const weights_update& u) {
   const std::string& t = u.transport;
   if (t == "colocated") return std::make_unique<colocated_transport>();
   if (t == "ipc" && u.location.rfind("cuda-ipc:", 0) == 0) {
-#ifdef MILESRT_PUBLISHER_HAVE_CUDA_IPC
+#ifdef MILESRT_HAVE_CUDA_IPC
     return std::make_unique<cuda_ipc_transport>();
 #else
     throw std::runtime_error("a CUDA IPC update reached an engine built without CUDA");
@@ -83,7 +83,7 @@ std::unique_ptr<transport> make_transport(const weights_update& u) {
   }
   if (t == "ipc") return std::make_unique<ipc_transport>();
   if (t == "disk_delta") return std::make_unique<disk_delta_transport>();
-#ifdef MILESRT_PUBLISHER_HAVE_NCCL
+#ifdef MILESRT_HAVE_NCCL
   if (t == "broadcast") return std::make_unique<broadcast_transport>(transport_options{});
   if (t == "p2p") return std::make_unique<p2p_transport>(transport_options{});
 #else

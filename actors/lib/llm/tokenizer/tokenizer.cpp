@@ -145,73 +145,78 @@ tokenizer::tokenizer(const std::filesystem::path& dir, const nlohmann::json& tj,
   decoder_ =
       guarded("decoder", [&] { return std::make_unique<token_decoder>(component("decoder")); });
   guarded("added_tokens", [&] {
-    for (const auto& a : component("added_tokens")) {
-      added_token t;
-      t.content = a.at("content").get<std::string>();
-      if (t.content.empty()) continue;
-      t.id = a.at("id").get<token_id>();
-      if (token_id in_vocab = model_->find(t.content); in_vocab >= 0) t.id = in_vocab;
-      t.special = a.value("special", false);
-      t.lstrip = a.value("lstrip", false);
-      t.rstrip = a.value("rstrip", false);
-      t.single_word = a.value("single_word", false);
-      t.normalized = a.value("normalized", !t.special);
-      int index;
-      if (auto it = added_by_content_.find(t.content); it != added_by_content_.end()) {
-        index = it->second;
-        added_[static_cast<size_t>(index)] = t;
-      } else {
-        index = static_cast<int>(added_.size());
-        added_.push_back(t);
-        added_by_content_[t.content] = index;
-      }
-      added_by_id_[t.id] = index;
-      if (t.special) special_contents_.insert(t.content);
-    }
-    for (size_t i = 0; i < added_.size(); ++i) {
-      auto& t = added_[i];
-      t.decoded = t.normalized ? normalizer_->apply(t.content) : t.content;
-      if (t.normalized) {
-        normalized_trie_.insert(t.decoded, static_cast<int>(i));
-      } else {
-        raw_trie_.insert(t.content, static_cast<int>(i));
-      }
-    }
+    read_added_tokens(component("added_tokens"));
     return 0;
   });
-  if (cfg != nullptr) {
-    // add_bos_token / add_eos_token are read by no one, on purpose: transformers 5 (checked
-    // on 5.17) drops both from tokenizer_config.json whenever tokenizer.json exists
-    // (PreTrainedTokenizerBase._from_pretrained in tokenization_utils_base.py), before any class
-    // sees them, so TokenizersBackend.update_post_processor rebuilds the post-processor with both
-    // false, and only where tokenizer.json's is null: BOS/EOS come from tokenizer.json's
-    // post_processor alone, for PreTrainedTokenizerFast and LlamaTokenizerFast (DeepSeek-V3) alike.
-    // (transformers 4's LlamaTokenizerFast honoured them; 5's LlamaTokenizer, used when no
-    // config.json maps the model type to TokenizersBackend, also rebuilds the pipeline with a
-    // Metaspace pre-tokenizer, which milesrt does not imitate.) test/tokenizer_oracle.test.cpp's
-    // BosEosOracle holds this to AutoTokenizer.
-    if (auto f = cfg->find("add_bos_token"); f != cfg->end() && f->is_boolean())
-      add_bos_token_ = f->get<bool>();
-    if (auto f = cfg->find("add_eos_token"); f != cfg->end() && f->is_boolean())
-      add_eos_token_ = f->get<bool>();
-    if (auto f = cfg->find("tokenizer_class"); f != cfg->end() && f->is_string())
-      tokenizer_class_ = f->get<std::string>();
-    bos_token_ = token_text(*cfg, "bos_token");
-    eos_token_ = token_text(*cfg, "eos_token");
-    for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
-                             "cls_token", "mask_token"}) {
-      if (auto text = token_text(*cfg, name); !text.empty())
-        special_tokens_.emplace_back(name, text);
+  if (cfg != nullptr) read_config(*cfg);
+}
+
+void tokenizer::read_added_tokens(const nlohmann::json& list) {
+  for (const auto& a : list) {
+    added_token t;
+    t.content = a.at("content").get<std::string>();
+    if (t.content.empty()) continue;
+    t.id = a.at("id").get<token_id>();
+    if (token_id in_vocab = model_->find(t.content); in_vocab >= 0) t.id = in_vocab;
+    t.special = a.value("special", false);
+    t.lstrip = a.value("lstrip", false);
+    t.rstrip = a.value("rstrip", false);
+    t.single_word = a.value("single_word", false);
+    t.normalized = a.value("normalized", !t.special);
+    int index;
+    if (auto it = added_by_content_.find(t.content); it != added_by_content_.end()) {
+      index = it->second;
+      added_[static_cast<size_t>(index)] = t;
+    } else {
+      index = static_cast<int>(added_.size());
+      added_.push_back(t);
+      added_by_content_[t.content] = index;
     }
-    auto ct = cfg->find("chat_template");
-    if (ct != cfg->end() && ct->is_string()) {
-      chat_template_ = ct->get<std::string>();
-    } else if (ct != cfg->end() && ct->is_array()) {
-      for (const auto& t : *ct) {
-        if (t.is_object() && t.value("name", std::string()) == "default" &&
-            t.contains("template") && t.at("template").is_string()) {
-          chat_template_ = t.at("template").get<std::string>();
-        }
+    added_by_id_[t.id] = index;
+    if (t.special) special_contents_.insert(t.content);
+  }
+  for (size_t i = 0; i < added_.size(); ++i) {
+    auto& t = added_[i];
+    t.decoded = t.normalized ? normalizer_->apply(t.content) : t.content;
+    if (t.normalized) {
+      normalized_trie_.insert(t.decoded, static_cast<int>(i));
+    } else {
+      raw_trie_.insert(t.content, static_cast<int>(i));
+    }
+  }
+}
+
+void tokenizer::read_config(const nlohmann::json& cfg) {
+  // add_bos_token / add_eos_token are read by no one, on purpose: transformers 5 (checked
+  // on 5.17) drops both from tokenizer_config.json whenever tokenizer.json exists
+  // (PreTrainedTokenizerBase._from_pretrained in tokenization_utils_base.py), before any class
+  // sees them, so TokenizersBackend.update_post_processor rebuilds the post-processor with both
+  // false, and only where tokenizer.json's is null: BOS/EOS come from tokenizer.json's
+  // post_processor alone, for PreTrainedTokenizerFast and LlamaTokenizerFast (DeepSeek-V3) alike.
+  // (transformers 4's LlamaTokenizerFast honoured them; 5's LlamaTokenizer, used when no
+  // config.json maps the model type to TokenizersBackend, also rebuilds the pipeline with a
+  // Metaspace pre-tokenizer, which milesrt does not imitate.) test/tokenizer_oracle.test.cpp's
+  // BosEosOracle holds this to AutoTokenizer.
+  if (auto f = cfg.find("add_bos_token"); f != cfg.end() && f->is_boolean())
+    add_bos_token_ = f->get<bool>();
+  if (auto f = cfg.find("add_eos_token"); f != cfg.end() && f->is_boolean())
+    add_eos_token_ = f->get<bool>();
+  if (auto f = cfg.find("tokenizer_class"); f != cfg.end() && f->is_string())
+    tokenizer_class_ = f->get<std::string>();
+  bos_token_ = token_text(cfg, "bos_token");
+  eos_token_ = token_text(cfg, "eos_token");
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                           "cls_token", "mask_token"}) {
+    if (auto text = token_text(cfg, name); !text.empty()) special_tokens_.emplace_back(name, text);
+  }
+  auto ct = cfg.find("chat_template");
+  if (ct != cfg.end() && ct->is_string()) {
+    chat_template_ = ct->get<std::string>();
+  } else if (ct != cfg.end() && ct->is_array()) {
+    for (const auto& t : *ct) {
+      if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
+          t.at("template").is_string()) {
+        chat_template_ = t.at("template").get<std::string>();
       }
     }
   }

@@ -112,6 +112,10 @@ class tokenizer {
     int added = -1;  // index into added_, or -1 for text still to tokenize
   };
   void split_added(const std::string& text, const trie& t, std::vector<piece>& out) const;
+  /// tokenizer.json's added_tokens (`list`), and the tries that find them in text.
+  void read_added_tokens(const nlohmann::json& list);
+  /// tokenizer_config.json's settings: BOS/EOS flags, the class, special tokens, chat template.
+  void read_config(const nlohmann::json& cfg);
 
   std::filesystem::path dir_;
   std::unique_ptr<normalizer> normalizer_;

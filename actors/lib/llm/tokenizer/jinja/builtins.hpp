@@ -1,6 +1,7 @@
 #pragma once
-/// Jinja's filters and tests and the Python str/dict methods templates call, over jinja::value.
-/// Names not listed here are errors ("filter 'x' is not supported"), never silent output.
+/// Jinja's filters (filters.cpp) and tests (is_tests.cpp) and the Python str/dict methods templates
+/// call (methods.cpp), over jinja::value. Names not listed there are errors ("filter 'x' is not
+/// supported"), never silent output.
 
 #include <string>
 #include <utility>

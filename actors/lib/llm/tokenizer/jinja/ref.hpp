@@ -1,6 +1,6 @@
 #pragma once
 /// What the interpreter evaluates expressions to and keeps in variables: references to values that
-/// already exist where that is safe, copies where it is not (program.cpp's interpreter, alone).
+/// already exist where that is safe, copies where it is not (interpreter.hpp's, alone).
 
 #include <utility>
 #include <vector>

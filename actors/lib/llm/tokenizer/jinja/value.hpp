@@ -1,7 +1,8 @@
 #pragma once
 /// Values of the Jinja engine: nlohmann::ordered_json (key order kept, as Python dicts keep it)
 /// with Jinja's `undefined` as the `discarded` kind, and the Python semantics templates rely on
-/// (str(), repr(), truthiness, ==, <, json.dumps) written out once here.
+/// (str(), repr(), truthiness, ==, <, json.dumps) written out once: value.cpp, and value_print.cpp
+/// for str(), repr() and json.dumps.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
