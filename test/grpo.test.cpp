@@ -572,8 +572,7 @@ TEST(Agreement, TrueOnPolicyHoldsOnTheCpuAndAMismatchFailsTheStep) {
           paths(warn, true),
       "alarm-dtype-run");
   ASSERT_EQ(w.status, 0) << w.err;
-  EXPECT_NE(w.err.find("warn  [trainer step 1] the trainer's log-probs"),
-            std::string::npos)
+  EXPECT_NE(w.err.find("warn  [trainer step 1] the trainer's log-probs"), std::string::npos)
       << w.err;
   auto ws = steps_of(warn);
   ASSERT_EQ(ws.size(), 2u);

@@ -223,8 +223,7 @@ std::map<std::string, double> critic_core::train(const std::vector<sample_msg>& 
   m["critic_value_mean"] = old_t.mean().item<double>();
   m["critic_return_mean"] = returns.mean().item<double>();
   m["critic_skipped_steps"] = info.skipped ? 1 : 0;
-  m["critic_train_seconds"] =
-      t0.seconds();
+  m["critic_train_seconds"] = t0.seconds();
   return m;
 }
 

@@ -364,8 +364,7 @@ std::vector<device_sample_result> decode_graphs::run(const std::vector<decode_ro
   m.ahead.valid = false;
   at::cuda::CUDAEvent gpu_start(cudaEventDefault), gpu_end(cudaEventDefault);
   bool timed = true;
-  const double host_ms =
-      started.milliseconds();
+  const double host_ms = started.milliseconds();
   if (!m.use_graphs) {
     gpu_start.record(m.stream);
     m.body(B);
