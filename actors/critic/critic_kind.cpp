@@ -56,11 +56,8 @@ bool decode_state(caf::actor_system& sys, critic_state& st, const std::vector<ui
 using critic_actor =
     learner_actor::extend<caf::replies_to<process_atom, std::string, envelope>::with<node_reply>>;
 
-using critic_self = critic_actor::stateful_pointer<critic_state>;
-
-/// A group on port "groups": the critic's values set on its samples.
-caf::result<node_reply> on_groups(critic_self self, const std::string& port, const envelope& e) {
-  auto& st = self->state;
+/// A group passing the "groups" port: each sample gets its output tokens' values.
+caf::result<node_reply> set_values(critic_state& st, const std::string& port, const envelope& e) {
   const std::string who = "critic '" + st.name + "'";
   if (port == "train") {
     return caf::make_error(
@@ -96,10 +93,10 @@ caf::result<node_reply> on_groups(critic_self self, const std::string& port, con
   }
 }
 
-/// A step's groups (those of the policy's batch), one optimizer step per trainBatch of them.
-caf::result<train_reply> on_train(critic_self self, uint64_t step,
-                                  const std::vector<envelope>& batch) {
-  auto& st = self->state;
+/// A learner's step: the step's groups (those of the policy's batch), one optimizer step per
+/// trainBatch of them; the metrics are their means.
+caf::result<train_reply> train_step(critic_state& st, uint64_t step,
+                                    const std::vector<envelope>& batch) {
   const std::string who = "critic '" + st.name + "', step " + std::to_string(step);
   train_reply reply;
   std::map<std::string, double> sums;
@@ -131,39 +128,34 @@ caf::result<train_reply> on_train(critic_self self, uint64_t step,
   return reply;
 }
 
-caf::result<actor_state> on_snapshot(critic_self self, const std::string& dir) {
-  auto& st = self->state;
-  try {
-    st.core->save(dir);
-    return actor_state{encode_state(self->system(), st)};
-  } catch (const std::exception& ex) {
-    return runtime::to_error(ex, "critic '" + st.name + "'");
-  }
-}
-
-caf::result<bool> on_restore(critic_self self, const std::string& dir, const actor_state& state) {
-  auto& st = self->state;
-  if (!decode_state(self->system(), st, state.bytes)) return false;
-  try {
-    st.core->restore(dir);
-  } catch (const std::exception& ex) {
-    return runtime::to_error(ex, "critic '" + st.name + "'");
-  }
-  return true;
-}
-
-critic_actor::behavior_type critic_fn(critic_self self, std::shared_ptr<critic_state> init) {
+critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_state> self,
+                                      std::shared_ptr<critic_state> init) {
   self->state = std::move(*init);
   return {
       [=](process_atom, const std::string& port, const envelope& e) {
-        return on_groups(self, port, e);
+        return set_values(self->state, port, e);
       },
       [=](train_atom, uint64_t step, const std::vector<envelope>& batch) {
-        return on_train(self, step, batch);
+        return train_step(self->state, step, batch);
       },
-      [=](snapshot_atom, const std::string& dir) { return on_snapshot(self, dir); },
-      [=](restore_atom, const std::string& dir, const actor_state& state) {
-        return on_restore(self, dir, state);
+      [=](snapshot_atom, const std::string& dir) -> caf::result<actor_state> {
+        auto& st = self->state;
+        try {
+          st.core->save(dir);
+          return actor_state{encode_state(self->system(), st)};
+        } catch (const std::exception& ex) {
+          return runtime::to_error(ex, "critic '" + st.name + "'");
+        }
+      },
+      [=](restore_atom, const std::string& dir, const actor_state& state) -> caf::result<bool> {
+        auto& st = self->state;
+        if (!decode_state(self->system(), st, state.bytes)) return false;
+        try {
+          st.core->restore(dir);
+        } catch (const std::exception& ex) {
+          return runtime::to_error(ex, "critic '" + st.name + "'");
+        }
+        return true;
       },
   };
 }
