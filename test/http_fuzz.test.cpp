@@ -429,7 +429,10 @@ void check_remote_run(const std::string& name, const outcome& o, const run_limit
       named = named || err.find(c) != std::string::npos;
     }
   }
-  std::string problem = problem_of(o, limits, 1, 4);
+  // At most 4 lines of its own, and one warning for each restart after a transient failure
+  // (an unreachable or failing server: the driver restarts the actor up to maxStartupFailures
+  // times, 3 by default, before the run ends; docs/errors.md).
+  std::string problem = problem_of(o, limits, 1, 4 + 4);
   if (problem.empty() && sent.empty() && o.status != 0)
     problem = "valid answers, and the run failed";
   if (problem.empty() && o.status == 1 && (err.find(url) == std::string::npos || !named))
