@@ -5,6 +5,13 @@
 #include <caf/sec.hpp>
 
 namespace milesrt::runtime {
+namespace {
+
+bool is_milesrt_code(uint8_t c) {
+  return c >= static_cast<uint8_t>(errc::bad_input) && c <= static_cast<uint8_t>(errc::cancelled);
+}
+
+}  // namespace
 
 caf::error make_failure(errc code, std::string message) {
   return caf::make_error(code, std::move(message));
@@ -16,18 +23,9 @@ caf::error to_error(const std::exception& e, std::string_view context) {
   return make_failure(classify(e), std::move(message));
 }
 
-caf::error current_error(std::string_view context) {
-  auto [code, message] = current_failure();
-  if (!context.empty()) message = std::string(context) + ": " + message;
-  return make_failure(code, std::move(message));
-}
-
 errc class_of(const caf::error& err) {
   if (err.category() == caf::atom("milesrt")) {
-    const uint8_t c = err.code();
-    if (c >= static_cast<uint8_t>(errc::bad_input) && c <= static_cast<uint8_t>(errc::cancelled))
-      return static_cast<errc>(c);
-    return errc::internal;
+    return is_milesrt_code(err.code()) ? static_cast<errc>(err.code()) : errc::internal;
   }
   if (err == caf::sec::request_timeout) return errc::transient;
   if (err == caf::sec::invalid_argument) return errc::bad_input;
@@ -35,14 +33,10 @@ errc class_of(const caf::error& err) {
 }
 
 std::string message_of(const caf::error& err) {
-  if (err.category() == caf::atom("milesrt")) {
-    const auto& ctx = err.context();
-    if (ctx.match_elements<std::string>()) return ctx.get_as<std::string>(0);
-    return to_string(class_of(err));
-  }
-  // CAF's own errors: "<code> (<context>)" without the category prefix where there is a context.
+  // The context string where there is one (milesrt's errors always have one).
   const auto& ctx = err.context();
   if (ctx.match_elements<std::string>()) return ctx.get_as<std::string>(0);
+  if (err.category() == caf::atom("milesrt")) return to_string(class_of(err));
   return caf::to_string(err);
 }
 
@@ -59,7 +53,7 @@ void add_error_category(caf::actor_system_config& config) {
   config.add_error_category(
       caf::atom("milesrt"), [](uint8_t code, caf::atom_value, const caf::message& ctx) {
         std::string out = "milesrt: ";
-        out += code >= 1 && code <= 5 ? to_string(static_cast<errc>(code)) : "unknown";
+        out += is_milesrt_code(code) ? to_string(static_cast<errc>(code)) : "unknown";
         if (ctx.match_elements<std::string>()) out += " (" + ctx.get_as<std::string>(0) + ")";
         return out;
       });

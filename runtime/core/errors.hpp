@@ -27,9 +27,6 @@ caf::error make_failure(errc code, std::string message);
 /// with `context` ("actor 'learner'") when there is one.
 caf::error to_error(const std::exception& e, std::string_view context = {});
 
-/// The exception being handled (call inside a catch block) as to_error makes it.
-caf::error current_error(std::string_view context = {});
-
 /// The class of any error an actor can answer with: milesrt's own; of CAF's, a missed deadline is
 /// transient, an invalid argument is bad input, the rest (a receiver that died, say) internal.
 errc class_of(const caf::error& err);

@@ -14,7 +14,6 @@ namespace {
 
 std::atomic<int> g_level{static_cast<int>(level::info)};
 std::atomic<bool> g_json{false};
-thread_local at t_scope;
 
 constexpr const char* kLevelNames[] = {"trace", "debug", "info", "warn", "error", "off"};
 
@@ -65,32 +64,25 @@ std::string format_name() { return g_json ? "json" : "text"; }
 level threshold() { return static_cast<level>(g_level.load()); }
 
 void write(level l, const at& where, std::string_view message) {
-  const at& w = where.actor.empty() && !where.step ? t_scope : where;
   const char* name = kLevelNames[static_cast<int>(l)];
   std::string line;
   if (g_json) {
     nlohmann::ordered_json j;
     j["time"] = timestamp();
     j["level"] = name;
-    if (!w.actor.empty()) j["actor"] = w.actor;
-    if (w.step) j["step"] = *w.step;
+    if (!where.actor.empty()) j["actor"] = where.actor;
+    if (where.step) j["step"] = *where.step;
     j["message"] = message;
     line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
     line = fmt::format("{} {:<5} ", timestamp(), name);
-    if (!w.actor.empty())
-      line += "[" + w.actor + (w.step ? fmt::format(" step {}", *w.step) : "") + "] ";
-    else if (w.step)
-      line += fmt::format("[step {}] ", *w.step);
+    if (!where.actor.empty())
+      line += "[" + where.actor + (where.step ? fmt::format(" step {}", *where.step) : "") + "] ";
+    else if (where.step)
+      line += fmt::format("[step {}] ", *where.step);
     line += message;
   }
   sink().log(spdlog::level::info, line);
 }
-
-scope::scope(std::string actor, std::optional<uint64_t> step) : saved_(t_scope) {
-  t_scope = at{std::move(actor), step};
-}
-
-scope::~scope() { t_scope = std::move(saved_); }
 
 }  // namespace milesrt::log

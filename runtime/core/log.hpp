@@ -6,7 +6,6 @@
 ///
 ///   log::info("worker '{}' joined again", name);                 // no actor, no step
 ///   log::warn(log::at{"learner", 12}, "gradient norm {}", norm);  // names the actor and step
-///   log::scope s("stage");  // lines this thread logs until `s` ends name the actor
 ///
 /// The lines are written through spdlog (one logger, thread-safe) in log.cpp. A message's `{}`
 /// are replaced by the arguments in order, each written as `operator<<` writes it; this header
@@ -40,20 +39,8 @@ std::string format_name();
 level threshold();
 inline bool enabled(level l) { return l >= threshold() && l != level::off; }
 
-/// Writes one line at `l` about `where` (the thread's scope where `where` names no actor).
+/// Writes one line at `l` about `where`.
 void write(level l, const at& where, std::string_view message);
-
-/// Names the actor (and step) of the lines this thread logs while it lives; nests.
-class scope {
- public:
-  explicit scope(std::string actor, std::optional<uint64_t> step = std::nullopt);
-  ~scope();
-  scope(const scope&) = delete;
-  scope& operator=(const scope&) = delete;
-
- private:
-  at saved_;
-};
 
 namespace detail {
 

@@ -205,6 +205,7 @@ const renamed_field* find_rename(const std::vector<renamed_field>& table, const 
 
 std::string rename_message(const renamed_field& r, const std::string& file) {
   if (r.to.empty()) return "field " + r.from + " was removed: " + r.hint;
+  if (file.empty()) return "field " + r.from + " was renamed " + r.to;
   return "field " + r.from + " was renamed " + r.to + " (`milesrt upgrade " + file +
          "` rewrites the file)";
 }

@@ -55,8 +55,8 @@ struct renamed_field {
 const renamed_field* find_rename(const std::vector<renamed_field>& table, const std::string& in,
                                  const std::string& name);
 
-/// "field X was renamed Y (`milesrt upgrade FILE` rewrites the file)", or for a removed field
-/// "field X was removed: HINT".
+/// "field X was renamed Y (`milesrt upgrade FILE` rewrites the file)" (without the parenthesis
+/// when `file` is empty: a `--set`), or for a removed field "field X was removed: HINT".
 std::string rename_message(const renamed_field& r, const std::string& file);
 
 /// Where absolute imports ("/milesrt/graph.capnp", "/capnp/c++.capnp") are looked up.

@@ -145,8 +145,7 @@ std::string or_renamed(std::string err, capnp::DynamicStruct::Builder target,
                        const std::string& field, const rename_table& renames) {
   if (err.rfind("no field '", 0) != 0) return err;
   const std::string in = target.getSchema().getShortDisplayName().cStr();
-  if (const renamed_field* r = find_rename(renames, in, field))
-    return r->to.empty() ? rename_message(*r, "") : "field " + r->from + " was renamed " + r->to;
+  if (const renamed_field* r = find_rename(renames, in, field)) return rename_message(*r, "");
   return err;
 }
 
