@@ -208,8 +208,9 @@ cli::exit_status generate_command(const generate_options& opt, cli::context& ctx
   }
   std::unique_ptr<llm::decoder> model = load_model(opt, ctx);
   if (!model) return cli::exit_status::bad_input;
-  std::string tok_error;
-  auto tok = text_codec::load(opt.model, opt.chat, tok_error, opt.bos);
+  auto loaded = text_codec::load(opt.model, opt.chat, opt.bos);
+  const std::unique_ptr<text_codec> tok = std::move(loaded.codec);
+  const std::string& tok_error = loaded.error;
   if (!tok && !opt.chat.empty()) {
     cli::print_error(ctx.err, "generate", tok_error);
     return cli::exit_status::bad_input;

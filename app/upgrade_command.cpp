@@ -92,7 +92,7 @@ cli::exit_status upgrade(const upgrade_options& opt, cli::context& ctx) {
     cli::print_error(ctx.err, "upgrade",
                      opt.file + ": " + (edits.empty() ? "" : "the upgraded file ") +
                          "does not load; unchanged:");
-    for (const auto& d : loaded.errors) cli::print_error(ctx.err, "upgrade", d.text);
+    for (const auto& d : loaded.errors) cli::print_error(ctx.err, "upgrade", d.text());
     return cli::exit_status::bad_input;
   }
   if (edits.empty()) {

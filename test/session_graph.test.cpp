@@ -210,9 +210,9 @@ bool holds_one(const std::string& text, const std::vector<std::string>& stops) {
 
 TEST_F(SessionGraph, AStopStringEndsTheTurnAtTheTokenThatCompletedIt) {
   start(1, 1);
-  std::string codec_error;
-  auto codec = llm::text_codec::load(model_, "", codec_error, "auto");
-  ASSERT_TRUE(codec) << codec_error;
+  auto loaded = llm::text_codec::load(model_, "", "auto");
+  ASSERT_TRUE(loaded.codec) << loaded.error;
+  const auto& codec = loaded.codec;
   // Stop strings a random model writes soon: sampling stops at the first token whose text (the
   // output so far, decoded) holds one, and that token is kept, in the answer and the session.
   const std::vector<std::string> stops = {"e", "a", "o", "i"};

@@ -230,10 +230,10 @@ void register_trajectory_buffer_kind(kind_registry& registry,
       {"groups", llm::port_type::scored_group, "the learner's batches, as its policy picks them"}};
   k.params_member = "trajectoryBuffer";
   k.check_params = [policies](capnp::DynamicStruct::Reader r) {
-    std::vector<std::string> problems;
+    problem_list problems;
     auto p = r.as<schema::TrajectoryBufferParams>();
     if (auto bad = policies->check(p.getPolicy()); !bad.empty())
-      problems.push_back("policy: " + bad);
+      problems.push_back({"policy", bad});
     return problems;
   };
   k.spawn = [policies](caf::actor_system& sys, const actor_setup& s) -> caf::actor {

@@ -160,19 +160,19 @@ critic_actor::behavior_type critic_fn(critic_actor::stateful_pointer<critic_stat
   };
 }
 
-std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+problem_list check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::CriticParams>();
-  std::vector<std::string> problems;
-  auto bad = [&](const std::string& s) { problems.push_back(s); };
+  problem_list problems;
+  auto bad = [&](problem p) { problems.push_back(std::move(p)); };
   for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights))
     bad(e);
-  if (!(p.getLr() > 0)) bad("lr: must be > 0");
-  if (!(p.getWeightDecay() >= 0)) bad("weightDecay: must be >= 0");
-  if (!(p.getGradClip() >= 0)) bad("gradClip: must be >= 0 (0 = off)");
-  if (!(p.getValueClip() >= 0)) bad("valueClip: must be >= 0 (0 = off)");
-  if (!(p.getGamma() >= 0 && p.getGamma() <= 1)) bad("gamma: must be in [0, 1]");
-  if (!(p.getLambda() >= 0 && p.getLambda() <= 1)) bad("lambda: must be in [0, 1]");
-  if (p.getTrainBatch() == 0) bad("trainBatch: must be at least 1");
+  if (!(p.getLr() > 0)) bad({"lr", "must be > 0"});
+  if (!(p.getWeightDecay() >= 0)) bad({"weightDecay", "must be >= 0"});
+  if (!(p.getGradClip() >= 0)) bad({"gradClip", "must be >= 0 (0 = off)"});
+  if (!(p.getValueClip() >= 0)) bad({"valueClip", "must be >= 0 (0 = off)"});
+  if (!(p.getGamma() >= 0 && p.getGamma() <= 1)) bad({"gamma", "must be in [0, 1]"});
+  if (!(p.getLambda() >= 0 && p.getLambda() <= 1)) bad({"lambda", "must be in [0, 1]"});
+  if (p.getTrainBatch() == 0) bad({"trainBatch", "must be at least 1"});
   return problems;
 }
 
@@ -195,7 +195,7 @@ void register_critic_kind(kind_registry& registry) {
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::CriticParams>();
     for (const auto& problem : check(*s.params_struct))
-      throw std::invalid_argument("params.critic." + problem);
+      throw std::invalid_argument(within("params.critic", problem).text());
     critic_options o;
     o.optimizer.lr = p.getLr();
     o.optimizer.weight_decay = p.getWeightDecay();

@@ -231,13 +231,13 @@ TEST_F(CriticKind, ChecksParamsAndPorts) {
   params_of<schema::CriticParams> p;
   auto problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0].rfind("model: required", 0), 0u);
+  EXPECT_EQ(problems[0].text().rfind("model: required", 0), 0u);
   p->setModel((dir_ / "init").string());
   p->setTrainBatch(0);
   p->setGamma(1.5);
   problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 2u);
-  EXPECT_EQ(problems[0], "gamma: must be in [0, 1]");
+  EXPECT_EQ(problems[0].text(), "gamma: must be in [0, 1]");
   EXPECT_EQ(problems[1], "trainBatch: must be at least 1");
 
   test_system ts(registry_);

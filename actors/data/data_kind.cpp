@@ -152,17 +152,17 @@ void register_data_kind(runtime::kind_registry& registry) {
   k.params_member = "data";
   k.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::DataParams>();
-    std::vector<std::string> problems;
+    problem_list problems;
     const std::string path = p.getPath();
     std::error_code ec;
     if (path.empty()) {
-      problems.push_back("path: required (a JSONL file)");
+      problems.push_back({"path", "required (a JSONL file)"});
     } else if (runtime::named_files_read() && !std::filesystem::is_regular_file(path, ec)) {
-      problems.push_back("path: '" + path + "' is not a file");
+      problems.push_back({"path", "'" + path + "' is not a file"});
     }
     if (p.getPromptKey().size() == 0 && p.getMessagesKey().size() == 0 &&
         p.getPromptIdsKey().size() == 0) {
-      problems.push_back("promptKey: required when messagesKey and promptIdsKey are empty");
+      problems.push_back({"promptKey", "required when messagesKey and promptIdsKey are empty"});
     }
     return problems;
   };

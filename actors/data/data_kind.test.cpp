@@ -182,12 +182,12 @@ TEST_F(DataKind, ChecksItsParams) {
   params_of<schema::DataParams> none;
   auto problems = kind->check_params(capnp::toDynamic((*none).asReader()));
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0], "path: required (a JSONL file)");
+  EXPECT_EQ(problems[0].text(), "path: required (a JSONL file)");
   params_of<schema::DataParams> absent;
   absent->setPath((dir_ / "absent.jsonl").string());
   problems = kind->check_params(capnp::toDynamic((*absent).asReader()));
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0], "path: '" + (dir_ / "absent.jsonl").string() + "' is not a file");
+  EXPECT_EQ(problems[0].text(), "path: '" + (dir_ / "absent.jsonl").string() + "' is not a file");
 
   std::ofstream(dir_ / "bad.jsonl") << "{\"prompt\": \"a\"}\nnot json\n";
   params_of<schema::DataParams> bad;

@@ -130,12 +130,17 @@ TEST(Environments, TheBuiltinsAreRegistered) {
   auto r = builtin_environments();
   EXPECT_EQ(r.names(), (std::vector<std::string>{"calculator", "remote"}));
   EXPECT_EQ(r.check("chess"), "'chess' is not one of: calculator, remote");
-  std::string e;
-  parse_options("[1]", "options", e);
-  EXPECT_EQ(e, "options: expected a JSON object, got '[1]'");
-  e.clear();
-  parse_options("{", "options", e);
-  EXPECT_EQ(e, "options: not JSON: '{'");
+  auto refusal = [](const std::string& text) {
+    try {
+      parse_options(text, "options");
+    } catch (const problem_error& e) {
+      return e.get().field + " | " + e.get().what;
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("[1]"), "options | expected a JSON object, got '[1]'");
+  EXPECT_EQ(refusal("{"), "options | not JSON: '{'");
+  EXPECT_EQ(refusal("{}"), "accepted");
 }
 
 }  // namespace

@@ -11,21 +11,13 @@ environment_registry builtin_environments() {
   return r;
 }
 
-json parse_options(const std::string& text, const std::string& what, std::string& error) {
+json parse_options(const std::string& text, const std::string& field) {
   if (text.empty()) return json::object();
-  if (auto deep = runtime::json_nesting_problem(text); !deep.empty()) {
-    error = what + ": " + deep;
-    return json::object();
-  }
+  if (auto deep = runtime::json_nesting_problem(text); !deep.empty())
+    throw problem_error({field, deep});
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) {
-    error = what + ": not JSON: '" + text + "'";
-    return json::object();
-  }
-  if (!j.is_object()) {
-    error = what + ": expected a JSON object, got '" + text + "'";
-    return json::object();
-  }
+  if (j.is_discarded()) throw problem_error({field, "not JSON: '" + text + "'"});
+  if (!j.is_object()) throw problem_error({field, "expected a JSON object, got '" + text + "'"});
   return j;
 }
 

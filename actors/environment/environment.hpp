@@ -18,6 +18,7 @@
 #include <string>
 
 #include "actors/lib/rl/registry.hpp"
+#include "runtime/core/problem.hpp"
 
 namespace milesrt::environment {
 
@@ -80,7 +81,7 @@ environment_registry builtin_environments();
 std::unique_ptr<environment> make_calculator_environment();
 std::unique_ptr<environment> make_remote_environment();
 
-/// A JSON object of options, or the error naming `what` ("options: not JSON: ...").
-json parse_options(const std::string& text, const std::string& what, std::string& error);
+/// A JSON object of options; throws problem_error naming `field` ("options: not JSON: ...").
+json parse_options(const std::string& text, const std::string& field);
 
 }  // namespace milesrt::environment

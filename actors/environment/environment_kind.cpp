@@ -19,59 +19,61 @@ namespace {
 using namespace milesrt::runtime;
 namespace fs = std::filesystem;
 
-/// An environment made and configured with `options_text`; "" or the problem in `error`.
+/// An environment made and configured with `options_text` (the params' `field`); throws
+/// problem_error naming the field when the name or the options are wrong.
 std::unique_ptr<environment> make_configured(const environment_registry& envs,
                                              const std::string& name,
                                              const std::string& options_text,
-                                             const std::string& field, std::string& error) {
-  if (auto bad = envs.check(name); !bad.empty()) {
-    error = "environment: " + bad;
-    return nullptr;
-  }
-  json options = parse_options(options_text, field, error);
-  if (!error.empty()) return nullptr;
+                                             const std::string& field) {
+  if (auto bad = envs.check(name); !bad.empty()) throw problem_error({"environment", bad});
+  json options = parse_options(options_text, field);
   auto env = envs.make(name);
-  if (auto bad = env->configure(options); !bad.empty()) {
-    error = field + " (" + name + "): " + bad;
-    return nullptr;
-  }
+  if (auto bad = env->configure(options); !bad.empty())
+    throw problem_error({field + " (" + name + ")", bad});
   return env;
 }
 
-std::vector<std::string> check(const environment_registry& envs,
+/// make_configured's refusal as a problem of the params.
+void check_configured(const environment_registry& envs, const std::string& name,
+                      const std::string& options_text, const std::string& field,
+                      problem_list& problems) {
+  try {
+    make_configured(envs, name, options_text, field);
+  } catch (const problem_error& e) {
+    problems.push_back(e.get());
+  }
+}
+
+problem_list check(const environment_registry& envs,
                                capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::EnvironmentParams>();
-  std::vector<std::string> problems;
-  std::string error;
-  make_configured(envs, p.getEnvironment(), p.getOptions(), "options", error);
-  if (!error.empty()) problems.push_back(error);
+  problem_list problems;
+  check_configured(envs, p.getEnvironment(), p.getOptions(), "options", problems);
   for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::tokenizer))
     problems.push_back(e);
   for (auto [field, v] :
        {std::pair{"samplesPerPrompt", p.getSamplesPerPrompt()},
         std::pair{"maxTurns", p.getMaxTurns()}, std::pair{"maxTokens", p.getMaxTokens()},
         std::pair{"maxNewTokens", p.getMaxNewTokens()}}) {
-    if (v == 0) problems.push_back(std::string(field) + ": must be at least 1");
+    if (v == 0) problems.push_back({field, "must be at least 1"});
   }
   for (auto [field, v] : {std::pair{"maxSeconds", p.getMaxSeconds()},
                           std::pair{"generateDeadlineSeconds", p.getGenerateDeadlineSeconds()}}) {
     if (!(v > 0) || !std::isfinite(v) || v > 1e7)
-      problems.push_back(std::string(field) + ": must be > 0 and at most 1e7 seconds");
+      problems.push_back({field, "must be > 0 and at most 1e7 seconds"});
   }
   for (auto [field, v] : {std::pair{"temperature", p.getTemperature()},
                           std::pair{"evalTemperature", p.getEvalTemperature()}}) {
     if (!(v >= 1e-5 && v <= 1e5))
-      problems.push_back(std::string(field) + ": must be from 1e-05 to 100000");
+      problems.push_back({field, "must be from 1e-05 to 100000"});
   }
-  if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
+  if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back({"topP", "must be in (0, 1]"});
   const std::string eval = p.getEvalData();
   if (!eval.empty() && runtime::named_files_read() && !fs::is_regular_file(eval))
-    problems.push_back("evalData: '" + eval + "' is not a file (JSONL tasks)");
+    problems.push_back({"evalData", "'" + eval + "' is not a file (JSONL tasks)"});
   if (p.getEvalOptions().size() > 0) {
-    if (eval.empty()) problems.push_back("evalOptions: needs evalData");
-    std::string e;
-    make_configured(envs, p.getEnvironment(), p.getEvalOptions(), "evalOptions", e);
-    if (!e.empty()) problems.push_back(e);
+    if (eval.empty()) problems.push_back({"evalOptions", "needs evalData"});
+    check_configured(envs, p.getEnvironment(), p.getEvalOptions(), "evalOptions", problems);
   }
   return problems;
 }
@@ -103,12 +105,12 @@ caf::actor spawn(const environment_registry& envs, caf::actor_system& sys, const
         "chatTemplate: " + (tmpl.error.empty() ? "the model has no chat template" : tmpl.error));
   cfg.tok = tok.tok;
   cfg.tmpl = tmpl.tmpl;
-  std::string error;
-  cfg.env = make_configured(envs, cfg.name, p.getOptions(), "options", error);
-  if (!cfg.env) throw std::invalid_argument(where + error);
-  if (p.getEvalOptions().size() > 0) {
-    cfg.eval_alt = make_configured(envs, cfg.name, p.getEvalOptions(), "evalOptions", error);
-    if (!cfg.eval_alt) throw std::invalid_argument(where + error);
+  try {
+    cfg.env = make_configured(envs, cfg.name, p.getOptions(), "options");
+    if (p.getEvalOptions().size() > 0)
+      cfg.eval_alt = make_configured(envs, cfg.name, p.getEvalOptions(), "evalOptions");
+  } catch (const problem_error& e) {
+    throw std::invalid_argument(where + e.what());
   }
   cfg.limits.max_turns = p.getMaxTurns();
   cfg.limits.max_tokens = p.getMaxTokens();

@@ -130,7 +130,7 @@ class EnvironmentKind : public ::testing::Test {
         << "schedule = (sync = void), run = (steps = " << steps
         << ", batchSize = 1, deadlineSeconds = 60));\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
-    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text());
     return std::move(loaded.graph);
   }
 
@@ -138,7 +138,7 @@ class EnvironmentKind : public ::testing::Test {
                   int steps = 1) {
     auto g = load(env_params, gen, steps);
     auto problems = graph::validate_kinds(*g, kinds_);
-    EXPECT_TRUE(problems.empty()) << problems[0].text;
+    EXPECT_TRUE(problems.empty()) << problems[0].text();
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::milesrt_runtime>();
     cfg.add_message_types<caf::id_block::milesrt_llm>();
@@ -279,7 +279,7 @@ TEST_F(EnvironmentKind, TheCheckNamesEachBadParam) {
       "evalOptions = \"{\\\"tool\\\": 3}\"");
   auto problems = graph::validate_kinds(*g, kinds_);
   std::string all;
-  for (const auto& p : problems) all += p.text + "\n";
+  for (const auto& p : problems) all += p.text() + "\n";
   for (const char* want : {"environment: 'chess' is not one of: calculator, remote",
                            "samplesPerPrompt: must be at least 1", "maxSeconds: must be > 0",
                            "topP: must be in (0, 1]", "evalOptions: needs evalData"})
@@ -287,9 +287,9 @@ TEST_F(EnvironmentKind, TheCheckNamesEachBadParam) {
   g = load("options = \"{\\\"tool\\\": 3}\"");
   problems = graph::validate_kinds(*g, kinds_);
   ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems[0].text.find("options (calculator): options.tool: expected true or false"),
+  EXPECT_NE(problems[0].text().find("options (calculator): options.tool: expected true or false"),
             std::string::npos)
-      << problems[0].text;
+      << problems[0].text();
 }
 
 }  // namespace

@@ -142,11 +142,12 @@ class remote final : public environment {
       }
     }
     if (s->base.empty()) return "options.url: required (the environment server, http://host:port)";
-    std::string error;
-    auto url = runtime::parse_http_url(s->base, error);
-    if (!url) return "options.url: '" + s->base + "': " + error;
+    try {
+      s->url = runtime::parse_http_url(s->base);
+    } catch (const std::invalid_argument& e) {
+      return "options.url: '" + s->base + "': " + e.what();
+    }
     while (!s->base.empty() && s->base.back() == '/') s->base.pop_back();
-    s->url = *url;
     server_ = std::move(s);
     return "";
   }

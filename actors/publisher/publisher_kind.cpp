@@ -157,20 +157,20 @@ publisher_actor::behavior_type publisher_fn(publisher_actor::stateful_pointer<pu
   };
 }
 
-std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+problem_list check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::PublisherParams>();
-  std::vector<std::string> problems;
+  problem_list problems;
   auto t = p.getTransport();
   if (t == schema::PublisherParams::Transport::BROADCAST ||
       t == schema::PublisherParams::Transport::P2P) {
 #ifndef MILESRT_HAVE_NCCL
-    problems.push_back("transport: " + transport_name(t) + " needs a build with CUDA and NCCL");
+    problems.push_back({"transport", transport_name(t) + " needs a build with CUDA and NCCL"});
 #endif
     if (p.getEngines() == 0)
-      problems.push_back("engines: must be at least 1 for " + transport_name(t));
-    if (p.getBucketMb() == 0) problems.push_back("bucketMb: must be at least 1");
+      problems.push_back({"engines", "must be at least 1 for " + transport_name(t)});
+    if (p.getBucketMb() == 0) problems.push_back({"bucketMb", "must be at least 1"});
   }
-  if (p.getKeepVersions() == 0) problems.push_back("keepVersions: must be at least 1");
+  if (p.getKeepVersions() == 0) problems.push_back({"keepVersions", "must be at least 1"});
   return problems;
 }
 
@@ -180,20 +180,20 @@ std::string process_of(const std::string& placement) {
 
 // Colocated publishing hands the trainer's buffer to the engine inside one process: the trainers
 // that feed this publisher and the engines it feeds must share its placement.
-std::vector<std::string> check_placements(capnp::DynamicStruct::Reader reader,
+problem_list check_placements(capnp::DynamicStruct::Reader reader,
                                           const actor_in_graph& g) {
-  std::vector<std::string> problems;
+  problem_list problems;
   if (reader.as<schema::PublisherParams>().getTransport() !=
       schema::PublisherParams::Transport::COLOCATED)
     return problems;
   auto check = [&](const graph_neighbour& n) {
     if (n.placement == g.placement) return;
     problems.push_back(
-        "transport: colocated hands the weights over inside one process, but actor '" + n.name +
+        {"transport", "colocated hands the weights over inside one process, but actor '" + n.name +
         "' (" + n.kind + ") is placed on " + process_of(n.placement) + " and the publisher on " +
         process_of(g.placement) +
         " (place them together, or publish across processes with ipc, diskDelta "
-        "or broadcast)");
+        "or broadcast)"});
   };
   for (const auto& n : g.upstream) check(n);
   for (const auto& n : g.downstream) check(n);
@@ -217,7 +217,7 @@ void register_publisher_kind(kind_registry& registry) {
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::PublisherParams>();
     for (const auto& problem : check(*s.params_struct))
-      throw std::invalid_argument("params.publisher." + problem);
+      throw std::invalid_argument(within("params.publisher", problem).text());
     auto init = std::make_shared<publisher_state>();
     init->name = s.name;
     init->kind = p.getTransport();

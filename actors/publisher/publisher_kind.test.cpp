@@ -293,14 +293,14 @@ TEST_F(PublisherKind, ErrorsNameThePublisherAndTheProblem) {
   p->setEngines(0);
   auto problems = kinds_.find("publisher")->check_params(capnp::toDynamic(p->asReader()));
   ASSERT_FALSE(problems.empty());
-  EXPECT_NE(problems.back().find("engines: must be at least 1"), std::string::npos)
-      << problems.back();
+  EXPECT_EQ(problems.back().field, "engines");
+  EXPECT_EQ(problems.back().what, "must be at least 1 for broadcast");
   EXPECT_THROW(kinds_.find("publisher")->spawn(sys(), p.setup()), std::invalid_argument);
   params_of<schema::PublisherParams> none_kept;
   none_kept->setKeepVersions(0);
   problems = kinds_.find("publisher")->check_params(capnp::toDynamic(none_kept->asReader()));
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0], "keepVersions: must be at least 1");
+  EXPECT_EQ(problems[0].text(), "keepVersions: must be at least 1");
 #ifdef MILESRT_HAVE_NCCL
   auto b = spawn(Transport::BROADCAST, Handover::SHARE);
   ref.channel = "trainer";

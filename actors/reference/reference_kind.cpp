@@ -61,10 +61,10 @@ stage_actor::behavior_type reference_fn(stage_actor::stateful_pointer<reference_
   };
 }
 
-std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+problem_list check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::ReferenceParams>();
   auto problems = llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights);
-  if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
+  if (!(p.getTemperature() > 0)) problems.push_back({"temperature", "must be > 0"});
   return problems;
 }
 
@@ -115,7 +115,7 @@ void register_reference_kind(kind_registry& registry) {
   k.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
     auto p = s.params_struct->as<schema::ReferenceParams>();
     for (const auto& problem : check(*s.params_struct))
-      throw std::invalid_argument("params.reference." + problem);
+      throw std::invalid_argument(within("params.reference", problem).text());
     auto init = std::make_shared<reference_state>();
     init->name = s.name;
     init->temperature = p.getTemperature();

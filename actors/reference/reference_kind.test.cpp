@@ -121,16 +121,16 @@ TEST_F(ReferenceKind, ChecksParams) {
   params_of<schema::ReferenceParams> p;
   auto problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0].rfind("model: required", 0), 0u);
+  EXPECT_EQ(problems[0].text().rfind("model: required", 0), 0u);
   p->setModel("m");
   problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0], "model: 'm' is not a folder (a Hugging Face model folder)");
+  EXPECT_EQ(problems[0].text(), "model: 'm' is not a folder (a Hugging Face model folder)");
   p->setModel(dir_.string());
   p->setTemperature(0);
   problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0], "temperature: must be > 0");
+  EXPECT_EQ(problems[0].text(), "temperature: must be > 0");
 }
 
 }  // namespace

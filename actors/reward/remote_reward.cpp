@@ -69,9 +69,8 @@ std::vector<float> parse_reward_answer(const std::string& body, size_t count) {
 std::vector<float> fetch_rewards(const remote_reward_config& config,
                                  const llm::sample_group& group) {
   const std::string where = "POST " + config.url + ": ";
-  std::string error;
-  auto url = runtime::parse_http_url(config.url, error);
-  if (!url) throw std::runtime_error(where + error);
+  const auto url =
+      in_context("POST " + config.url, [&] { return runtime::parse_http_url(config.url); });
   const std::string body = reward_request_body(group);
   const uint32_t attempts = config.retries + 1;
   double backoff = config.backoff_seconds;
@@ -83,7 +82,7 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
     }
     runtime::http_reply res;
     try {
-      res = runtime::http_post(*url, body, std::chrono::duration<double>(config.timeout_seconds));
+      res = runtime::http_post(url, body, std::chrono::duration<double>(config.timeout_seconds));
     } catch (const std::runtime_error& e) {
       last = e.what();
       continue;

@@ -7,6 +7,7 @@
 #include "actors/reward/remote_reward.hpp"
 #include "milesrt/reward.capnp.h"
 #include "runtime/core/errors.hpp"
+#include "runtime/core/failure.hpp"
 #include "runtime/core/interfaces.hpp"
 #include "runtime/core/timer.hpp"
 #include "runtime/http/http_client.hpp"
@@ -120,11 +121,11 @@ void register_reward_kinds(runtime::kind_registry& registry) {
   math.params_member = "mathReward";
   math.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::MathRewardParams>();
-    std::vector<std::string> problems;
+    problem_list problems;
     for (auto [name, v] : {std::pair<const char*, double>{"correct", p.getCorrect()},
                            {"wrong", p.getWrong()},
                            {"noAnswer", p.getNoAnswer()}}) {
-      if (!std::isfinite(v)) problems.push_back(std::string(name) + ": must be a finite number");
+      if (!std::isfinite(v)) problems.push_back({name, "must be a finite number"});
     }
     return problems;
   };
@@ -145,15 +146,18 @@ void register_reward_kinds(runtime::kind_registry& registry) {
   remote.params_member = "remoteReward";
   remote.check_params = [](capnp::DynamicStruct::Reader reader) {
     auto p = reader.as<schema::RemoteRewardParams>();
-    std::vector<std::string> problems;
-    std::string error;
+    problem_list problems;
     if (p.getUrl().size() == 0) {
-      problems.push_back("url: required (http://host:port/path)");
-    } else if (!parse_http_url(p.getUrl(), error)) {
-      problems.push_back("url: '" + std::string(p.getUrl()) + "': " + error);
+      problems.push_back({"url", "required (http://host:port/path)"});
+    } else {
+      try {
+        parse_http_url(p.getUrl());
+      } catch (const std::invalid_argument& e) {
+        problems.push_back({"url", "'" + std::string(p.getUrl()) + "': " + e.what()});
+      }
     }
-    if (!(p.getTimeoutSeconds() > 0)) problems.push_back("timeoutSeconds: must be > 0");
-    if (!(p.getBackoffSeconds() >= 0)) problems.push_back("backoffSeconds: must be >= 0");
+    if (!(p.getTimeoutSeconds() > 0)) problems.push_back({"timeoutSeconds", "must be > 0"});
+    if (!(p.getBackoffSeconds() >= 0)) problems.push_back({"backoffSeconds", "must be >= 0"});
     return problems;
   };
   remote.spawn = [](caf::actor_system& sys, const actor_setup& s) -> caf::actor {
@@ -163,9 +167,7 @@ void register_reward_kinds(runtime::kind_registry& registry) {
     c.timeout_seconds = p.getTimeoutSeconds();
     c.retries = p.getRetries();
     c.backoff_seconds = p.getBackoffSeconds();
-    std::string error;
-    if (!parse_http_url(c.url, error))
-      throw std::invalid_argument("params.remoteReward.url: '" + c.url + "': " + error);
+    in_context("params.remoteReward.url: '" + c.url + "'", [&] { parse_http_url(c.url); });
     // HTTP requests block: the actor gets a thread of its own.
     return caf::actor_cast<caf::actor>(sys.spawn<caf::detached>(remote_fn, c));
   };

@@ -318,12 +318,12 @@ TEST_F(RewardKinds, ChecksTheirParams) {
   params_of<schema::RemoteRewardParams> p;
   auto problems = remote->check_params(capnp::toDynamic((*p).asReader()));
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_EQ(problems[0], "url: required (http://host:port/path)");
+  EXPECT_EQ(problems[0].text(), "url: required (http://host:port/path)");
   p->setUrl("https://example.com/r");
   p->setTimeoutSeconds(0);
   problems = remote->check_params(capnp::toDynamic((*p).asReader()));
   ASSERT_EQ(problems.size(), 2u);
-  EXPECT_EQ(problems[0], "url: 'https://example.com/r': https is not supported (use http://)");
+  EXPECT_EQ(problems[0].text(), "url: 'https://example.com/r': https is not supported (use http://)");
   EXPECT_EQ(problems[1], "timeoutSeconds: must be > 0");
   const auto* math = kinds_.find("math_reward");
   ASSERT_NE(math, nullptr);

@@ -399,11 +399,11 @@ caf::actor spawn_rollout(caf::actor_system& sys, const actor_setup& s) {
   const pause_mode mode = pause_mode_of(p);
   // With a tokenizer, chat prompts are rendered with the graph's chat template (or the one
   // tokenizer_config.json names) and sampling stops at the end-of-sequence token.
-  std::string tok_error;
-  std::shared_ptr<text_codec> codec = text_codec::load(
-      std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error, bos_word(p.getBos()));
+  auto loaded = text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()),
+                                 bos_word(p.getBos()));
+  std::shared_ptr<text_codec> codec = std::move(loaded.codec);
   if (!codec && p.getChatTemplate().size() > 0) {
-    throw std::invalid_argument("params.rollout.chatTemplate: " + tok_error);
+    throw std::invalid_argument("params.rollout.chatTemplate: " + loaded.error);
   }
   if (codec && codec->eos()) base.stop_token_ids.push_back(*codec->eos());
   if (codec)

@@ -131,12 +131,12 @@ class RolloutKind : public ::testing::Test {
         << "  schedule = " << schedule << ",\n"
         << "  run = (steps = 3, batchSize = 2, deadlineSeconds = 120));\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
-    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text());
     kind_registry kinds;
     register_rollout_kind(kinds);
     register_test_kinds(kinds, log, chat);
     auto errors = graph::validate_kinds(*loaded.graph, kinds);
-    EXPECT_TRUE(errors.empty()) << errors[0].text;
+    EXPECT_TRUE(errors.empty()) << errors[0].text();
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::milesrt_runtime>();
     kinds.register_types(cfg);
@@ -208,12 +208,12 @@ class AbortedSamples : public RolloutKind {
         << "    (from = \"rollout.groups\", to = \"trainer.groups\"),\n"
         << "    (from = \"trainer.weights\", to = \"rollout.weights\")]);\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
-    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text());
     kind_registry kinds;
     register_rollout_kind(kinds);
     register_test_kinds(kinds, std::make_shared<seen>(), false);
     auto errors = graph::validate_kinds(*loaded.graph, kinds);
-    EXPECT_TRUE(errors.empty()) << errors[0].text;
+    EXPECT_TRUE(errors.empty()) << errors[0].text();
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::milesrt_runtime>();
     kinds.register_types(cfg);
@@ -321,7 +321,7 @@ TEST_F(RolloutKind, ParamsAreCheckedBeforeAnythingStarts) {
   register_rollout_kind(kinds);
   register_test_kinds(kinds, std::make_shared<seen>(), false);
   std::string all;
-  for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text + "\n";
+  for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text() + "\n";
   const std::string f = file.string() + ": actor 'rollout': params.rollout.";
   EXPECT_NE(all.find(f + "model: required (a Hugging Face model folder)"), std::string::npos)
       << all;
@@ -355,7 +355,7 @@ TEST_F(RolloutKind, LimitsAndTheModelFolderAreCheckedByValidation) {
     register_rollout_kind(kinds);
     register_test_kinds(kinds, std::make_shared<seen>(), false);
     std::string all;
-    for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text + "\n";
+    for (const auto& d : graph::validate_kinds(*loaded.graph, kinds)) all += d.text() + "\n";
     return all;
   };
   const std::string model = "model = \"" + (dir_ / "model").string() + "\"";
@@ -428,7 +428,7 @@ TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
   auto errors = [&](const fs::path& file) {
     std::string all;
     for (const auto& d : graph::load_graph(file, graph::default_import_dirs()).errors)
-      all += d.text + "\n";
+      all += d.text() + "\n";
     return all;
   };
   auto unknown = write("unknown.capnp", "device = tpu");
@@ -446,7 +446,7 @@ TEST_F(RolloutKind, EnumParamsAreCheckedByTheCompilerAndSetByName) {
   register_rollout_kind(kinds);
   auto set = [&](const std::string& a) {
     auto d = graph::apply_override(*loaded.graph, kinds, a);
-    return d ? d->text : std::string("<accepted>");
+    return d ? d->text() : std::string("<accepted>");
   };
   EXPECT_EQ(set("rollout.device=cuda"), "<accepted>");
   EXPECT_EQ(set("rollout.pauseMode=inPlace"), "<accepted>");
@@ -481,10 +481,9 @@ TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   auto o = run("(sync = void)", log, true);
   ASSERT_TRUE(o.ok) << o.error;
   ASSERT_EQ(log->groups.size(), 6u);
-  std::string error;
-  auto codec =
-      text_codec::load((dir_ / "chat_model").string(), (dir_ / "chat.jinja").string(), error);
-  ASSERT_TRUE(codec) << error;
+  auto loaded = text_codec::load((dir_ / "chat_model").string(), (dir_ / "chat.jinja").string());
+  ASSERT_TRUE(loaded.codec) << loaded.error;
+  const auto& codec = loaded.codec;
   for (const auto& g : log->groups) {
     auto text = codec->render(R"([{"role": "user", "content": "What is )" +
                               std::to_string(g.group_id) + R"( + 2? Answer briefly."}])");
@@ -494,26 +493,28 @@ TEST_F(RolloutKind, RendersChatMessagesWithTheGraphsTemplate) {
   // A template file that does not compile is refused when the actor starts, naming file and line.
   std::ofstream(dir_ / "bad.jinja")
       << "{{ bos_token }}\n{% for m in messages %}{{ m.content }\n{% endfor %}";
-  EXPECT_FALSE(
-      text_codec::load((dir_ / "chat_model").string(), (dir_ / "bad.jinja").string(), error));
-  EXPECT_NE(error.find((dir_ / "bad.jinja").string() + ": template line 2"), std::string::npos)
-      << error;
-  EXPECT_FALSE(
-      text_codec::load((dir_ / "chat_model").string(), (dir_ / "missing.jinja").string(), error));
-  EXPECT_NE(error.find("missing.jinja: cannot open the chat template (no such file)"),
+  auto bad = text_codec::load((dir_ / "chat_model").string(), (dir_ / "bad.jinja").string());
+  EXPECT_FALSE(bad.codec);
+  EXPECT_NE(bad.error.find((dir_ / "bad.jinja").string() + ": template line 2"), std::string::npos)
+      << bad.error;
+  auto missing =
+      text_codec::load((dir_ / "chat_model").string(), (dir_ / "missing.jinja").string());
+  EXPECT_FALSE(missing.codec);
+  EXPECT_NE(missing.error.find("missing.jinja: cannot open the chat template (no such file)"),
             std::string::npos)
-      << error;
+      << missing.error;
 }
 
 // The rollout's `bos` parameter reaches prompts given as text: DeepSeek-V3's LlamaTokenizerFast
 // convention (auto) puts BOS first, `never` leaves it out, chat prompts take the template's own.
 TEST_F(RolloutKind, TextPromptsGetTheBosPolicy) {
   const std::string dir = std::string(MILESRT_TOKENIZER_DATA) + "/deepseek_v3_bos";
-  std::string error;
-  auto with_auto = text_codec::load(dir, "", error, "auto");
-  ASSERT_TRUE(with_auto) << error;
-  auto with_never = text_codec::load(dir, "", error, "never");
-  ASSERT_TRUE(with_never) << error;
+  auto auto_loaded = text_codec::load(dir, "", "auto");
+  ASSERT_TRUE(auto_loaded.codec) << auto_loaded.error;
+  auto never_loaded = text_codec::load(dir, "", "never");
+  ASSERT_TRUE(never_loaded.codec) << never_loaded.error;
+  const auto& with_auto = auto_loaded.codec;
+  const auto& with_never = never_loaded.codec;
   auto plain = with_never->encode_prompt("hello world");
   ASSERT_FALSE(plain.empty());
   EXPECT_EQ(plain, with_never->encode("hello world"));
@@ -521,8 +522,9 @@ TEST_F(RolloutKind, TextPromptsGetTheBosPolicy) {
   ASSERT_EQ(ids.size(), plain.size() + 1);
   EXPECT_EQ(with_auto->decode({ids[0]}), "<｜begin▁of▁sentence｜>");
   EXPECT_TRUE(std::equal(plain.begin(), plain.end(), ids.begin() + 1));
-  EXPECT_FALSE(text_codec::load(dir, "", error, "sometimes"));
-  EXPECT_EQ(error, "bos: 'sometimes' is not auto, config or never");
+  auto other = text_codec::load(dir, "", "sometimes");
+  EXPECT_FALSE(other.codec);
+  EXPECT_EQ(other.error, "bos: 'sometimes' is not auto, config or never");
 }
 
 }  // namespace

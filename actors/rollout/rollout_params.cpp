@@ -18,7 +18,7 @@ namespace {
 // the limits, the weights' headers and shapes), and (on the CPU, with a fixed block count) that the
 // KV cache fits the machine's memory (docs/limits.md). The weights' values are read when the actor
 // starts.
-void check_model(capnp::DynamicStruct::Reader reader, std::vector<std::string>& problems) {
+void check_model(capnp::DynamicStruct::Reader reader, problem_list& problems) {
   auto p = reader.as<schema::RolloutParams>();
   llm::model_config c;
   bool read = false;
@@ -33,54 +33,53 @@ void check_model(capnp::DynamicStruct::Reader reader, std::vector<std::string>& 
     char line[160];
     std::snprintf(line, sizeof line, "%.1f GiB of KV cache exceed the machine's memory (%.1f GiB)",
                   bytes / double(1ull << 30), memory / double(1ull << 30));
-    problems.push_back("kvBlocks: " + std::to_string(p.getKvBlocks()) + " blocks of " +
-                       std::to_string(p.getBlockSize()) + " tokens: " + line);
+    problems.push_back({"kvBlocks", std::to_string(p.getKvBlocks()) + " blocks of " +
+                       std::to_string(p.getBlockSize()) + " tokens: " + line});
   }
 }
 }  // namespace
 
-std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reader) {
+problem_list check_rollout_params(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::RolloutParams>();
-  std::vector<std::string> problems;
-  if (p.getKvBlocks() == 0) problems.push_back("kvBlocks: must be at least 1");
-  if (p.getBlockSize() == 0) problems.push_back("blockSize: must be at least 1");
-  if (p.getStepTokens() == 0) problems.push_back("stepTokens: must be at least 1");
+  problem_list problems;
+  if (p.getKvBlocks() == 0) problems.push_back({"kvBlocks", "must be at least 1"});
+  if (p.getBlockSize() == 0) problems.push_back({"blockSize", "must be at least 1"});
+  if (p.getStepTokens() == 0) problems.push_back({"stepTokens", "must be at least 1"});
   if (!(p.getKvMemoryFraction() >= 0 && p.getKvMemoryFraction() <= 1))
-    problems.push_back("kvMemoryFraction: must be in [0, 1]");
+    problems.push_back({"kvMemoryFraction", "must be in [0, 1]"});
   using limits = serving::request_limits;
   if (p.getSamplesPerPrompt() == 0 || p.getSamplesPerPrompt() > limits::max_n) {
-    problems.push_back("samplesPerPrompt: must be from 1 to " + std::to_string(limits::max_n) +
-                       ", got " + std::to_string(p.getSamplesPerPrompt()));
+    problems.push_back({"samplesPerPrompt", "must be from 1 to " + std::to_string(limits::max_n) +
+                       ", got " + std::to_string(p.getSamplesPerPrompt())});
   }
   if (p.getMaxNewTokens() == 0 || p.getMaxNewTokens() > limits::max_new_tokens) {
-    problems.push_back("maxNewTokens: must be from 1 to " + std::to_string(limits::max_new_tokens) +
-                       ", got " + std::to_string(p.getMaxNewTokens()));
+    problems.push_back({"maxNewTokens", "must be from 1 to " + std::to_string(limits::max_new_tokens) +
+                       ", got " + std::to_string(p.getMaxNewTokens())});
   }
   if (!(p.getTemperature() > 0)) {
-    problems.push_back("temperature: must be > 0");
+    problems.push_back({"temperature", "must be > 0"});
   } else if (!(p.getTemperature() >= limits::min_temperature &&
                p.getTemperature() <= limits::max_temperature)) {
-    problems.push_back("temperature: must be from 1e-05 to 100000");
+    problems.push_back({"temperature", "must be from 1e-05 to 100000"});
   }
   check_model(reader, problems);
   if (p.hasLora()) {
     for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel()))
       problems.push_back(problem);
   }
-  if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back("topP: must be in (0, 1]");
+  if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back({"topP", "must be in (0, 1]"});
   if (p.getTrueOnPolicy()) {
-    if (auto problem = llm::true_on_policy_problem(p.getDevice(), p.getDtype(), p.hasLora());
-        !problem.empty())
+    for (auto& problem : llm::true_on_policy_problems(p.getDevice(), p.getDtype(), p.hasLora()))
       problems.push_back(problem);
     if (p.hasLora() && p.getLora().getMerge())
       problems.push_back(
-          "trueOnPolicy: lora.merge serves a merged copy of the base, whose "
-          "log-probs differ from the trainer's unmerged ones in their last bits");
+          {"trueOnPolicy", "lora.merge serves a merged copy of the base, whose "
+          "log-probs differ from the trainer's unmerged ones in their last bits"});
   }
   if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
       p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {
     problems.push_back(
-        "aborted: resume applies to pauseMode = abort (no other mode cuts samples off)");
+        {"aborted", "resume applies to pauseMode = abort (no other mode cuts samples off)"});
   }
   return problems;
 }

@@ -10,11 +10,12 @@
 
 #include "actors/lib/serving/engine_types.hpp"
 #include "milesrt/rollout.capnp.h"
+#include "runtime/core/problem.hpp"
 
 namespace milesrt::rollout {
 
 /// Checks of the params beyond their types, the model folder and the LoRA section.
-std::vector<std::string> check_rollout_params(capnp::DynamicStruct::Reader reader);
+problem_list check_rollout_params(capnp::DynamicStruct::Reader reader);
 
 /// The text_codec's word for the params' BOS policy.
 std::string bos_word(schema::RolloutParams::BosPolicy b);

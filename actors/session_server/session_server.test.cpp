@@ -124,10 +124,10 @@ class SessionServer : public ::testing::Test {
                         << "schedule = (sync = void), run = (steps = " << steps
                         << ", batchSize = 1, deadlineSeconds = 60));\n";
     auto loaded = graph::load_graph(file, graph::default_import_dirs());
-    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+    EXPECT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text());
     graph_ = std::move(loaded.graph);
     auto problems = graph::validate_kinds(*graph_, kinds_);
-    EXPECT_TRUE(problems.empty()) << problems[0].text;
+    EXPECT_TRUE(problems.empty()) << problems[0].text();
     cfg_.add_message_types<caf::id_block::milesrt_runtime>();
     cfg_.add_message_types<caf::id_block::milesrt_llm>();
     kinds_.register_types(cfg_);

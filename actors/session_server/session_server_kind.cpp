@@ -27,27 +27,27 @@ bool loopback(const std::string& address) {
   return address == "127.0.0.1" || address == "::1" || address.rfind("127.", 0) == 0;
 }
 
-std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
+problem_list check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::SessionServerParams>();
-  std::vector<std::string> problems;
+  problem_list problems;
   for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::tokenizer))
     problems.push_back(e);
   if (!loopback(p.getAddress()) && p.getBearerToken().size() == 0) {
-    problems.push_back("address: '" + std::string(p.getAddress()) +
-                       "' is not loopback: set bearerToken so that every request must carry it");
+    problems.push_back({"address", "'" + std::string(p.getAddress()) +
+                       "' is not loopback: set bearerToken so that every request must carry it"});
   }
   for (auto [field, v] : {std::pair{"idleTimeoutSeconds", p.getIdleTimeoutSeconds()},
                           std::pair{"groupTimeoutSeconds", p.getGroupTimeoutSeconds()}}) {
     if (!(v > 0) || !std::isfinite(v) || v > 1e7)
-      problems.push_back(std::string(field) + ": must be > 0 and at most 1e7 seconds");
+      problems.push_back({field, "must be > 0 and at most 1e7 seconds"});
   }
   if (!(p.getRetryAfterSeconds() >= 0) || p.getRetryAfterSeconds() > 1e7)
-    problems.push_back("retryAfterSeconds: must be >= 0 and at most 1e7 seconds");
-  if (p.getMaxOpenSessions() == 0) problems.push_back("maxOpenSessions: must be at least 1");
-  if (p.getMaxNewTokens() == 0) problems.push_back("maxNewTokens: must be at least 1");
-  if (p.getBodyLimit() < 1024) problems.push_back("bodyLimit: must be at least 1024 bytes");
+    problems.push_back({"retryAfterSeconds", "must be >= 0 and at most 1e7 seconds"});
+  if (p.getMaxOpenSessions() == 0) problems.push_back({"maxOpenSessions", "must be at least 1"});
+  if (p.getMaxNewTokens() == 0) problems.push_back({"maxNewTokens", "must be at least 1"});
+  if (p.getBodyLimit() < 1024) problems.push_back({"bodyLimit", "must be at least 1024 bytes"});
   if (!(p.getTemperature() > 0) || !std::isfinite(p.getTemperature()))
-    problems.push_back("temperature: must be > 0 (the trainer's sampling temperature)");
+    problems.push_back({"temperature", "must be > 0 (the trainer's sampling temperature)"});
   return problems;
 }
 
@@ -131,15 +131,15 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
 }
 
 /// scoreUnrewarded sends groups out on `unscored`: without an edge from it they would be lost.
-std::vector<std::string> check_edges(capnp::DynamicStruct::Reader r,
+problem_list check_edges(capnp::DynamicStruct::Reader r,
                                      const runtime::actor_in_graph& g) {
   if (!r.as<schema::SessionServerParams>().getScoreUnrewarded()) return {};
   for (const auto& n : g.downstream)
     if (n.port == "unscored") return {};
-  return {
-      "scoreUnrewarded: groups with a session ended without a reward go out on port "
-      "'unscored', which has no edge (join it to a reward actor: (from = \"" +
-      g.name + ".unscored\", to = \"reward.groups\"))"};
+  return {{"scoreUnrewarded",
+           "groups with a session ended without a reward go out on port 'unscored', which has no "
+           "edge (join it to a reward actor: (from = \"" +
+               g.name + ".unscored\", to = \"reward.groups\"))"}};
 }
 
 }  // namespace

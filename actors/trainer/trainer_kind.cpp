@@ -159,7 +159,7 @@ caf::actor spawn_trainer(caf::actor_system& sys, const actor_setup& s,
                          std::shared_ptr<const rl::registries> losses) {
   auto p = s.params_struct->as<schema::TrainerParams>();
   for (const auto& problem : check_trainer_params(*s.params_struct, *losses))
-    throw std::invalid_argument("params.trainer." + problem);
+    throw std::invalid_argument(within("params.trainer", problem).text());
   runtime::progress_meter loading(
       s.progress, "actor '" + s.name + "': loading " + std::string(p.getModel()), 1);
   // With LoRA the base is frozen: one copy for this trainer, a LoRA engine and a reference
@@ -185,9 +185,9 @@ caf::actor spawn_trainer(caf::actor_system& sys, const actor_setup& s,
   init->total_steps = s.steps;
   init->logprob_alarm = p.getLogprobDiffAlarm();
   init->true_on_policy = p.getTrueOnPolicy();
-  std::string tok_error;
-  init->codec =
-      llm::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()), tok_error);
+  auto codec = llm::text_codec::load(std::string(p.getModel()), std::string(p.getChatTemplate()));
+  init->codec = std::move(codec.codec);
+  const std::string tok_error = codec.error;
   if (o.objective == "sft" && !init->codec) {
     throw std::invalid_argument("params.trainer.objective sft needs a tokenizer: " + tok_error);
   }

@@ -17,7 +17,10 @@ using kind_testing::params_of;
 
 std::vector<std::string> problems_of(const runtime::kind_registry& kinds,
                                      params_of<schema::TrainerParams>& p) {
-  return kinds.find("trainer")->check_params(*p.setup().params_struct);
+  std::vector<std::string> out;
+  for (const auto& problem : kinds.find("trainer")->check_params(*p.setup().params_struct))
+    out.push_back(problem.text());
+  return out;
 }
 
 TEST(TrainerKind, UnknownEstimatorAndPolicyLossListTheKnownNames) {

@@ -65,20 +65,20 @@ mis_level to_mis(Params::Mis m) {
 
 /// The data-parallel params: at least one rank, NCCL in the build for GPUs, not with LoRA, a free
 /// port.
-void check_data_parallel(Params::Reader p, const std::function<void(const std::string&)>& bad) {
+void check_data_parallel(Params::Reader p, const std::function<void(problem)>& bad) {
   const uint32_t n = p.getDataParallel();
-  if (n == 0) bad("dataParallel: must be at least 1 (the number of trainer ranks)");
-  if (!(p.getRankTimeoutSeconds() > 0)) bad("rankTimeoutSeconds: must be > 0");
+  if (n == 0) bad({"dataParallel", "must be at least 1 (the number of trainer ranks)"});
+  if (!(p.getRankTimeoutSeconds() > 0)) bad({"rankTimeoutSeconds", "must be > 0"});
   if (n <= 1) return;
   if (p.getDevice() != schema::Device::CPU && !dist::nccl_available())
-    bad("dataParallel: " + std::to_string(n) +
+    bad({"dataParallel", std::to_string(n) +
         " ranks on cuda need the NCCL backend, which this build lacks (built without CUDA or "
-        "NCCL): use device = cpu");
-  if (p.hasLora()) bad("dataParallel: " + std::to_string(n) + " ranks with lora are not built");
+        "NCCL): use device = cpu"});
+  if (p.hasLora()) bad({"dataParallel", std::to_string(n) + " ranks with lora are not built"});
   if (p.getStorePort() != 0 && dist::port_in_use(p.getStoreHost(), p.getStorePort()))
-    bad("storePort: port " + std::to_string(p.getStorePort()) + " on " +
+    bad({"storePort", "port " + std::to_string(p.getStorePort()) + " on " +
         std::string(p.getStoreHost()) +
-        " is in use (the ranks' store listens there: choose another, or 0 for a free one)");
+        " is in use (the ranks' store listens there: choose another, or 0 for a free one)"});
 }
 
 }  // namespace
@@ -130,62 +130,61 @@ trainer_options options_of(Params::Reader p, uint64_t steps) {
   return o;
 }
 
-std::vector<std::string> check_in_graph(capnp::DynamicStruct::Reader reader,
-                                        const actor_in_graph& g) {
+problem_list check_in_graph(capnp::DynamicStruct::Reader reader, const actor_in_graph& g) {
   const uint32_t n = reader.as<schema::TrainerParams>().getDataParallel();
   if (n <= g.batch_size) return {};
-  return {"dataParallel: " + std::to_string(n) + " ranks, but a step has only " +
-          std::to_string(g.batch_size) +
-          " groups (run.batchSize): every rank needs at least one group to train on"};
+  return {{"dataParallel", std::to_string(n) + " ranks, but a step has only " +
+                              std::to_string(g.batch_size) +
+                              " groups (run.batchSize): every rank needs at least one group to "
+                              "train on"}};
 }
 
-std::vector<std::string> check_trainer_params(capnp::DynamicStruct::Reader reader,
+problem_list check_trainer_params(capnp::DynamicStruct::Reader reader,
                                               const rl::registries& losses) {
   auto p = reader.as<schema::TrainerParams>();
-  std::vector<std::string> problems;
-  auto bad = [&](const std::string& s) { problems.push_back(s); };
+  problem_list problems;
+  auto bad = [&](problem p) { problems.push_back(std::move(p)); };
   for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::weights))
     bad(e);
   // Open sets: names in the registries, which list the known ones.
   if (auto e = losses.estimators.check(std::string(p.getEstimator())); !e.empty())
-    bad("estimator: " + e);
+    bad({"estimator", e});
   if (auto e = losses.policy_losses.check(std::string(p.getPolicyLoss())); !e.empty())
-    bad("policyLoss: " + e);
+    bad({"policyLoss", e});
   // Every number of the params is finite (inf or nan would reach the optimizer or the loss).
   for (auto f : reader.getSchema().getFields()) {
     const auto t = f.getType().which();
     if (t != capnp::schema::Type::FLOAT64 && t != capnp::schema::Type::FLOAT32) continue;
     if (!std::isfinite(reader.get(f).as<double>())) {
-      bad(std::string(f.getProto().getName()) + ": must be a finite number");
+      bad({f.getProto().getName().cStr(), "must be a finite number"});
     }
   }
-  if (!(p.getLr() > 0)) bad("lr: must be > 0");
+  if (!(p.getLr() > 0)) bad({"lr", "must be > 0"});
   // AdamW divides by sqrt(v) + eps: with eps 0, a parameter that never had a gradient is 0 / 0.
-  if (!(p.getAdamEps() > 0)) bad("adamEps: must be > 0");
-  if (p.getEpsClip() < 0) bad("epsClip: must be >= 0");
-  if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad("dualClipC: must be > 1 (or 0 = off)");
-  if (p.getTisLow() > p.getTisHigh()) bad("tisLow: must not exceed tisHigh");
-  if (p.getMisLow() > p.getMisHigh()) bad("misLow: must not exceed misHigh");
-  if (!(p.getTemperature() > 0)) bad("temperature: must be > 0");
-  if (p.getMicroBatchTokens() == 0) bad("microBatchTokens: must be at least 1");
+  if (!(p.getAdamEps() > 0)) bad({"adamEps", "must be > 0"});
+  if (p.getEpsClip() < 0) bad({"epsClip", "must be >= 0"});
+  if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad({"dualClipC", "must be > 1 (or 0 = off)"});
+  if (p.getTisLow() > p.getTisHigh()) bad({"tisLow", "must not exceed tisHigh"});
+  if (p.getMisLow() > p.getMisHigh()) bad({"misLow", "must not exceed misHigh"});
+  if (!(p.getTemperature() > 0)) bad({"temperature", "must be > 0"});
+  if (p.getMicroBatchTokens() == 0) bad({"microBatchTokens", "must be at least 1"});
   if (p.getEvalInterval() > 0 && p.getEvalData().size() == 0)
-    bad("evalData: required when evalInterval > 0");
+    bad({"evalData", "required when evalInterval > 0"});
   if (p.getEvalData().size() > 0 && runtime::named_files_read() &&
       !fs::exists(std::string(p.getEvalData()))) {
-    bad("evalData: no file '" + std::string(p.getEvalData()) + "'");
+    bad({"evalData", "no file '" + std::string(p.getEvalData()) + "'"});
   }
   check_data_parallel(p, bad);
-  if (p.getLogprobDiffAlarm() < 0) bad("logprobDiffAlarm: must be >= 0 (0 = off)");
+  if (p.getLogprobDiffAlarm() < 0) bad({"logprobDiffAlarm", "must be >= 0 (0 = off)"});
   if (p.getTrueOnPolicy()) {
-    if (auto problem = llm::true_on_policy_problem(p.getDevice(), p.getDtype(), p.hasLora());
-        !problem.empty())
+    for (auto& problem : llm::true_on_policy_problems(p.getDevice(), p.getDtype(), p.hasLora()))
       bad(problem);
     // Rank 0 compares its own share of the batch only, which the held check does not cover.
-    if (p.getDataParallel() > 1) bad("trueOnPolicy: not built with dataParallel > 1");
+    if (p.getDataParallel() > 1) bad({"trueOnPolicy", "not built with dataParallel > 1"});
   }
   if (p.hasLora()) {
     for (auto& problem : llm::lora_params_problems(p.getLora(), p.getModel())) bad(problem);
-    if (p.getLora().getMerge()) bad("lora.merge: applies to the rollout kind only");
+    if (p.getLora().getMerge()) bad({"lora.merge", "applies to the rollout kind only"});
   }
   return problems;
 }

@@ -16,10 +16,10 @@ std::optional<prepared_graph> prepare_graph(const std::string& file,
                                             std::string_view cmd, bool check_kinds,
                                             caf::actor_system_config& config) {
   // The first few errors, then a count: a broken line makes the parser report many more.
-  auto fail = [&](const std::vector<graph::diagnostic>& errors) {
+  auto fail = [&](const problem_list& errors) {
     constexpr size_t shown = 5;
     for (size_t i = 0; i < errors.size() && i < shown; ++i)
-      print_error(ctx.err, cmd, errors[i].text);
+      print_error(ctx.err, cmd, errors[i].text());
     if (errors.size() > shown) {
       print_error(ctx.err, cmd,
                   file + ": " + std::to_string(errors.size() - shown) +

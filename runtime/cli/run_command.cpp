@@ -241,10 +241,10 @@ bool check_listen(run_options& opt, std::string& host, uint16_t& port, context& 
     print_error(ctx.err, "run", "--listen " + opt.listen + ": expected HOST:PORT");
     return false;
   }
-  std::string error;
-  opt.secret = load_secret(opt.secret_file, error);
-  if (!error.empty()) {
-    print_error(ctx.err, "run", error);
+  try {
+    opt.secret = load_secret(opt.secret_file);
+  } catch (const std::invalid_argument& e) {
+    print_error(ctx.err, "run", e.what());
     return false;
   }
   if (opt.secret.empty() && !is_loopback(host)) {

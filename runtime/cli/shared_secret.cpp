@@ -4,10 +4,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 
 namespace milesrt::cli {
 
-std::string load_secret(const std::string& file, std::string& error) {
+std::string load_secret(const std::string& file) {
   if (file.empty()) {
     const char* env = std::getenv(kSecretVariable);
     return env == nullptr ? "" : env;
@@ -15,13 +16,12 @@ std::string load_secret(const std::string& file, std::string& error) {
   std::ifstream in(file);
   std::string line;
   if (!in || !std::getline(in, line)) {
-    error = "--secret-file " + file + ": cannot be read";
-    if (in.eof()) error = "--secret-file " + file + ": is empty";
-    return "";
+    throw std::invalid_argument("--secret-file " + file +
+                                (in.eof() ? ": is empty" : ": cannot be read"));
   }
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
     line.pop_back();
-  if (line.empty()) error = "--secret-file " + file + ": its first line is empty";
+  if (line.empty()) throw std::invalid_argument("--secret-file " + file + ": its first line is empty");
   return line;
 }
 

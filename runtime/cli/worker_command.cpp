@@ -45,10 +45,11 @@ command make_worker_command() {
                             "--connect " + opt->connect + ": expected HOST:PORT");
                 return exit_status::bad_input;
               }
-              std::string error;
-              const std::string secret = load_secret(opt->secret_file, error);
-              if (!error.empty()) {
-                print_error(ctx.err, "worker", error);
+              std::string secret;
+              try {
+                secret = load_secret(opt->secret_file);
+              } catch (const std::invalid_argument& e) {
+                print_error(ctx.err, "worker", e.what());
                 return exit_status::bad_input;
               }
               caf::actor_system_config config;

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/core/problem.hpp"
 #include "runtime/core/process_store.hpp"
 
 namespace milesrt::runtime {
@@ -122,12 +123,12 @@ struct kind_descriptor {
   /// For built-in kinds with their own params struct: the ActorSpec.params union member.
   std::string params_member;
   /// Checks of the params struct beyond its types (required fields, ranges), run by validation
-  /// before anything starts: one "field: problem" line per problem.
-  std::function<std::vector<std::string>(capnp::DynamicStruct::Reader)> check_params;
+  /// before anything starts: a problem per problem, its field a path inside the params struct
+  /// (validation adds the file, the actor and "params.<member>.").
+  std::function<problem_list(capnp::DynamicStruct::Reader)> check_params;
   /// Checks of the params struct against the actor's neighbours and placements, run by validation
-  /// once every kind and edge is known: one "field: problem" line per problem.
-  std::function<std::vector<std::string>(capnp::DynamicStruct::Reader, const actor_in_graph&)>
-      check_in_graph;
+  /// once every kind and edge is known: problems as check_params gives them.
+  std::function<problem_list(capnp::DynamicStruct::Reader, const actor_in_graph&)> check_in_graph;
   /// Settings that must be equal on every actor of the graph stating the same name (what one
   /// actor produces and another must be built to consume, say): validation names each actor
   /// whose value differs from the first stating it.

@@ -40,12 +40,12 @@ std::string load_plugin_file(const fs::path& path, plugin_context ctx) {
   return "";
 }
 
-std::vector<graph::diagnostic> load_plugins(const graph::loaded_graph& g, plugin_context ctx) {
-  std::vector<graph::diagnostic> errors;
+problem_list load_plugins(const graph::loaded_graph& g, plugin_context ctx) {
+  problem_list errors;
   std::set<std::string> loaded;
   for (auto name_reader : g.reader().getPlugins()) {
     std::string name = name_reader;
-    std::string where = g.file().string() + ": plugin '" + name + "': ";
+    const std::string file = g.file().string(), where = "plugin '" + name + "'";
     fs::path found;
     std::string tried;
     for (const auto& c : plugin_candidates(name, g.file())) {
@@ -56,13 +56,13 @@ std::vector<graph::diagnostic> load_plugins(const graph::loaded_graph& g, plugin
       }
     }
     if (found.empty()) {
-      errors.push_back({where + "not found (looked at " + tried + ")"});
+      errors.push_back(place_problem(file, where, "not found (looked at " + tried + ")"));
       continue;
     }
     auto key = fs::weakly_canonical(found).string();
     if (!loaded.insert(key).second) continue;
     auto error = load_plugin_file(key, ctx);
-    if (!error.empty()) errors.push_back({where + error});
+    if (!error.empty()) errors.push_back(place_problem(file, where, error));
   }
   return errors;
 }

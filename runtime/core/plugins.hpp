@@ -35,8 +35,8 @@ std::vector<std::filesystem::path> plugin_candidates(const std::string& name,
 /// Loads one plugin library and runs its init; returns an error line naming the file, or "".
 std::string load_plugin_file(const std::filesystem::path& path, plugin_context ctx);
 
-/// Loads every plugin of the graph (each once per process). Problems come back as diagnostics that
+/// Loads every plugin of the graph (each once per process). Problems come back as problems that
 /// name the graph file and the plugin.
-std::vector<graph::diagnostic> load_plugins(const graph::loaded_graph& g, plugin_context ctx);
+problem_list load_plugins(const graph::loaded_graph& g, plugin_context ctx);
 
 }  // namespace milesrt::runtime

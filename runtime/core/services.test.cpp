@@ -56,8 +56,8 @@ class ServiceEdges : public testing::scratch_test {
     auto g = load("g.capnp", fields);
     if (!g) return "<load failed>";
     std::string s;
-    for (const auto& d : graph::validate_structure(*g)) s += d.text + "\n";
-    for (const auto& d : graph::validate_kinds(*g, kinds_)) s += d.text + "\n";
+    for (const auto& d : graph::validate_structure(*g)) s += d.text() + "\n";
+    for (const auto& d : graph::validate_kinds(*g, kinds_)) s += d.text() + "\n";
     return s;
   }
   /// A server of another service type, to be joined wrongly.

@@ -514,7 +514,7 @@ TEST_F(Driver, FullEdgesHoldUpstreamWork) {
                                 async_schedule(3, false), "(steps = 6, batchSize = 2)", 1, 2));
   ASSERT_TRUE(g);
   auto errors = graph::validate_kinds(*g, kinds_);
-  ASSERT_TRUE(errors.empty()) << errors[0].text;
+  ASSERT_TRUE(errors.empty()) << errors[0].text();
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::milesrt_runtime>();
   caf::actor_system sys{cfg};

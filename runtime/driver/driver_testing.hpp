@@ -69,12 +69,12 @@ class Driver : public testing::scratch_test {
     if (!g) return {};
     for (const auto& s : sets) {
       auto d = graph::apply_override(*g, kinds_, s);
-      EXPECT_FALSE(d) << d->text;
+      EXPECT_FALSE(d) << d->text();
     }
     auto errors = graph::validate_structure(*g);
     auto more = graph::validate_kinds(*g, kinds_);
     errors.insert(errors.end(), more.begin(), more.end());
-    EXPECT_TRUE(errors.empty()) << errors[0].text;
+    EXPECT_TRUE(errors.empty()) << errors[0].text();
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::milesrt_runtime>();
     caf::actor_system sys{cfg};

@@ -171,7 +171,7 @@ void check_params(schema::ActorSpec::Reader actor, const kind_descriptor& kind,
       std::shared_ptr<capnp::MallocMessageBuilder> storage;
       for (const auto& problem :
            kind.check_params(params_struct(actor, kind.params_member, storage))) {
-        report(where, "params." + kind.params_member + "." + problem);
+        report(where, within("params." + kind.params_member, problem));
       }
     }
     return;
@@ -219,8 +219,8 @@ kinds_by_actor check_actors(schema::Graph::Reader graph, const runtime::kind_reg
 
 }  // namespace
 
-std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
-  std::vector<diagnostic> out;
+problem_list validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds) {
+  problem_list out;
   const reporter report{g.file().string(), out};
   auto graph = g.reader();
   const kinds_by_actor kind_of = check_actors(graph, kinds, report);

@@ -16,7 +16,7 @@
 namespace milesrt::graph {
 
 /// Every problem, each naming the file, the actor or edge, and the field. Empty when runnable.
-std::vector<diagnostic> validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds);
+problem_list validate_kinds(const loaded_graph& g, const runtime::kind_registry& kinds);
 
 /// A custom kind's parameters for one actor: the graph's values over the declared defaults.
 /// Call only on a graph that validate_kinds accepted.

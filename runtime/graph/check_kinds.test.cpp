@@ -9,13 +9,13 @@ namespace {
 
 class CheckKinds : public testing::scratch_test {
  protected:
-  /// All diagnostics of a graph, joined by newlines.
+  /// All problems of a graph, joined by newlines.
   std::string problems(const std::string& fields) {
     auto g = load("g.capnp", fields);
     if (!g) return "<load failed>";
     std::string s;
-    for (const auto& d : validate_structure(*g)) s += d.text + "\n";
-    for (const auto& d : validate_kinds(*g, kinds_)) s += d.text + "\n";
+    for (const auto& d : validate_structure(*g)) s += d.text() + "\n";
+    for (const auto& d : validate_kinds(*g, kinds_)) s += d.text() + "\n";
     return s;
   }
   std::string file() const { return (dir_ / "g.capnp").string() + ": "; }
@@ -284,9 +284,9 @@ TEST_F(CheckKinds, AKindWhoseParamsMemberTheSchemaLacks) {
   ASSERT_TRUE(g);
   auto d = apply_override(*g, kinds_, "stage.x=1");
   ASSERT_TRUE(d);
-  EXPECT_NE(d->text.find("--set stage.x=1: kind 'toy_odd_stage' takes params (nonesuch = (...))"),
+  EXPECT_NE(d->text().find("--set stage.x=1: kind 'toy_odd_stage' takes params (nonesuch = (...))"),
             std::string::npos)
-      << d->text;
+      << d->text();
 }
 
 TEST_F(CheckKinds, OverridesSetRunFieldsActorFieldsAndParams) {
@@ -312,7 +312,7 @@ TEST_F(CheckKinds, BadOverridesNameTheProblem) {
   ASSERT_TRUE(g);
   auto msg = [&](const std::string& a) {
     auto d = apply_override(*g, kinds_, a);
-    return d ? d->text : std::string("<accepted>");
+    return d ? d->text() : std::string("<accepted>");
   };
   EXPECT_EQ(msg("steps=3"), "--set steps=3: expected actor.param=value or run.field=value");
   EXPECT_EQ(

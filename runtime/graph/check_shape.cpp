@@ -284,7 +284,7 @@ void check_in_graph(schema::Graph::Reader graph, const kinds_by_actor& kind_of,
     std::shared_ptr<capnp::MallocMessageBuilder> storage;
     for (const auto& problem :
          kind->check_in_graph(params_struct(actor, kind->params_member, storage), c)) {
-      report("actor '" + name + "'", "params." + kind->params_member + "." + problem);
+      report("actor '" + name + "'", within("params." + kind->params_member, problem));
     }
   }
 }

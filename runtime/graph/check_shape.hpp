@@ -22,12 +22,18 @@ std::string union_member(schema::ActorSpec::Reader actor);
 /// "a, b, c", or "none".
 std::string port_list(const std::vector<runtime::port_spec>& ports);
 
-/// Collects diagnostics as "<file>: <where>: <what>".
+/// Collects problems located at `where` in the graph's file: "<file>: <where>: <what>".
 struct reporter {
   std::string file;
-  std::vector<diagnostic>& out;
+  problem_list& out;
   void operator()(const std::string& where, const std::string& what) const {
-    out.push_back({file + ": " + where + ": " + what});
+    out.push_back(place_problem(file, where, what));
+  }
+  /// A kind's problem (its field a path inside the actor's params), located at `where`.
+  void operator()(const std::string& where, problem p) const {
+    p.file = file;
+    p.where = where;
+    out.push_back(std::move(p));
   }
 };
 

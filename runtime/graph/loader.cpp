@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "runtime/graph/enum_hints.hpp"
 #include "runtime/graph/union_check.hpp"
@@ -98,7 +97,7 @@ class disk_schema_file final : public capnp::SchemaFile {
  public:
   disk_schema_file(fs::path path, std::string display_name,
                    const std::vector<fs::path>& import_dirs,
-                   std::shared_ptr<std::vector<diagnostic>> errors,
+                   std::shared_ptr<problem_list> errors,
                    const std::vector<renamed_field>& renames)
       : path_(std::move(path)),
         display_name_(std::move(display_name)),
@@ -129,7 +128,7 @@ class disk_schema_file final : public capnp::SchemaFile {
     if (fs::is_regular_file(candidate)) {
       const std::string display = (fs::path(display_name_).parent_path() / target).string();
       if (auto p = nesting_problem(read_text(candidate)); !p.empty()) {
-        errors_->push_back({display + ": " + p});
+        errors_->push_back(file_problem(display, p));
         return nullptr;
       }
       return open(candidate, display);
@@ -145,21 +144,21 @@ class disk_schema_file final : public capnp::SchemaFile {
   size_t hashCode() const override { return std::hash<std::string>()(canonical()); }
 
   void reportError(SourcePos start, SourcePos /*end*/, kj::StringPtr message) const override {
-    std::ostringstream text;
-    text << display_name_ << ':' << start.line + 1 << ':' << start.column + 1 << ": "
-         << message.cStr();
+    std::string text = message.cStr();
     // A wrong enum value: list the values the field takes (the compiler names neither).
     auto content = readContent();
     const std::string source(content.begin(), content.size());
     const size_t offset = offset_of(source, start.line, start.column);
     if (const auto* r = renamed(source, message.cStr(), offset)) {
-      errors_->push_back({display_name_ + ':' + std::to_string(start.line + 1) + ':' +
-                          std::to_string(start.column + 1) + ": " +
-                          rename_message(*r, display_name_)});
+      errors_->push_back(file_problem(display_name_, rename_message(*r, display_name_),
+                                      static_cast<unsigned>(start.line + 1),
+                                      static_cast<unsigned>(start.column + 1)));
       return;
     }
-    text << enum_hint(capnp::Schema::from<schema::Graph>(), message.cStr(), source, offset);
-    errors_->push_back({text.str()});
+    text += enum_hint(capnp::Schema::from<schema::Graph>(), message.cStr(), source, offset);
+    errors_->push_back(file_problem(display_name_, std::move(text),
+                                    static_cast<unsigned>(start.line + 1),
+                                    static_cast<unsigned>(start.column + 1)));
   }
 
  private:
@@ -185,12 +184,12 @@ class disk_schema_file final : public capnp::SchemaFile {
   fs::path path_;
   std::string display_name_;
   std::vector<fs::path> import_dirs_;
-  std::shared_ptr<std::vector<diagnostic>> errors_;
+  std::shared_ptr<problem_list> errors_;
   const std::vector<renamed_field>& renames_;
 };
 
-diagnostic file_error(const fs::path& file, const std::string& message) {
-  return {file.string() + ": " + message};
+problem file_error(const fs::path& file, const std::string& message) {
+  return file_problem(file.string(), message);
 }
 
 }  // namespace
@@ -227,7 +226,7 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
     result.errors.push_back(file_error(file, p));
     return result;
   }
-  auto errors = std::make_shared<std::vector<diagnostic>>();
+  auto errors = std::make_shared<problem_list>();
   capnp::SchemaParser parser;
   try {
     parser.loadCompiledTypeAndDependencies<schema::Graph>();
@@ -256,7 +255,7 @@ load_result load_graph(const fs::path& file, const std::vector<fs::path>& import
       auto conflicts =
           union_conflicts(read_text(file), file.string(), capnp::Schema::from<schema::Graph>());
       if (!conflicts.empty()) {
-        for (auto& c : conflicts) result.errors.push_back({std::move(c)});
+        for (auto& c : conflicts) result.errors.push_back(std::move(c));
         return result;
       }
       auto message = std::make_unique<capnp::MallocMessageBuilder>();

@@ -9,14 +9,10 @@
 #include <vector>
 
 #include "milesrt/graph.capnp.h"
+#include "runtime/core/problem.hpp"
 
 namespace milesrt::graph {
 
-/// One problem found in a graph file, already formatted: `file:line:col: message` for syntax and
-/// type errors (1-based), `file: actor 'x' field: message` for semantic ones.
-struct diagnostic {
-  std::string text;
-};
 
 /// A graph file read into memory. Owns its message, so the reader stays valid as long as this does.
 class loaded_graph {
@@ -64,16 +60,16 @@ std::string rename_message(const renamed_field& r, const std::string& file);
 /// Cap'n Proto's own include folder.
 std::vector<std::filesystem::path> default_import_dirs();
 
-/// Result of load_graph: a graph, or the diagnostics that prevented reading it.
+/// Result of load_graph: a graph, or the problems that prevented reading it.
 struct load_result {
   std::unique_ptr<loaded_graph> graph;
-  std::vector<diagnostic> errors;
+  problem_list errors;
   bool ok() const { return graph != nullptr && errors.empty(); }
 };
 
 /// Parses `file`, which must declare `const graph :Graph`. Never throws for bad input: every
 /// problem (missing file, syntax or type error, no or wrongly typed `graph` constant) comes back
-/// as a diagnostic naming the file, and line and column where the parser knows them. A field
+/// as a problem naming the file, and line and column where the parser knows them. A field
 /// `renames` lists is reported with rename_message.
 load_result load_graph(const std::filesystem::path& file,
                        const std::vector<std::filesystem::path>& import_dirs,

@@ -30,7 +30,7 @@ class GraphLoader : public ::testing::Test {
 
   static std::string all(const load_result& r) {
     std::string s;
-    for (const auto& d : r.errors) s += d.text + "\n";
+    for (const auto& d : r.errors) s += d.text() + "\n";
     return s;
   }
 
@@ -57,10 +57,10 @@ const graph :Graph = (
   auto r = load_graph(file, default_import_dirs());
   EXPECT_FALSE(r.ok());
   ASSERT_EQ(r.errors.size(), 2u) << all(r);
-  EXPECT_EQ(r.errors[0].text, file.string() +
+  EXPECT_EQ(r.errors[0].text(), file.string() +
                                   ":7:66: actors[1].params: 'none' and 'custom' are members of one "
                                   "union (Cap'n Proto would keep only the last); set one of them");
-  EXPECT_EQ(r.errors[1].text, file.string() +
+  EXPECT_EQ(r.errors[1].text(), file.string() +
                                   ":9:28: schedule: 'sync' and 'async' are members of one union "
                                   "(Cap'n Proto would keep only the last); set one of them");
   // One member, set twice or alone, is fine.
@@ -236,7 +236,7 @@ const graph :Graph = (
   auto r = load_graph(file, default_import_dirs());
   ASSERT_TRUE(r.ok()) << all(r);
   std::string s;
-  for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
+  for (const auto& d : validate_structure(*r.graph)) s += d.text() + "\n";
   const std::string f = file.string() + ": ";
   EXPECT_NE(s.find(f + "actor 'a': field 'name': duplicate actor name (also actors[0])"),
             std::string::npos)
@@ -260,7 +260,7 @@ std::string run_problems(const fs::path& file, const std::string& run,
   auto r = load_graph(file, default_import_dirs());
   if (!r.ok()) return "<load failed>";
   std::string s;
-  for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
+  for (const auto& d : validate_structure(*r.graph)) s += d.text() + "\n";
   return s;
 }
 
@@ -315,7 +315,7 @@ TEST_F(GraphLoader, LongNamesAndEndpointsAreRefusedByLength) {
   auto r = load_graph(file, default_import_dirs());
   ASSERT_TRUE(r.ok()) << all(r);
   std::string s;
-  for (const auto& d : validate_structure(*r.graph)) s += d.text + "\n";
+  for (const auto& d : validate_structure(*r.graph)) s += d.text() + "\n";
   const std::string f = file.string() + ": ";
   EXPECT_EQ(s, f + "actors[0]: field 'name': longer than 128 characters (50000)\n" + f +
                    "edge 0: field 'from': longer than 257 characters (50002)\n" + f +

@@ -227,11 +227,11 @@ std::string set_actor_field(schema::ActorSpec::Builder actor, const runtime::kin
 
 }  // namespace
 
-std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
+std::optional<problem> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
                                          const std::string& assignment,
                                          const std::vector<renamed_field>& renames) {
   auto fail = [&](const std::string& why) {
-    return diagnostic{"--set " + assignment + ": " + why};
+    return place_problem("", "--set " + assignment, why);
   };
   auto eq = assignment.find('=');
   auto dot = assignment.find('.');
@@ -246,12 +246,12 @@ std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_re
   if (head == "run") {
     auto run = capnp::toDynamic(graph.getRun());
     err = or_renamed(set_field(run, field, value), run, field, renames);
-    return err.empty() ? std::nullopt : std::optional<diagnostic>(fail(err));
+    return err.empty() ? std::nullopt : std::optional<problem>(fail(err));
   }
   for (auto actor : graph.getActors()) {
     if (std::string(actor.getName().cStr()) != head) continue;
     err = set_actor_field(actor, kinds, field, value, renames);
-    return err.empty() ? std::nullopt : std::optional<diagnostic>(fail(err));
+    return err.empty() ? std::nullopt : std::optional<problem>(fail(err));
   }
   return fail("no actor named '" + head + "'");
 }

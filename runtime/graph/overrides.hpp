@@ -14,9 +14,9 @@ namespace milesrt::graph {
 ///   <actor>.<field>          a field of the actor's spec (replicas, placement, deadlineSeconds)
 ///   <actor>.<param>          a parameter: a field of the kind's params struct, or a declared
 ///                            custom parameter (added to the actor's list when absent)
-/// Returns a diagnostic naming the assignment when the target or the value is wrong; a field that
+/// Returns a problem naming the assignment when the target or the value is wrong; a field that
 /// `renames` lists is named with its new name (rename_message).
-std::optional<diagnostic> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
+std::optional<problem> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
                                          const std::string& assignment,
                                          const std::vector<renamed_field>& renames = {});
 

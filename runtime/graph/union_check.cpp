@@ -29,7 +29,8 @@ class cursor {
     }
     return id;
   }
-  std::string where() const { return std::to_string(line_) + ":" + std::to_string(column_); }
+  size_t line() const { return line_; }
+  size_t column() const { return column_; }
   size_t offset() const { return at_; }
 
   /// Skips one value it does not follow: a string, or anything up to ',' ')' ']' at its depth.
@@ -92,7 +93,7 @@ std::string struct_name(capnp::StructSchema s) {
 
 struct checker {
   const std::string& name;
-  std::vector<std::string> out;
+  problem_list out;
   std::vector<field_use> uses;
 
   void value(cursor& c, const capnp::Type& type, const std::string& path) {
@@ -116,7 +117,8 @@ struct checker {
     c.take();            // '('
     std::string member;  // the union member set so far in this literal
     while (!c.done() && c.peek() != ')') {
-      const std::string at = c.where();
+      const auto line = static_cast<unsigned>(c.line());
+      const auto column = static_cast<unsigned>(c.column());
       const size_t offset = c.offset();
       const std::string field = c.identifier();
       if (field.empty() || c.peek() != '=') {  // not `name = value`: nothing to follow here
@@ -129,10 +131,13 @@ struct checker {
         KJ_IF_MAYBE (f, found) {
           if (f->getProto().getDiscriminantValue() != capnp::schema::Field::NO_DISCRIMINANT) {
             if (!member.empty() && member != field) {
-              out.push_back(name + ":" + at + ": " + (path.empty() ? "the graph" : path) + ": '" +
-                            member + "' and '" + field +
-                            "' are members of one union (Cap'n Proto would keep only the "
-                            "last); set one of them");
+              problem p = file_problem(name,
+                                       "'" + member + "' and '" + field +
+                                           "' are members of one union (Cap'n Proto would keep "
+                                           "only the last); set one of them",
+                                       line, column);
+              p.field = path.empty() ? "the graph" : path;
+              out.push_back(std::move(p));
             }
             member = field;
           }
@@ -191,8 +196,8 @@ checker walk(const std::string& text, const std::string& name, capnp::StructSche
 
 }  // namespace
 
-std::vector<std::string> union_conflicts(const std::string& text, const std::string& name,
-                                         capnp::StructSchema root) {
+problem_list union_conflicts(const std::string& text, const std::string& name,
+                         capnp::StructSchema root) {
   return walk(text, name, root).out;
 }
 

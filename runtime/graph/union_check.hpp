@@ -9,14 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/problem.hpp"
+
 namespace milesrt::graph {
 
-/// One message per struct literal in the value of `const graph :T = (...)` in `text` that sets
-/// two members of one union of `root` (or of a struct or group inside it):
-/// "NAME:LINE:COL: PATH: 'a' and 'b' are members of one union; set one of them". `text` must
-/// be a file the compiler accepted; values it cannot follow (a constant's name) are skipped.
-std::vector<std::string> union_conflicts(const std::string& text, const std::string& name,
-                                         capnp::StructSchema root);
+/// One problem per struct literal in the value of `const graph :T = (...)` in `text` that sets
+/// two members of one union of `root` (or of a struct or group inside it), located in file
+/// `name` at the second member: "NAME:LINE:COL: PATH: 'a' and 'b' are members of one union; set
+/// one of them". `text` must be a file the compiler accepted; values it cannot follow (a
+/// constant's name) are skipped.
+problem_list union_conflicts(const std::string& text, const std::string& name,
+                         capnp::StructSchema root);
 
 /// A field the `graph` constant's value names: `name = value` in a struct literal.
 struct field_use {

@@ -145,11 +145,11 @@ void check_run(schema::Graph::Reader graph, const reporter& report) {
 
 }  // namespace
 
-std::vector<diagnostic> validate_structure(const loaded_graph& g) {
-  std::vector<diagnostic> out;
+problem_list validate_structure(const loaded_graph& g) {
+  problem_list out;
   const std::string file = g.file().string();
   const reporter report = [&](const std::string& where, const std::string& what) {
-    out.push_back({file + ": " + where + ": " + what});
+    out.push_back(place_problem(file, where, what));
   };
   auto graph = g.reader();
   if (graph.getActors().size() == 0)

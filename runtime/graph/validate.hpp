@@ -33,6 +33,6 @@ bool parse_endpoint(const std::string& text, endpoint& out);
 
 /// Every structural problem of `g`, each naming the file, the actor or edge, and the field.
 /// Empty when the graph is well formed. Kind-dependent checks (ports, params) come on top of this.
-std::vector<diagnostic> validate_structure(const loaded_graph& g);
+problem_list validate_structure(const loaded_graph& g);
 
 }  // namespace milesrt::graph

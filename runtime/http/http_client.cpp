@@ -23,15 +23,13 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
-std::optional<http_url> parse_http_url(const std::string& url, std::string& error) {
+http_url parse_http_url(const std::string& url) {
   const std::string scheme = "http://";
   if (url.rfind("https://", 0) == 0) {
-    error = "https is not supported (use http://)";
-    return std::nullopt;
+    throw std::invalid_argument("https is not supported (use http://)");
   }
   if (url.rfind(scheme, 0) != 0) {
-    error = "not an http:// URL";
-    return std::nullopt;
+    throw std::invalid_argument("not an http:// URL");
   }
   http_url u;
   std::string rest = url.substr(scheme.size());
@@ -44,16 +42,14 @@ std::optional<http_url> parse_http_url(const std::string& url, std::string& erro
     authority = authority.substr(0, colon);
     if (u.port.empty() || u.port.find_first_not_of("0123456789") != std::string::npos ||
         std::stoul(u.port) > 65535) {
-      error = "bad port '" + u.port + "'";
-      return std::nullopt;
+      throw std::invalid_argument("bad port '" + u.port + "'");
     }
   }
   if (authority.size() >= 2 && authority.front() == '[' && authority.back() == ']') {
     authority = authority.substr(1, authority.size() - 2);  // [::1]
   }
   if (authority.empty()) {
-    error = "no host";
-    return std::nullopt;
+    throw std::invalid_argument("no host");
   }
   u.host = authority;
   return u;

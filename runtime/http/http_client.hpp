@@ -17,8 +17,9 @@ struct http_url {
   std::string target = "/";
 };
 
-/// Parses an http:// URL; nullopt with `error` set when it is not one (https is not supported).
-std::optional<http_url> parse_http_url(const std::string& url, std::string& error);
+/// Parses an http:// URL; throws std::invalid_argument (bad input) saying why when it is not one
+/// (https is not supported).
+http_url parse_http_url(const std::string& url);
 
 /// What a server answered to a POST.
 struct http_reply {

@@ -38,7 +38,7 @@ class scratch_test : public ::testing::Test {
 
   std::unique_ptr<graph::loaded_graph> load(const std::string& name, const std::string& fields) {
     auto r = graph::load_graph(write_graph(name, fields), graph::default_import_dirs());
-    EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].text);
+    EXPECT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].text());
     return std::move(r.graph);
   }
 

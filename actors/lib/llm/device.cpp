@@ -64,8 +64,10 @@ c10::DeviceIndex cuda_index(const c10::Device& device) {
 }  // namespace
 #endif
 
-std::string true_on_policy_problem(schema::Device device, schema::Dtype dtype, bool lora) {
-  return invariant_ops::problem(to_device(device), to_dtype(dtype), lora);
+problem_list true_on_policy_problems(schema::Device device, schema::Dtype dtype, bool lora) {
+  auto why = invariant_ops::problem(to_device(device), to_dtype(dtype), lora);
+  if (why.empty()) return {};
+  return {{"trueOnPolicy", why}};
 }
 
 void set_current_device(const c10::Device& device) {

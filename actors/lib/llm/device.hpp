@@ -8,6 +8,7 @@
 #include <string>
 
 #include "milesrt/device.capnp.h"
+#include "runtime/core/problem.hpp"
 
 namespace milesrt::llm {
 
@@ -28,10 +29,10 @@ c10::ScalarType to_dtype(schema::Dtype dtype);
 void set_current_device(const c10::Device& device);
 
 /// Why the trueOnPolicy mode (docs/metrics.md#trainrollout-agreement) cannot run on `device` in
-/// `dtype`, with or without LoRA adapters ("" when it can): the CPU paths agree bit for bit; on
-/// CUDA the batch-invariant kernels (invariant_ops.hpp) are bf16 and know no adapters. (The head
-/// size, 128, is checked when the model loads.)
-std::string true_on_policy_problem(schema::Device device, schema::Dtype dtype, bool lora);
+/// `dtype`, with or without LoRA adapters (a problem of field `trueOnPolicy`; none when it can):
+/// the CPU paths agree bit for bit; on CUDA the batch-invariant kernels (invariant_ops.hpp) are
+/// bf16 and know no adapters. (The head size, 128, is checked when the model loads.)
+problem_list true_on_policy_problems(schema::Device device, schema::Dtype dtype, bool lora);
 
 /// libtorch's current CUDA stream as the raw handle kernels/ takes (null without libtorch's CUDA
 /// part).

@@ -82,12 +82,12 @@ struct packed_attention_fn : public torch::autograd::Function<packed_attention_f
 std::string problem(const at::Device& device, at::ScalarType dtype, bool lora, int64_t head_dim) {
   if (!device.is_cuda()) return {};  // the CPU path is batch-invariant by construction
   if (!kernels::train_kernels_available())
-    return "trueOnPolicy: this build has no CUDA kernels (the mode's batch-invariant kernels); "
+    return "this build has no CUDA kernels (the mode's batch-invariant kernels); "
            "use device = cpu";
-  if (dtype != at::kBFloat16) return "trueOnPolicy: on cuda the mode needs dtype = bf16";
-  if (lora) return "trueOnPolicy: on cuda the mode is not built for LoRA adapters";
+  if (dtype != at::kBFloat16) return "on cuda the mode needs dtype = bf16";
+  if (lora) return "on cuda the mode is not built for LoRA adapters";
   if (head_dim != 0 && head_dim != kHeadDim)
-    return "trueOnPolicy: on cuda the mode needs head_dim 128 (the model has " +
+    return "on cuda the mode needs head_dim 128 (the model has " +
            std::to_string(head_dim) + ")";
   return {};
 }

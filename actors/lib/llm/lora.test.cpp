@@ -147,7 +147,7 @@ TEST(Lora, SettingsProblemsNameTheField) {
   auto m = testing::tiny_model(1);
   auto first = [&](lora_config c, const model_config* mc) {
     auto p = lora_config_problems(c, mc);
-    return p.empty() ? std::string() : p.front();
+    return p.empty() ? std::string() : p.front().text();
   };
   auto c = config_of(8);
   EXPECT_EQ(first(c, &m->config()), "");

@@ -38,8 +38,7 @@ std::string lora_agreement(bool has_section, schema::Lora::Reader r) {
   return s.str();
 }
 
-std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
-                                              const std::string& model_dir) {
+problem_list lora_params_problems(schema::Lora::Reader r, const std::string& model_dir) {
   const auto c = to_lora_config(r);
   std::optional<model_config> m;
   std::error_code ec;
@@ -52,16 +51,15 @@ std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
       // The model's own check names what is wrong with its config.json.
     }
   }
-  std::vector<std::string> out;
-  for (auto& p : lora_config_problems(c, m ? &*m : nullptr)) out.push_back("lora." + p);
+  problem_list out;
+  add_within(out, "lora", lora_config_problems(c, m ? &*m : nullptr));
   if (read && r.hasAdapter() && r.getAdapter().size() > 0) {
     const std::string dir = r.getAdapter();
     try {
       const auto theirs = read_peft_config(dir);
       auto differs = [&](const char* field, const std::string& ours, const std::string& peft) {
         if (ours != peft) {
-          out.push_back(std::string("lora.") + field + ": " + ours + ", but the adapter " + dir +
-                        " has " + peft);
+          out.push_back({std::string("lora.") + field, ours + ", but the adapter " + dir + " has " + peft});
         }
       };
       auto list = [](const std::vector<std::string>& v) {
@@ -77,7 +75,7 @@ std::vector<std::string> lora_params_problems(schema::Lora::Reader r,
       // The tensors against the base: read them (small) when the base's config is readable.
       if (m && out.empty()) load_peft_adapter(dir, *m, model_dir, at::kFloat, at::kCPU);
     } catch (const std::exception& e) {
-      out.push_back(std::string("lora.adapter: ") + e.what());
+      out.push_back(problem_of("lora.adapter", e));
     }
   }
   return out;

@@ -8,6 +8,7 @@
 
 #include "actors/lib/llm/lora.hpp"
 #include "milesrt/lora.capnp.h"
+#include "runtime/core/problem.hpp"
 
 namespace milesrt::llm {
 
@@ -29,9 +30,9 @@ std::string lora_agreement(bool has_section, schema::Lora::Reader r);
 /// trainer's.
 void attach_initial_adapters(decoder& model, schema::Lora::Reader r, const std::string& model_dir);
 
-/// What is wrong with a `lora` section, each line starting "lora.<field>: "; `model_dir`, when it
+/// What is wrong with a `lora` section, each problem's field "lora.<field>"; `model_dir`, when it
 /// is a readable model folder, is checked too (the experts of MoE models are refused), and so is
 /// the `adapter` folder: readable by peft_io, for this base, with the section's settings.
-std::vector<std::string> lora_params_problems(schema::Lora::Reader r, const std::string& model_dir);
+problem_list lora_params_problems(schema::Lora::Reader r, const std::string& model_dir);
 
 }  // namespace milesrt::llm

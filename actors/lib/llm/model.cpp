@@ -61,7 +61,7 @@ void decoder::set_params(std::shared_ptr<flat_params> p) {
 void decoder::set_batch_invariant(bool on) {
   if (on) {
     const auto why = invariant_ops::problem(device_, dtype_, adapter_ != nullptr, config_.head_dim);
-    if (!why.empty()) throw std::invalid_argument(why);
+    if (!why.empty()) throw std::invalid_argument("trueOnPolicy: " + why);
   }
   batch_invariant_ = on;
 }
@@ -77,7 +77,7 @@ void decoder::set_adapters(std::shared_ptr<flat_params> adapters, lora_config c)
   if (!adapters) throw std::invalid_argument("set_adapters: no adapters");
   if (batch_invariant_) {
     if (auto why = invariant_ops::problem(device_, dtype_, true); !why.empty())
-      throw std::invalid_argument(why);
+      throw std::invalid_argument("trueOnPolicy: " + why);
   }
   auto next =
       std::make_unique<lora_adapter>(std::move(adapters), std::move(c), config_, dtype_, device_);

@@ -453,10 +453,10 @@ TEST(BatchInvariant, TheCpuPathIsUnchangedAndCudaSaysWhatItNeeds) {
   const std::string fp32 = invariant_ops::problem(cuda, at::kFloat, false, 128);
   const std::string head = invariant_ops::problem(cuda, at::kBFloat16, false, 64);
   if (fp32.find("no CUDA kernels") == std::string::npos) {  // a build with the CUDA kernels
-    EXPECT_EQ(fp32, "trueOnPolicy: on cuda the mode needs dtype = bf16");
-    EXPECT_EQ(head, "trueOnPolicy: on cuda the mode needs head_dim 128 (the model has 64)");
+    EXPECT_EQ(fp32, "on cuda the mode needs dtype = bf16");
+    EXPECT_EQ(head, "on cuda the mode needs head_dim 128 (the model has 64)");
     EXPECT_EQ(invariant_ops::problem(cuda, at::kBFloat16, true, 128),
-              "trueOnPolicy: on cuda the mode is not built for LoRA adapters");
+              "on cuda the mode is not built for LoRA adapters");
     EXPECT_EQ(invariant_ops::problem(cuda, at::kBFloat16, false, 128), "");
   } else {
     EXPECT_EQ(head, fp32);

@@ -11,6 +11,7 @@
 
 #include "actors/lib/llm/config.hpp"
 #include "milesrt/device.capnp.h"
+#include "runtime/core/problem.hpp"
 
 namespace milesrt::llm {
 
@@ -30,11 +31,11 @@ enum class model_use {
   tokenizer,  ///< the rollout's tokenizer.json only (environment, session_server)
 };
 
-/// One "field: problem" line per problem: the model is required; its folder has what `use` needs
+/// What is wrong, each problem naming its field: the model is required; its folder has what `use` needs
 /// (llm::model_folder_problem for the weights); the chat template, when named, is a file. The
 /// files are looked at only while runtime::named_files_read(). `config`, when given, receives the
 /// model's config when the weights' folder was read and found sound (`*read` says whether).
-std::vector<std::string> model_ref_problems(const model_ref& m, model_use use,
-                                            model_config* config = nullptr, bool* read = nullptr);
+problem_list model_ref_problems(const model_ref& m, model_use use, model_config* config = nullptr,
+                                bool* read = nullptr);
 
 }  // namespace milesrt::llm

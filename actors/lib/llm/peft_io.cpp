@@ -229,19 +229,16 @@ void read_target_parameters(const peft_fields& field, lora_config& c) {
 void check_settings(const peft_fields& field, const lora_config& c) {
   auto problems = lora_config_problems(c, nullptr);
   if (problems.empty()) return;
-  std::string p = problems.front();
+  const problem& p = problems.front();
   const std::pair<const char*, const char*> names[] = {{"rank", "r"},
                                                        {"alpha", "lora_alpha"},
                                                        {"dropout", "lora_dropout"},
                                                        {"targetModules", "target_modules"},
                                                        {"targetParameters", "target_parameters"}};
   for (const auto& [ours, theirs] : names) {
-    const std::string prefix = std::string(ours) + ": ";
-    if (p.rfind(prefix, 0) == 0) {
-      field.refuse(theirs, p.substr(prefix.size()));
-    }
+    if (p.field == ours) field.refuse(theirs, p.what);
   }
-  throw config_error(field.where + p);
+  throw config_error(field.where + p.text());
 }
 
 }  // namespace
@@ -271,7 +268,7 @@ peft_adapter load_peft_adapter(const fs::path& dir, const model_config& m, const
   a.config = read_peft_config(dir, &a.base_model);
   const std::string where = (dir / kConfigFile).string() + ": ";
   if (auto problems = lora_config_problems(a.config, &m); !problems.empty())
-    throw config_error(where + "for the base " + base_dir.string() + ": " + problems.front());
+    throw config_error(where + "for the base " + base_dir.string() + ": " + problems.front().text());
   // An adapter names its base; where that is a folder here, it must be the same architecture.
   std::error_code ec;
   if (!a.base_model.empty() && fs::is_regular_file(fs::path(a.base_model) / "config.json", ec) &&

@@ -19,30 +19,25 @@ struct text_codec::impl {
 text_codec::text_codec(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 text_codec::~text_codec() = default;
 
-std::unique_ptr<text_codec> text_codec::load(const std::string& dir,
-                                             const std::string& chat_template, std::string& error,
-                                             const std::string& bos) {
+text_codec_load text_codec::load(const std::string& dir, const std::string& chat_template,
+                                 const std::string& bos) {
   auto policy = llm::parse_bos_policy(bos);
   if (!policy) {
-    error = "bos: '" + bos + "' is not auto, config or never";
-    return nullptr;
+    return {nullptr, "bos: '" + bos + "' is not auto, config or never"};
   }
   if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
-    error = "no tokenizer.json in " + dir;
-    return nullptr;
+    return {nullptr, "no tokenizer.json in " + dir};
   }
   auto loaded = llm::tokenizer::load(dir);
   if (!loaded.tok) {
-    error = loaded.error;
-    return nullptr;
+    return {nullptr, loaded.error};
   }
   auto p = std::make_unique<impl>();
   p->tok = loaded.tok;
   p->bos = *policy;
   auto t = llm::chat_template::load(chat_template, *p->tok);
   if (!chat_template.empty() && !t.tmpl) {
-    error = t.error;
-    return nullptr;
+    return {nullptr, t.error};
   }
   p->chat = t.tmpl;
   // The model's own template may be broken or missing: prompts given as text or ids still work.
@@ -51,7 +46,7 @@ std::unique_ptr<text_codec> text_codec::load(const std::string& dir,
                                          "/tokenizer_config.json has no chat_template and "
                                          "there is no " +
                                          dir + "/chat_template.jinja; give a .jinja file";
-  return std::unique_ptr<text_codec>(new text_codec(std::move(p)));
+  return {std::unique_ptr<text_codec>(new text_codec(std::move(p))), ""};
 }
 
 std::vector<int64_t> text_codec::encode(const std::string& text) const {

@@ -10,16 +10,24 @@
 
 namespace milesrt::llm {
 
+class text_codec;
+
+/// text_codec::load's result: a codec, or why there is none.
+struct text_codec_load {
+  std::unique_ptr<text_codec> codec;
+  std::string error;
+};
+
 class text_codec {
  public:
   /// Loads DIR/tokenizer.json (+ tokenizer_config.json). `chat_template` is a .jinja file's path
   /// ("" = the model's own: tokenizer_config.json's chat_template, else DIR/chat_template.jinja).
   /// `bos` is the BOS/EOS policy of prompts given as text: "auto", "config" or "never" (see
-  /// llm::bos_policy). Returns null with `error` set when there is no usable tokenizer, when the
+  /// llm::bos_policy). No codec, and the error, when there is no usable tokenizer, when the
   /// named template cannot be read or compiled (the error names the file and line), or for
   /// another `bos` word.
-  static std::unique_ptr<text_codec> load(const std::string& dir, const std::string& chat_template,
-                                          std::string& error, const std::string& bos = "auto");
+  static text_codec_load load(const std::string& dir, const std::string& chat_template,
+                              const std::string& bos = "auto");
   ~text_codec();
   /// Ids of text as it is, no special token added (a rendered chat template's text).
   std::vector<int64_t> encode(const std::string& text) const;
