@@ -145,7 +145,7 @@ void abandon_turn(server_actor self, const std::string& session, uint64_t number
   st.busy.erase(busy);
   st.counts.turns_abandoned++;
   agent::table_error e;
-  agent::session* s = st.table->find(session, clock::now(), e);
+  agent::session_tree* s = st.table->find(session, clock::now(), e);
   if (s != nullptr) s->undo(before);
   // A group none of whose sessions has a sampled turn or a turn in flight holds no data yet:
   // its admission goes back at once, for another group to start.
@@ -155,8 +155,8 @@ void abandon_turn(server_actor self, const std::string& session, uint64_t number
   if (members == st.members.end()) return;
   for (const auto& id : members->second) {
     if (st.busy.count(id) > 0) return;
-    const agent::session* m = st.table->peek(id);
-    if (m != nullptr && m->turns() > 0) return;
+    const agent::session_tree* m = st.table->peek(id);
+    if (m != nullptr && m->any_sampled()) return;
     if (m == nullptr && st.table->state_of(id) == std::optional<std::string>("ended")) return;
   }
   st.admitted.erase(group->second);
@@ -181,9 +181,9 @@ void settle(server_actor self) {
     for (const auto& s : g.sessions) st.group_of.erase(s.id);
     st.members.erase(key);
     st.labels.erase(key);
-    const bool unscored = st.cfg.score_unrewarded && has_unrewarded(g);
-    auto e =
-        to_envelope(g, st.next_group, st.last_version, st.counts.empty_sessions, st.cfg.tok.get());
+    const bool unscored = st.cfg.score_unrewarded && has_unrewarded(g, st.cfg.train_on);
+    auto e = to_envelope(g, st.next_group, st.last_version, st.counts.empty_sessions,
+                         st.cfg.tok.get(), st.cfg.train_on);
     if (e.payload.get_as<llm::sample_group>(0).samples.empty()) {
       st.counts.empty_groups++;
       continue;

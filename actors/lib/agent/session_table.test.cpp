@@ -46,10 +46,10 @@ TEST(SessionTable, OpensFindsEndsAndRefusesWhatIsGoneOrUnknown) {
 
   const std::string a = *ids.begin();
   table_error error;
-  session* s = t.find(a, now, error);
+  session_tree* s = t.find(a, now, error);
   ASSERT_NE(s, nullptr);
   ASSERT_FALSE(s->extend_ids({1, 2}).error);
-  s->append_sampled({3}, {-0.5f}, 4);
+  s->current().append_sampled({3}, {-0.5f}, 4);
   EXPECT_FALSE(t.end(a, 1.0, now));
   EXPECT_EQ(t.find(a, now, error), nullptr);
   EXPECT_EQ(error.what, table_error::kind::ended);
