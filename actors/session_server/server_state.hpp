@@ -68,6 +68,8 @@ struct server_counts {
   uint64_t tool_calls = 0, tool_calls_malformed = 0, empty_sessions = 0, empty_groups = 0;
   /// Turns whose client left before the answer (taken back at once).
   uint64_t turns_abandoned = 0;
+  /// Abandoned turns whose sampling the engine stopped early (answered "abort").
+  uint64_t turns_aborted = 0;
   uint64_t groups_out = 0;
   /// Groups sent to the graph's reward actor (a session ended without a reward).
   uint64_t groups_unscored = 0;
@@ -105,6 +107,8 @@ struct server_state {
   struct turn_in_flight {
     uint64_t number = 0;
     agent::tree_mark before;
+    /// The generation service sampling it (told to stop when the turn's client leaves).
+    caf::actor generator;
   };
   std::map<std::string, turn_in_flight> busy;
   uint64_t next_turn = 0;

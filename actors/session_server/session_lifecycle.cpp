@@ -85,16 +85,13 @@ bool parse_rewards(server_actor self, const http_call& call, const json& body,
   return true;
 }
 
-/// A turn in flight of a subagent its parent's end (or deletion) closes: taken back.
+/// A turn in flight of a subagent its parent's end (or deletion) closes: taken back, its
+/// sampling stopped.
 void take_back_children(server_actor self, const std::string& id) {
   auto& st = self->state;
   for (const auto& child : st.table->open_children(id)) {
     auto busy = st.busy.find(child);
-    if (busy == st.busy.end()) continue;
-    agent::table_error e;
-    if (auto* tree = st.table->find(child, clock::now(), e)) tree->undo(busy->second.before);
-    st.busy.erase(busy);
-    st.counts.turns_abandoned++;
+    if (busy != st.busy.end()) abandon_turn(self, child, busy->second.number);
   }
 }
 

@@ -101,7 +101,9 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
   const uint64_t stream_id = req.stream_id;
   const uint64_t number = ++st.next_turn;
   req.input_ids.assign(s.tokens().ids.begin(), s.tokens().ids.end());
-  st.busy[id] = {number, before};
+  req.cancel_id = number;  // the turn's client leaving stops its sampling
+  auto generator = st.links.pick("generate");
+  st.busy[id] = {number, before, generator};
   caf::actor_addr addr = self->address();
   call.responder.on_disconnect([addr, id, number] {
     if (auto actor = caf::actor_cast<caf::actor>(addr))
@@ -114,8 +116,7 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
     self->state.busy.erase(it);
     return true;
   };
-  self->request(st.links.pick("generate"), st.cfg.generate_deadline, serving::generate_atom::value,
-                std::move(req))
+  self->request(generator, st.cfg.generate_deadline, serving::generate_atom::value, std::move(req))
       .then(
           [self, call, id, stream_id, own, before, done](serving::generation_result& r) mutable {
             auto& s = self->state;
@@ -124,6 +125,7 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
             if (streamed != s.streams.end()) s.streams.erase(streamed);
             if (!own()) {
               s.counts.turns_discarded++;  // its client went: taken back already
+              s.counts.turns_aborted += r.finish_reason == "abort" ? 1 : 0;
               return;
             }
             agent::table_error e;

@@ -40,6 +40,7 @@ metric_map metrics_of(server_actor self) {
           {"session_turns", double(c.turns)},
           {"session_turns_discarded", double(c.turns_discarded)},
           {"session_turns_abandoned", double(c.turns_abandoned)},
+          {"session_turns_aborted", double(c.turns_aborted)},
           {"session_turns_refused", double(c.turns_refused)},
           {"session_generate_failures", double(c.generate_failures)},
           {"session_tool_calls", double(c.tool_calls)},
@@ -142,6 +143,10 @@ void abandon_turn(server_actor self, const std::string& session, uint64_t number
   auto busy = st.busy.find(session);
   if (busy == st.busy.end() || busy->second.number != number) return;  // answered already
   const auto before = busy->second.before;
+  // Its sampling stops before the engine's next step; the answer (cut off) is then discarded.
+  if (busy->second.generator)
+    self->send(busy->second.generator, serving::generate_atom::value,
+               serving::generation_cancel{number});
   st.busy.erase(busy);
   st.counts.turns_abandoned++;
   agent::table_error e;

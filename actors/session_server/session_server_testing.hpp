@@ -81,7 +81,16 @@ inline void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> l
             r.finish_reason = "stop";
             return r;
           },
+          [=](serving::generate_atom, const serving::generation_cancel&) {
+            // A cancelled late answer comes at once, cut off as the engine cuts it.
+            if (self->state.late.empty()) return;
+            auto [promise, result] = std::move(self->state.late.front());
+            self->state.late.pop_front();
+            result.finish_reason = "abort";
+            promise.deliver(std::move(result));
+          },
           [=](late_atom) {
+            if (self->state.late.empty()) return;
             auto [promise, result] = std::move(self->state.late.front());
             self->state.late.pop_front();
             promise.deliver(std::move(result));

@@ -285,6 +285,29 @@ std::vector<sample> scheduler::abort_all() {
   return aborted;
 }
 
+std::vector<sample> scheduler::cancel(uint64_t request_id) {
+  std::vector<sample> cut;
+  for (size_t i = running_.size(); i-- > 0;) {
+    auto& s = running_[i];
+    if (s.request_id != request_id) continue;
+    cut.push_back(to_sample(s, "abort"));
+    free_sequence(s, true);
+    prompt_done_.erase(static_cast<int64_t>(s.arrival));
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->request_id != request_id) {
+      ++it;
+      continue;
+    }
+    cut.push_back(to_sample(*it, "abort"));
+    free_sequence(*it, false);
+    prompt_done_.erase(static_cast<int64_t>(it->arrival));
+    it = waiting_.erase(it);
+  }
+  return cut;
+}
+
 void scheduler::retract_all() {
   std::sort(running_.begin(), running_.end(),
             [](const sequence& a, const sequence& b) { return a.arrival > b.arrival; });
