@@ -67,7 +67,8 @@ void add_abort_metrics(const rollout_state& st, node_reply& reply) {
 bool answer_call(rollout_state& st, const sample& s) {
   auto it = st.calls.find(s.request_id);
   if (it == st.calls.end()) return false;
-  it->second.promise.deliver(generation_result{s.output, s.logprobs, s.versions, s.finish_reason});
+  it->second.promise.deliver(
+      generation_result{s.output, s.logprobs, s.versions, s.finish_reason, s.cached_tokens});
   st.calls.erase(it);
   return true;
 }

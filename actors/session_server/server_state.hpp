@@ -70,6 +70,9 @@ struct server_counts {
   uint64_t turns_abandoned = 0;
   /// Abandoned turns whose sampling the engine stopped early (answered "abort").
   uint64_t turns_aborted = 0;
+  /// The tokens sessions held before each sampled turn, and those of them the engine's prefix
+  /// cache held (session_prefix_reused).
+  uint64_t prompt_tokens = 0, prompt_tokens_reused = 0;
   uint64_t groups_out = 0;
   /// Groups sent to the graph's reward actor (a session ended without a reward).
   uint64_t groups_unscored = 0;

@@ -138,6 +138,13 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
               return;
             }
             s.counts.turns++;
+            // Prefix reuse: of what the session held before this request (its path up to where
+            // the request began), the tokens the engine's prefix cache held.
+            const auto& starts = sess->current().starts();
+            const uint64_t held = starts.empty() ? 0 : starts.back().tokens;
+            s.counts.prompt_tokens += held;
+            s.counts.prompt_tokens_reused +=
+                std::min<uint64_t>(held, uint64_t(std::max<int64_t>(0, r.cached_tokens)));
             for (auto v : r.versions) s.last_version = std::max(s.last_version, v);
             done(*sess, r);
           },

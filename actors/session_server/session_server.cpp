@@ -41,6 +41,8 @@ metric_map metrics_of(server_actor self) {
           {"session_turns_discarded", double(c.turns_discarded)},
           {"session_turns_abandoned", double(c.turns_abandoned)},
           {"session_turns_aborted", double(c.turns_aborted)},
+          {"session_prefix_reused",
+           c.prompt_tokens > 0 ? double(c.prompt_tokens_reused) / double(c.prompt_tokens) : 0.0},
           {"session_turns_refused", double(c.turns_refused)},
           {"session_generate_failures", double(c.generate_failures)},
           {"session_tool_calls", double(c.tool_calls)},

@@ -91,12 +91,14 @@ struct generation_result {
   std::vector<float> logprobs;
   std::vector<uint64_t> versions;
   std::string finish_reason;  ///< "stop", "length" or "abort" (cut off by a weight update)
+  /// Of `input_ids`, the tokens the engine's prefix cache held (their KV not computed again).
+  int64_t cached_tokens = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_result& x) {
   return f(caf::meta::type_name("generation_result"), x.output_ids, x.logprobs, x.versions,
-           x.finish_reason);
+           x.finish_reason, x.cached_tokens);
 }
 
 }  // namespace milesrt::serving

@@ -15,6 +15,7 @@ sample to_sample(const sequence& s, const std::string& reason) {
   out.entropies = s.entropies;
   out.experts = s.experts;
   out.finish_reason = reason;
+  out.cached_tokens = std::max<int64_t>(0, s.first_cached);
   return out;
 }
 
@@ -155,6 +156,7 @@ void scheduler::admit_waiting(std::vector<int64_t>& chunk, int64_t& budget) {
       s.table = hit;
       s.computed = static_cast<int64_t>(hit.size()) * config_.block_size;
       s.matched = true;
+      if (s.first_cached < 0) s.first_cached = s.computed;
     }
     int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
     if (!ensure_blocks(s, s.computed + n)) break;  // no room: it keeps its place in the queue
