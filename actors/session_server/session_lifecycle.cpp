@@ -190,8 +190,9 @@ void get_session(server_actor self, const http_call& call) {
     out["sampled_tokens"] = sampled;
     out["messages"] = s->messages();
     out["trajectory"] = s->current_id();
-    out["tree"] = s->describe();
-    if (wants_tokens(call.request.query)) {
+    const bool ids = wants_tokens(call.request.query);
+    out["tree"] = s->describe(ids);
+    if (ids) {
       const auto& t = s->tokens();
       std::vector<int> mask(t.size());
       for (size_t i = 0; i < t.size(); ++i) mask[i] = t.origins[i] == agent::token_origin::sampled;

@@ -61,7 +61,7 @@ def turn(client, messages):
 
 
 def tree(sid):
-    status, info = http("GET", f"/sessions/{sid}")
+    status, info = http("GET", f"/sessions/{sid}?tokens=1")
     if status != 200:
         fail(f"GET {sid}: {status} {info}")
     return info
@@ -104,7 +104,8 @@ nodes = info["tree"]["nodes"]
 shared = [n for n in nodes if n["trajectories"] == [0, 1, 2]]
 if len(shared) != 1 or 1 not in shared[0]["loss_mask"] or not shared[0]["token_ids"]:
     fail(f"trajectories 0-2 should share one node holding the sampled call: {nodes}")
-if sum(len(n["token_ids"]) for n in nodes if 0 in n["trajectories"]) != trajectories[0]["tokens"]:
+if sum(n["tokens"] for n in nodes if 0 in n["trajectories"]) != trajectories[0]["tokens"] or \
+        any(len(n["token_ids"]) != n["tokens"] for n in nodes):
     fail(f"trajectory 0's nodes should hold its tokens: {info}")
 refused(ca, [{"role": "user", "content": "Something else."}], "maxBranches")
 

@@ -82,8 +82,9 @@ class session_tree {
   /// The tree as GET /sessions/{id} shows it: its paths ("trajectories": id, the path it
   /// branched from, turns, tokens, sampled tokens, whether it is the current one) and its nodes
   /// ("nodes": the paths' common token prefixes merged; each node its parent, the position of
-  /// its first token, its stored ids and mask, the paths through it, and the path it ends).
-  nlohmann::ordered_json describe() const;
+  /// its first token, its token count, the paths through it and those it ends; `with_ids`: its
+  /// stored ids and mask too).
+  nlohmann::ordered_json describe(bool with_ids = true) const;
 
  private:
   struct path {

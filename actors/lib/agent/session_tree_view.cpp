@@ -93,7 +93,7 @@ std::vector<tree_trajectory> session_tree::trained(train_on which) const {
   return out;
 }
 
-ojson session_tree::describe() const {
+ojson session_tree::describe(bool with_ids) const {
   ojson trajectories = ojson::array();
   std::vector<node> nodes(1);  // the root: no tokens
   for (const auto& p : paths_) {
@@ -109,18 +109,22 @@ ojson session_tree::describe() const {
   ojson out_nodes = ojson::array();
   for (size_t n = 1; n < nodes.size(); ++n) {
     const auto& x = nodes[n];
-    std::vector<llm::token_id> ids(x.source->ids.begin() + std::ptrdiff_t(x.from),
-                                   x.source->ids.begin() + std::ptrdiff_t(x.to));
-    std::vector<int> mask;
-    for (size_t i = x.from; i < x.to; ++i)
-      mask.push_back(x.source->origins[i] == token_origin::sampled ? 1 : 0);
-    out_nodes.push_back({{"id", n},
-                         {"parent", x.parent && *x.parent > 0 ? ojson(*x.parent) : ojson(nullptr)},
-                         {"position", x.from},
-                         {"token_ids", ids},
-                         {"loss_mask", mask},
-                         {"trajectories", x.paths},
-                         {"ends", x.ends}});
+    ojson node = {{"id", n},
+                  {"parent", x.parent && *x.parent > 0 ? ojson(*x.parent) : ojson(nullptr)},
+                  {"position", x.from},
+                  {"tokens", x.to - x.from},
+                  {"trajectories", x.paths},
+                  {"ends", x.ends}};
+    if (with_ids) {
+      std::vector<llm::token_id> ids(x.source->ids.begin() + std::ptrdiff_t(x.from),
+                                     x.source->ids.begin() + std::ptrdiff_t(x.to));
+      std::vector<int> mask;
+      for (size_t i = x.from; i < x.to; ++i)
+        mask.push_back(x.source->origins[i] == token_origin::sampled ? 1 : 0);
+      node["token_ids"] = ids;
+      node["loss_mask"] = mask;
+    }
+    out_nodes.push_back(std::move(node));
   }
   return {{"trajectories", trajectories}, {"nodes", out_nodes}};
 }
