@@ -6,6 +6,7 @@
 #include "actors/teacher/teacher_kind.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
