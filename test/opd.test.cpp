@@ -2,7 +2,7 @@
 // setup, through the real milesrt executable, with a local teacher and with the same teacher behind
 // examples/teacher_server over HTTP: the same samples get the same teacher log-probs (each step's
 // distill metrics agree within 1e-6), with no reward. A teacher of another tokenizer is refused at
-// validation, naming the difference.
+// validation, naming the difference. GRPO, KL to a reference and distillation run together.
 
 #include <gtest/gtest.h>
 
@@ -85,6 +85,62 @@ TEST(OpdGraph, ARemoteTeacherGivesTheLocalTeachersMetrics) {
     // Two different models: a real gap, and a reverse-KL estimate that is not zero.
     EXPECT_GT(std::abs(ma["distill_logprob_gap"].get<double>()), 1e-3);
   }
+}
+
+// GRPO, KL to a reference and distillation in one graph: the reward before the teacher (its
+// `groups` port), a reference actor beside it; each term reports its own metric, from its own
+// field (ref_logprobs: the student's starting model; teacher_logprobs: another model).
+TEST(OpdGraph, GrpoKlToAReferenceAndDistillationCombine) {
+  const fs::path dir = scratch("opd-combined");
+  const std::string s = student_setup().string(), t = teacher_setup().string();
+  const fs::path graph = dir / "combined.capnp";
+  std::ofstream(graph) << R"(@0xd1c3a5e7f9b20461;
+using import "/milesrt/graph.capnp".Graph;
+const graph :Graph = (
+  name = "grpo_kl_distill",
+  actors = [
+    (name = "data", kind = "data", params = (data = (path = ")"
+                       << s << R"(/rl.jsonl"))),
+    (name = "rollout", kind = "rollout",
+     params = (rollout = (model = ")"
+                       << s << R"(/model", samplesPerPrompt = 4, maxNewTokens = 4))),
+    (name = "reward", kind = "math_reward"),
+    (name = "reference", kind = "reference", params = (reference = (model = ")"
+                       << s << R"(/model"))),
+    (name = "teacher", kind = "teacher",
+     params = (teacher = (model = ")"
+                       << t << R"(/model", student = ")" << s << R"(/model"))),
+    (name = "trainer", kind = "trainer",
+     params = (trainer = (model = ")"
+                       << s << R"(/model", klType = k3, klCoef = 0.1,
+                          distillCoef = 0.5, distillEstimator = k3, lr = 1e-3))),
+    (name = "publisher", kind = "publisher", params = (publisher = (transport = colocated))),
+  ],
+  edges = [
+    (from = "data.prompts", to = "rollout.prompts"),
+    (from = "rollout.groups", to = "reward.groups"),
+    (from = "reward.scored", to = "reference.groups"),
+    (from = "reference.groups", to = "teacher.groups"),
+    (from = "teacher.groups", to = "trainer.batches"),
+    (from = "trainer.weights", to = "publisher.weights"),
+    (from = "publisher.updates", to = "rollout.weights"),
+  ],
+  schedule = (sync = void),
+  run = (steps = 2, batchSize = 4, seed = 1, dir = ")"
+                       << (dir / "run").string() << R"("),
+);
+)";
+  auto r = run_milesrt("run '" + graph.string() + "' --quiet", "opd-combined-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto steps = steps_of(dir / "run");
+  ASSERT_EQ(steps.size(), 2u);
+  const auto& m = steps[0]["metrics"];
+  for (const char* k : {"reward_mean", "kl_loss", "distill_kl_mean", "distill_logprob_gap"})
+    EXPECT_TRUE(m.contains(k)) << k << " missing: " << m.dump();
+  // Step 1 samples the starting model, its own reference: KL to it is 0 (k3 of equal log-probs);
+  // the teacher is another model, so the distillation estimate is not.
+  EXPECT_NEAR(m["kl_loss"].get<double>(), 0.0, 1e-6);
+  EXPECT_GT(m["distill_kl_mean"].get<double>(), 1e-3);
 }
 
 TEST(OpdGraph, ATeacherOfAnotherTokenizerIsRefused) {
