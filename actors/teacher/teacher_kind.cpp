@@ -1,6 +1,7 @@
 #include "actors/teacher/teacher_kind.hpp"
 
 #include <caf/all.hpp>
+#include <optional>
 
 #include "actors/lib/llm/agreement.hpp"
 #include "actors/lib/llm/device.hpp"
@@ -61,6 +62,29 @@ stage_actor::behavior_type teacher_fn(stage_actor::stateful_pointer<teacher_stat
   };
 }
 
+/// What validation says of the two tokenizers ("" when nothing): a local teacher's is compared
+/// with the student's now; a remote one's when the actor starts (it asks the server), so only the
+/// student's folder is read here.
+std::string tokenizer_problem(const std::string& model, const std::string& student) {
+  std::optional<llm::tokenizer_fingerprint> teacher;
+  if (!model.empty()) {
+    try {
+      teacher = llm::fingerprint_of(model);
+    } catch (const std::invalid_argument& e) {
+      return std::string("model: ") + e.what();
+    }
+  }
+  try {
+    if (teacher)
+      require_same_tokenizer(*teacher, student);
+    else
+      llm::fingerprint_of(student);
+  } catch (const std::invalid_argument& e) {
+    return std::string("student: ") + e.what();
+  }
+  return "";
+}
+
 std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::TeacherParams>();
   std::vector<std::string> problems;
@@ -76,14 +100,9 @@ std::vector<std::string> check(capnp::DynamicStruct::Reader reader) {
     problems.push_back(
         "student: required (the student's model folder, whose tokenizer the "
         "teacher's must equal)");
-  } else if (runtime::named_files_read() && problems.empty() && url.empty()) {
-    // A local teacher's tokenizer is compared before anything starts; a remote one's when the
-    // actor starts (it asks the server).
-    try {
-      require_same_tokenizer(llm::fingerprint_of(model), student);
-    } catch (const std::invalid_argument& e) {
-      problems.push_back(std::string("student: ") + e.what());
-    }
+  } else if (runtime::named_files_read() && problems.empty()) {
+    if (auto problem = tokenizer_problem(model, student); !problem.empty())
+      problems.push_back(problem);
   }
   if (!(p.getTemperature() > 0)) problems.push_back("temperature: must be > 0");
   if (!(p.getTimeoutSeconds() > 0)) problems.push_back("timeoutSeconds: must be > 0");

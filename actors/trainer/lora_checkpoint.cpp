@@ -1,6 +1,5 @@
-// The LoRA parts of policy_trainer: the base's hash, the base as the reference model (when the
-// graph says so), and
-// checkpoints of the adapters alone.
+// The LoRA parts of policy_trainer: the base's hash, the base as the reference model (where the
+// graph says so), and checkpoints of the adapters alone.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
