@@ -11,6 +11,7 @@
 #include "actors/reward/reward_kinds.hpp"
 #include "actors/rollout/rollout_kind.hpp"
 #include "actors/session_server/session_server_kind.hpp"
+#include "actors/teacher/teacher_kind.hpp"
 #include "actors/trainer/trainer_kind.hpp"
 
 namespace milesrt::app {
@@ -27,6 +28,7 @@ void register_builtin_kinds(runtime::kind_registry& kinds,
   trainer::register_trainer_kind(kinds, std::move(losses));
   publisher::register_publisher_kind(kinds);
   reference::register_reference_kind(kinds);
+  teacher::register_teacher_kind(kinds);
   critic::register_critic_kind(kinds);
   session_server::register_session_server_kind(kinds);
   environment::register_environment_kind(kinds, std::move(environments));

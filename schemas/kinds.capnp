@@ -32,5 +32,6 @@ struct Params {
     trajectoryBuffer @11 :import "/milesrt/buffer.capnp".TrajectoryBufferParams;
     sessionServer @12 :import "/milesrt/session_server.capnp".SessionServerParams;
     environment @13 :import "/milesrt/environment.capnp".EnvironmentParams;
+    teacher @14 :import "/milesrt/teacher.capnp".TeacherParams;
   }
 }

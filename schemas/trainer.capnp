@@ -51,7 +51,14 @@ struct TrainerParams {
   useRolloutLogprobs @24 :Bool = false;
   # Use the rollout's log-probs as the old policy's (skips the old-policy forward).
   distillCoef @25 :Float64 = 0;
-  # Reverse KL to a teacher whose log-probs arrive as ref_logprobs.
+  # On-policy distillation: + distillCoef x the per-token reverse KL to a teacher, over the sampled
+  # tokens (multi-turn masks respected), with the teacher's log-probs from a `teacher` actor
+  # (teacher_logprobs, apart from the KL reference's ref_logprobs: both terms can be on at once).
+  distillEstimator @56 :KlType = k1;
+  # k1: sg(logp - teacher) x logp, the score-function form whose expected gradient is the reverse
+  # KL's (logp - teacher is a per-token advantage); k3: exp(teacher - logp) - 1 - (teacher - logp)
+  # differentiated directly, lower variance (its expected value is the reverse KL; its expected
+  # gradient is the forward KL's); k2: 0.5 (logp - teacher)^2. Not none.
   routingReplay @26 :Bool = true;
   # MoE: the training forward uses the experts the rollout recorded.
   temperature @27 :Float64 = 1.0;
@@ -78,7 +85,11 @@ struct TrainerParams {
   # backward (selective checkpointing: the later layers keep their activations); 0 = all.
   lora @49 :Lora;
   # LoRA (docs/lora.md): set, only the adapters train, are checkpointed and published; the base
-  # model stays frozen and is the reference (KL) model with the adapters off.
+  # model stays frozen.
+  loraBaseReference @57 :Bool = false;
+  # With lora: the base (the adapters off) is the KL reference (klType, klInReward) of samples
+  # that carry no ref_logprobs (no `reference` actor). Off, such a batch is refused: the graph
+  # says where its reference comes from.
 
   # Data parallelism (docs/distributed.md).
   dataParallel @50 :UInt32 = 1;

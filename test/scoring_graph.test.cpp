@@ -108,7 +108,7 @@ TEST(ScoringGraph, TrainsOnlyOnGroupsWithASignal) {
       << "  schedule = (sync = void),\n"
       << "  run = (steps = 3, batchSize = 2, deadlineSeconds = 60));\n";
   auto loaded = graph::load_graph(dir / "g.capnp", graph::default_import_dirs());
-  ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text);
+  ASSERT_TRUE(loaded.ok()) << (loaded.errors.empty() ? "" : loaded.errors[0].text());
   auto log = std::make_shared<trained>();
   kind_registry kinds;
   data::register_data_kind(kinds);
@@ -116,7 +116,7 @@ TEST(ScoringGraph, TrainsOnlyOnGroupsWithASignal) {
   register_group_filter_kind(kinds);
   register_test_kinds(kinds, log);
   auto errors = graph::validate_kinds(*loaded.graph, kinds);
-  ASSERT_TRUE(errors.empty()) << errors[0].text;
+  ASSERT_TRUE(errors.empty()) << errors[0].text();
   {
     caf::actor_system_config cfg;
     cfg.add_message_types<caf::id_block::milesrt_runtime>();

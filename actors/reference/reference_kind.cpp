@@ -1,8 +1,5 @@
 #include "actors/reference/reference_kind.hpp"
 
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-
 #include <caf/all.hpp>
 #include <chrono>
 
@@ -10,6 +7,7 @@
 #include "actors/lib/llm/device.hpp"
 #include "actors/lib/llm/model_folder.hpp"
 #include "actors/lib/llm/model_ref.hpp"
+#include "actors/lib/llm/output_logprobs.hpp"
 #include "actors/lib/llm/shared_bases.hpp"
 #include "milesrt/reference.capnp.h"
 #include "runtime/core/errors.hpp"
@@ -71,31 +69,9 @@ problem_list check(capnp::DynamicStruct::Reader reader) {
 }  // namespace
 
 void set_ref_logprobs(const llm::decoder& model, double temperature, sample_group& group) {
-  // One packed pass over the samples that have output; score_sequences gives the log-probs of
-  // tokens 1..L-1, of which the last O are the output's.
-  std::vector<std::vector<int64_t>> seqs;
-  std::vector<size_t> which;
-  for (size_t i = 0; i < group.samples.size(); ++i) {
-    auto& s = group.samples[i];
-    s.ref_logprobs.clear();
-    if (s.output.empty()) continue;
-    if (s.prompt.empty())
-      throw std::invalid_argument("sample " + std::to_string(i) + " has no prompt token");
-    std::vector<int64_t> full = s.prompt;
-    full.insert(full.end(), s.output.begin(), s.output.end());
-    seqs.push_back(std::move(full));
-    which.push_back(i);
-  }
-  if (seqs.empty()) return;
-  at::NoGradGuard no_grad;
-  auto scores = model.score_sequences(seqs, temperature);
-  for (size_t j = 0; j < which.size(); ++j) {
-    auto& s = group.samples[which[j]];
-    auto lp = scores[j].logprobs.to(at::kCPU).to(at::kFloat).contiguous();
-    const int64_t O = static_cast<int64_t>(s.output.size());
-    const float* p = lp.data_ptr<float>() + (lp.numel() - O);
-    s.ref_logprobs.assign(p, p + O);
-  }
+  auto lps = llm::output_logprobs(model, temperature, group);
+  for (size_t i = 0; i < group.samples.size(); ++i)
+    group.samples[i].ref_logprobs = std::move(lps[i]);
 }
 
 void register_reference_kind(kind_registry& registry) {

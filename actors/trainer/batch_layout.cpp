@@ -54,8 +54,8 @@ batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
   l.num_seqs = static_cast<int64_t>(batch.size());
   l.offsets = {0};
   std::vector<int64_t> seq_index;
-  std::vector<float> rollout_lp, ref_lp, values, mask;
-  bool have_ref = true, have_values = true;
+  std::vector<float> rollout_lp, ref_lp, teacher_lp, values, mask;
+  bool have_ref = true, have_teacher = true, have_values = true;
   for (int64_t i = 0; i < l.num_seqs; ++i) {
     const auto& s = batch[i];
     for (size_t t = 0; t < s.output.size(); ++t) {
@@ -69,6 +69,10 @@ batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
       have_ref = false;
     else
       ref_lp.insert(ref_lp.end(), s.ref_logprobs.begin(), s.ref_logprobs.end());
+    if (s.teacher_logprobs.size() != s.output.size())
+      have_teacher = false;
+    else
+      teacher_lp.insert(teacher_lp.end(), s.teacher_logprobs.begin(), s.teacher_logprobs.end());
     if (s.values.size() != s.output.size())
       have_values = false;
     else
@@ -79,6 +83,7 @@ batch_layout lay_out(const std::vector<train_sequence>& batch, bool sft,
   l.mask = N ? at::tensor(mask, fopt) : at::empty({0}, fopt);
   if (!sft) l.rollout_logprobs = N ? at::tensor(rollout_lp, fopt) : at::empty({0}, fopt);
   if (have_ref && N) l.ref_logprobs = at::tensor(ref_lp, fopt);
+  if (have_teacher && N) l.teacher_logprobs = at::tensor(teacher_lp, fopt);
   if (have_values && N) l.values = at::tensor(values, fopt);
   l.micro_batches = micro_batches(batch, micro_batch_tokens);
   return l;

@@ -20,6 +20,7 @@ struct batch_layout {
   int64_t trained_tokens = 0;    ///< tokens the mask keeps (the token_mean normalizer)
   at::Tensor rollout_logprobs;   ///< [N] (RL); undefined for SFT
   at::Tensor ref_logprobs;       ///< [N] when every sequence carries them, else undefined
+  at::Tensor teacher_logprobs;   ///< [N] when every sequence carries them, else undefined
   at::Tensor values;             ///< [N] when every sequence carries them, else undefined
   std::vector<std::vector<size_t>> micro_batches;  ///< sequence indices of each micro-batch
 

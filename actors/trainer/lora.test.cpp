@@ -191,12 +191,14 @@ TEST(TrainerLora, ACheckpointOfNonFiniteAdaptersIsRefused) {
   }
 }
 
-// The KL reference of a LoRA trainer is its own base with the adapters off: a batch without
-// reference log-probs trains exactly as the same batch carrying the base model's log-probs.
+// Where the graph says so (loraBaseReference), the KL reference of a LoRA trainer is its own
+// base with the adapters off: a batch without reference log-probs trains exactly as the same
+// batch carrying the base model's log-probs.
 TEST(TrainerLora, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
   auto o = options();
   o.loss.kl = rl::kl_estimator::k3;
   o.loss.kl_coef = 0.5;
+  o.lora_base_reference = true;
   policy_trainer inside(adapted(), o), given(adapted(), o);
   // Both take one step first, so that the adapters differ from the base.
   inside.train(rl_batch(7));
@@ -228,6 +230,31 @@ TEST(TrainerLora, TheKlReferenceIsTheBaseWithTheAdaptersOff) {
   EXPECT_GT(mi["kl_loss"], 0.0);
   EXPECT_EQ(mi["kl_loss"], mg["kl_loss"]);
   EXPECT_TRUE(at::equal(inside.model().adapters()->buffer(), given.model().adapters()->buffer()));
+}
+
+// Unasked, the base is no reference: a KL batch without reference log-probs is refused, naming
+// the two ways out; a distillation batch needs a teacher's log-probs, never the base's.
+TEST(TrainerLora, TheBaseIsTheReferenceOnlyWhenTheGraphSaysSo) {
+  auto o = options();
+  o.loss.kl = rl::kl_estimator::k3;
+  o.loss.kl_coef = 0.5;
+  policy_trainer t(adapted(), o);
+  try {
+    t.train(rl_batch(7));
+    FAIL() << "a KL batch without reference log-probs trained";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("set loraBaseReference"), std::string::npos) << e.what();
+  }
+  auto od = options();
+  od.loss.distill_coef = 1;
+  od.lora_base_reference = true;
+  policy_trainer d(adapted(), od);
+  try {
+    d.train(rl_batch(7));
+    FAIL() << "a distillation batch without teacher log-probs trained";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("add a teacher actor"), std::string::npos) << e.what();
+  }
 }
 
 /// The engine's samples of two prompts (fixed seeds), as a training batch.

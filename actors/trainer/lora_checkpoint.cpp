@@ -1,5 +1,5 @@
-// The LoRA parts of policy_trainer: the base's hash, the base as the reference model, and
-// checkpoints of the adapters alone.
+// The LoRA parts of policy_trainer: the base's hash, the base as the reference model (where the
+// graph says so), and checkpoints of the adapters alone.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -31,10 +31,11 @@ std::string lora_base_hash(const llm::flat_params& base) {
 
 at::Tensor policy_trainer::base_logprobs(const std::vector<train_sequence>& batch,
                                          const batch_layout& layout) const {
-  const bool needs_ref = options_.loss.kl != rl::kl_estimator::none ||
-                         options_.loss.distill_coef != 0 || options_.kl_in_reward;
-  if (model_->lora() == nullptr || !needs_ref || layout.ref_logprobs.defined() ||
-      layout.num_tokens == 0)
+  // Only where the graph says so (loraBaseReference): the base is no teacher, and a graph that
+  // forgot its reference actor is refused rather than anchored to the base unasked.
+  const bool needs_ref = options_.loss.kl != rl::kl_estimator::none || options_.kl_in_reward;
+  if (model_->lora() == nullptr || !options_.lora_base_reference || !needs_ref ||
+      layout.ref_logprobs.defined() || layout.num_tokens == 0)
     return layout.ref_logprobs;
   at::NoGradGuard no_grad;
   adapter_pass base;

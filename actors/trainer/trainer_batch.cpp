@@ -33,6 +33,7 @@ std::vector<train_sequence> to_sequences(const trainer_state& st,
         t.rollout_logprobs = s.logprobs;
         t.versions = s.versions;
         t.ref_logprobs = s.ref_logprobs;
+        t.teacher_logprobs = s.teacher_logprobs;
         t.values = s.values;
         t.experts = s.experts;
         t.mask = s.mask;

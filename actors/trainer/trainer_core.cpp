@@ -263,11 +263,17 @@ at::Tensor policy_trainer::advantages(const std::vector<train_sequence>& batch,
                                       const batch_layout& layout,
                                       std::map<std::string, double>& m) const {
   const int64_t N = layout.num_tokens;
-  const bool needs_ref = options_.loss.kl != kl_estimator::none || options_.loss.distill_coef != 0;
+  const bool needs_ref = options_.loss.kl != kl_estimator::none;
   if (needs_ref && !layout.ref_logprobs.defined() && N > 0) {
     throw std::invalid_argument(
-        "trainer: the KL / distillation terms need reference log-probs on every "
-        "sample (add a reference actor before the trainer)");
+        "trainer: the KL terms need reference log-probs on every sample (add a reference actor "
+        "before the trainer" +
+        std::string(model_->lora() != nullptr ? ", or set loraBaseReference)" : ")"));
+  }
+  if (options_.loss.distill_coef != 0 && !layout.teacher_logprobs.defined() && N > 0) {
+    throw std::invalid_argument(
+        "trainer: distillation (distillCoef) needs teacher log-probs on every sample (add a "
+        "teacher actor before the trainer)");
   }
   if (estimator_->needs_values() && !layout.values.defined() && N > 0) {
     throw std::invalid_argument("trainer: the " + options_.estimator +

@@ -30,6 +30,9 @@ struct trainer_options {
   rl::policy_loss_options loss;
   bool kl_in_reward = false;  ///< KL to the reference as a per-token reward penalty
   double kl_reward_coef = 0;  ///< its coefficient (loss.kl names the estimator)
+  /// LoRA: the base (adapters off) is the KL reference of a batch carrying no ref_logprobs; off,
+  /// such a batch is refused when a KL term needs one.
+  bool lora_base_reference = false;
   bool use_rollout_logprobs = false;
   bool routing_replay = true;
   double temperature = 1.0;
@@ -61,6 +64,7 @@ struct train_sequence {
   std::vector<float> rollout_logprobs;  ///< per output token (RL)
   std::vector<uint64_t> versions;       ///< per output token, the version it was sampled under
   std::vector<float> ref_logprobs;      ///< per output token, when a reference model ran
+  std::vector<float> teacher_logprobs;  ///< per output token, when a teacher ran (distillation)
   std::vector<float> values;            ///< per output token, when a critic ran (GAE)
   std::vector<int64_t> experts;         ///< MoE: the rollout's routing (see sample_msg)
   /// Per output token: 1 trained on, 0 context (an environment's tokens in a multi-turn

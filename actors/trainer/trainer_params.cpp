@@ -109,6 +109,8 @@ trainer_options options_of(Params::Reader p, uint64_t steps) {
   o.loss.mis_low = p.getMisLow();
   o.loss.mis_high = p.getMisHigh();
   o.loss.distill_coef = p.getDistillCoef();
+  o.loss.distill_kl = to_kl(p.getDistillEstimator());
+  o.lora_base_reference = p.hasLora() && p.getLoraBaseReference();
   o.use_rollout_logprobs = p.getUseRolloutLogprobs();
   o.routing_replay = p.getRoutingReplay();
   o.temperature = p.getTemperature();
@@ -176,6 +178,9 @@ problem_list check_trainer_params(capnp::DynamicStruct::Reader reader,
   }
   check_data_parallel(p, bad);
   if (p.getLogprobDiffAlarm() < 0) bad({"logprobDiffAlarm", "must be >= 0 (0 = off)"});
+  if (p.getDistillEstimator() == Params::KlType::NONE)
+    bad({"distillEstimator", "must be k1, k2 or k3"});
+  if (p.getLoraBaseReference() && !p.hasLora()) bad({"loraBaseReference", "needs lora"});
   if (p.getTrueOnPolicy()) {
     for (auto& problem : llm::true_on_policy_problems(p.getDevice(), p.getDtype(), p.hasLora()))
       bad(problem);

@@ -96,6 +96,7 @@ at::Tensor policy_trainer::micro_batch_loss(
   pb.old_logprobs = old_logprobs.defined() ? layout.slice(old_logprobs, mb) : sc.logprobs.detach();
   pb.rollout_logprobs = layout.slice(layout.rollout_logprobs, mb);
   pb.ref_logprobs = layout.slice(layout.ref_logprobs, mb);
+  pb.teacher_logprobs = layout.slice(layout.teacher_logprobs, mb);
   pb.advantages = layout.slice(advantages, mb);
   pb.entropy = sc.entropy;
   pb.mask = mask;

@@ -6,9 +6,12 @@
 #   3. graphs/grpo_sync.capnp and graphs/grpo_async.capnp train it with GRPO from there, rewarded
 #      by the true sums; each prints its held-out accuracy, and the gain over the SFT plateau.
 # Plots (plot.svg) and metrics (metrics.jsonl, summary.json) are in runs/arith/<stage>/.
-# Usage: examples/arith/run.sh [sync|async|both|lora|scale]   (default both; lora:
+# Usage: examples/arith/run.sh [sync|async|both|lora|scale|opd]   (default both; lora:
 # graphs/grpo_lora.capnp, GRPO training LoRA adapters of the SFT model, docs/lora.md; scale: both
-# graphs with 2 trainer ranks and 2 rollout engines, docs/distributed.md)
+# graphs with 2 trainer ranks and 2 rollout engines, docs/distributed.md; opd: grpo_sync makes a
+# teacher, then graphs/opd.capnp distills it into the SFT model by on-policy distillation with no
+# reward, and the verdict is the student's held-out accuracy within 5 points of the teacher's;
+# MILESRT_ARITH_OPD_ARGS adds arguments to that run)
 # On a GPU (.ci/gpu-learn): MILESRT_ARITH_DEVICE=cuda puts the trainer and the engine on CUDA in
 # bf16, MILESRT_ARITH_MODEL gives milesrt_arith_make a larger shape (e.g. "--hidden 256 --layers 4"),
 # MILESRT_BUILD names the build folder (default build); MILESRT_ARITH_SFT_ARGS and
@@ -70,6 +73,21 @@ case $mode in
     MILESRT_ARITH_GRPO_ARGS="${scaled[*]} ${MILESRT_ARITH_GRPO_ARGS:-}"
     run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
     run_grpo graphs/grpo_async.capnp runs/arith/grpo_async
+    ;;
+  opd)
+    run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync
+    echo "== 4. on-policy distillation of the GRPO model into the SFT model, no reward (graphs/opd.capnp)"
+    # shellcheck disable=SC2086
+    $milesrt run graphs/opd.capnp ${seeded[@]+"${seeded[@]}"} ${trainer_on[@]+"${trainer_on[@]}"} ${rollout_on[@]+"${rollout_on[@]}"} ${MILESRT_ARITH_OPD_ARGS:-}
+    teacher=$(best_accuracy runs/arith/grpo_sync)
+    student=$(best_accuracy runs/arith/opd)
+    echo "opd: student $(pct "$sft") -> $(pct "$student") (best held-out), teacher $(pct "$teacher")"
+    elapsed=$(( $(date +%s) - start ))
+    awk -v s="$student" -v t="$teacher" -v e="$elapsed" 'BEGIN {
+      gap = (t - s) * 100
+      if (gap > 5) { printf "VERDICT: FAIL: the student is %.1f points short of the teacher (> 5), %d s\n", gap, e; exit 1 }
+      printf "VERDICT: PASS: the student is within %.1f points of the teacher, %d s\n", gap, e }'
+    exit $?
     ;;
   *)
     run_grpo graphs/grpo_sync.capnp runs/arith/grpo_sync

@@ -50,7 +50,10 @@ struct sample_msg {
   // Filled by later stages (port type "llm.scored_group" and after):
   float reward = 0;                 ///< the reward actor's score
   std::vector<float> ref_logprobs;  ///< a reference model's log-probs of the output tokens
-  std::vector<float> values;        ///< a critic's value estimate before each output token
+  /// A teacher's log-probs of the output tokens (on-policy distillation), apart from the KL
+  /// reference's, so that both terms can be trained at once.
+  std::vector<float> teacher_logprobs;
+  std::vector<float> values;  ///< a critic's value estimate before each output token
   /// Per output token: 1 the model sampled it (trained on), 0 the environment supplied it (a tool's
   /// or user's message in a multi-turn trajectory: context only). Empty: every token sampled.
   std::vector<uint8_t> mask;
@@ -59,7 +62,8 @@ struct sample_msg {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sample_msg& x) {
   return f(caf::meta::type_name("sample_msg"), x.prompt, x.output, x.logprobs, x.versions,
-           x.experts, x.finish_reason, x.text, x.reward, x.ref_logprobs, x.values, x.mask);
+           x.experts, x.finish_reason, x.text, x.reward, x.ref_logprobs, x.teacher_logprobs,
+           x.values, x.mask);
 }
 
 /// The n samples of one prompt. The same struct travels on three port types, so that the graph

@@ -67,6 +67,11 @@ at::Tensor kl_per_token(const at::Tensor& logp, const at::Tensor& ref, kl_estima
   TORCH_CHECK(false, "kl_per_token: bad estimator");
 }
 
+at::Tensor distill_per_token(const at::Tensor& logp, const at::Tensor& teacher, kl_estimator k) {
+  if (k == kl_estimator::k1) return (logp - teacher).detach() * logp;
+  return kl_per_token(logp, teacher, k);
+}
+
 at::Tensor sft_loss(const at::Tensor& logprobs, const at::Tensor& mask, double global_tokens) {
   TORCH_CHECK(logprobs.defined() && logprobs.dim() == 1, "sft_loss: logprobs must be 1-D");
   check_1d(mask, "mask", logprobs.size(0), "sft_loss");

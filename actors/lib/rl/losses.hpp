@@ -23,6 +23,15 @@ const char* to_string(kl_estimator k);
 /// k2 = 0.5*(logp - ref)^2; k3 = exp(ref - logp) - 1 - (ref - logp); none = zeros.
 at::Tensor kl_per_token(const at::Tensor& logp, const at::Tensor& ref, kl_estimator k);
 
+/// On-policy distillation's per-token loss toward a teacher (logp: the student's log-probs of its
+/// own sampled tokens, differentiable; teacher: detached). k1: sg(logp - teacher) * logp, whose
+/// gradient (logp - teacher) grad logp is, in expectation over the student's samples, the
+/// gradient of the reverse KL(student || teacher); k2, k3: kl_per_token differentiated directly
+/// (k3's expected gradient is the forward KL(teacher || student)'s, its value in expectation the
+/// reverse KL; lower variance). The value of every estimator is, in expectation, the reverse KL
+/// for k1 and k3.
+at::Tensor distill_per_token(const at::Tensor& logp, const at::Tensor& teacher, kl_estimator k);
+
 enum class aggregation { token_mean, seq_mean_token_sum, seq_mean_token_mean, constant };
 /// "token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"; else
 /// std::invalid_argument.

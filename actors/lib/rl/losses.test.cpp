@@ -293,6 +293,7 @@ TEST(Losses, EmptyAndFullyMaskedBatchesGiveADifferentiableZero) {
       b.old_logprobs = at::full({n}, nan_v, at::kDouble);
       b.rollout_logprobs = at::full({n}, inf_v, at::kDouble);
       b.ref_logprobs = at::full({n}, nan_v, at::kDouble);
+      b.teacher_logprobs = at::full({n}, nan_v, at::kDouble);
       b.advantages = at::full({n}, nan_v, at::kDouble);
       b.entropy = at::full({n}, nan_v, at::kDouble).requires_grad_();
       b.mask = at::zeros({n}, at::kDouble);
@@ -375,20 +376,34 @@ TEST(Losses, KlEntropyAndDistillTerms) {
   r.loss.backward();
   expect_values(b.entropy.grad(), {-0.05, -0.05, 0});
 
-  // Distill, coef 1: mean(sg(logp - ref) * logp) = (0.5*-1 + -1*-2)/2 = 0.75; grad
-  // (logp - ref)/2 = {0.25, -0.5}; metric = mean(logp - ref) = -0.25.
+  // Distill, coef 1, teacher = {-1.5, -1, NaN}: mean(sg(logp - t) * logp) = (0.5*-1 + -1*-2)/2 =
+  // 0.75; grad (logp - t)/2 = {0.25, -0.5}; metrics: mean(logp - t) = -0.25, the gap its negative.
   b = make();
+  b.teacher_logprobs = b.ref_logprobs;
+  b.ref_logprobs = at::Tensor();  // the teacher's field alone: no reference needed
   policy_loss_options od;
   od.distill_coef = 1;
   r = ppo_loss(b, od);
   EXPECT_NEAR(scalar(r.loss), 0.75, 1e-12);
-  EXPECT_NEAR(r.metrics.at("distill_loss"), -0.25, 1e-12);
+  EXPECT_NEAR(r.metrics.at("distill_kl_mean"), -0.25, 1e-12);
+  EXPECT_NEAR(r.metrics.at("distill_logprob_gap"), 0.25, 1e-12);
   expect_values(grad_of(b, r), {0.25, -0.5, 0});
+  // k3 toward the teacher: the KL term's numbers above, coefficient 1.
+  b = make();
+  b.teacher_logprobs = b.ref_logprobs;
+  b.ref_logprobs = at::Tensor();
+  od.distill_kl = kl_estimator::k3;
+  r = ppo_loss(b, od);
+  EXPECT_NEAR(scalar(r.loss), 0.41240624408583937, 1e-12);
+  EXPECT_NEAR(r.metrics.at("distill_kl_mean"), 0.41240624408583937, 1e-12);
+  expect_values(grad_of(b, r), {2 * 0.09836733507184164, 2 * -0.4295704571147613, 0});
 
   b = make();
   b.ref_logprobs = at::Tensor();
   EXPECT_THROW(ppo_loss(b, o), c10::Error);
-  EXPECT_THROW(ppo_loss(b, od), c10::Error);
+  EXPECT_THROW(ppo_loss(b, od), c10::Error);  // no teacher log-probs
+  b = make();
+  EXPECT_THROW(ppo_loss(b, od), c10::Error);  // the reference's are not the teacher's
   EXPECT_THROW(ppo_loss(b, oe), c10::Error);  // entropy missing
 }
 

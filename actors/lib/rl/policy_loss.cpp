@@ -29,8 +29,11 @@ void check_inputs(const policy_batch& b, const policy_loss_options& o) {
   check_1d(b.mask, "mask", N, fn);
   check_1d(b.seq_index, "seq_index", N, fn);
   if (uses_rollout(o)) check_1d(b.rollout_logprobs, "rollout_logprobs (needed by tis/mis)", N, fn);
-  if (uses_kl(b, o) || o.distill_coef != 0)
-    check_1d(b.ref_logprobs, "ref_logprobs (needed by kl/distill)", N, fn);
+  if (uses_kl(b, o)) check_1d(b.ref_logprobs, "ref_logprobs (needed by kl)", N, fn);
+  if (o.distill_coef != 0)
+    check_1d(b.teacher_logprobs, "teacher_logprobs (needed by distill)", N, fn);
+  TORCH_CHECK(o.distill_coef == 0 || o.distill_kl != kl_estimator::none, fn,
+              ": distillation needs an estimator (k1, k2, k3), not none");
   if (o.entropy_coef != 0) check_1d(b.entropy, "entropy (needed by entropy_coef)", N, fn);
   if (b.entropy.defined()) check_1d(b.entropy, "entropy", N, fn);
   TORCH_CHECK(o.agg != aggregation::constant || o.constant_normalizer > 0, fn,
@@ -69,18 +72,18 @@ at::Tensor off_policy_correction(policy_loss_context& c, at::Tensor pg) {
 /// The KL-to-reference and distillation terms.
 at::Tensor add_reference_terms(policy_loss_context& c, at::Tensor loss) {
   const auto& o = c.options;
-  const bool kl = uses_kl(c.batch, o);
-  if (!kl && o.distill_coef == 0) return loss;
-  const auto ref = c.masked(c.batch.ref_logprobs).detach();
-  if (kl) {
+  if (uses_kl(c.batch, o)) {
+    const auto ref = c.masked(c.batch.ref_logprobs).detach();
     const auto k = kl_per_token(c.logp, ref, o.kl);  // 0 on masked tokens for every estimator
     if (o.kl_coef != 0) loss = loss + o.kl_coef * c.aggregate(k);
     c.add_metric("kl_loss", k.detach().sum());
   }
   if (o.distill_coef != 0) {
-    const auto diff = (c.logp - ref).detach();
-    loss = loss + o.distill_coef * c.aggregate(diff * c.logp);
-    c.add_metric("distill_loss", diff.sum());
+    const auto teacher = c.masked(c.batch.teacher_logprobs).detach();
+    // 0 on masked tokens: logp and teacher are both 0 there, for every estimator.
+    loss = loss + o.distill_coef * c.aggregate(distill_per_token(c.logp, teacher, o.distill_kl));
+    c.add_metric("distill_kl_mean", kl_per_token(c.logp.detach(), teacher, o.distill_kl).sum());
+    c.add_metric("distill_logprob_gap", (teacher - c.logp.detach()).sum());
   }
   return loss;
 }

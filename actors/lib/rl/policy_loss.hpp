@@ -40,15 +40,16 @@ struct policy_loss_options {
   mis_level mis = mis_level::none;     // token: drop tokens whose exp(old - rollout) is outside
   double mis_low = 0.5, mis_high = 2;  // [low, high]; sequence: drop whole sequences whose
                                        // exp(sum over the seq of (old - rollout)) is outside
-  double distill_coef =
-      0;  // reverse KL to a teacher (log-probs in `ref`): + coef * agg(sg(logp - ref) * logp)
+  double distill_coef = 0;  // reverse KL to a teacher: + coef * agg(distill_per_token(...))
+  kl_estimator distill_kl = kl_estimator::k1;  // its estimator (losses.hpp, distill_per_token)
 };
 
 struct policy_batch {
   at::Tensor logprobs;          // [N] current policy, requires grad
   at::Tensor old_logprobs;      // [N]
   at::Tensor rollout_logprobs;  // [N] or undefined (needed by tis/mis)
-  at::Tensor ref_logprobs;      // [N] or undefined (needed by kl / distill)
+  at::Tensor ref_logprobs;      // [N] or undefined (needed by kl)
+  at::Tensor teacher_logprobs;  // [N] or undefined (needed by distill)
   at::Tensor advantages;        // [N]
   at::Tensor entropy;           // [N] or undefined (needed by entropy_coef); may require grad
   at::Tensor mask;              // [N] float
@@ -65,7 +66,8 @@ struct loss_result {
   /// Means over this micro-batch's unmasked tokens (0 when there are none): pg_loss (the per-token
   /// pg term after TIS/MIS), pg_clipfrac, pg_clipfrac_lower (dual clip on), ppo_kl (old - new),
   /// kl_loss (kl on), entropy (entropy given), tis_mean and tis_clipfrac (tis on),
-  /// mis_masked_frac (mis on), distill_loss (distill on: the reverse-KL estimate logp - ref).
+  /// mis_masked_frac (mis on); distill on: distill_kl_mean (the distill estimator's value) and
+  /// distill_logprob_gap (teacher - student log-prob).
   std::map<std::string, double> metrics;
 };
 
@@ -113,7 +115,7 @@ class policy_loss {
   virtual at::Tensor surrogate(policy_loss_context& c) const = 0;
 
   /// The micro-batch's loss: the surrogate, weighted by TIS and masked by MIS, aggregated; plus
-  /// kl_coef * agg(KL to the reference), distill_coef * agg(sg(logp - ref) * logp), minus
+  /// kl_coef * agg(KL to the reference), distill_coef * agg(distill_per_token), minus
   /// entropy_coef * agg(entropy).
   loss_result compute(const policy_batch& b, const policy_loss_options& o) const;
 };
