@@ -50,7 +50,11 @@ class TrajectoryBufferKind : public ::testing::Test {
   std::vector<std::string> check(const std::string& policy) {
     params_of<schema::TrajectoryBufferParams> p;
     p->setPolicy(policy);
-    return kinds_.find("trajectory_buffer")->check_params(capnp::toDynamic(p->asReader()));
+    std::vector<std::string> out;
+    for (const auto& problem :
+         kinds_.find("trajectory_buffer")->check_params(capnp::toDynamic(p->asReader())))
+      out.push_back(problem.text());
+    return out;
   }
   /// Puts group `id` made with model version `version` while the learner holds `learner`.
   buffer_reply put(const caf::actor& a, uint64_t id, std::vector<float> rewards, uint64_t version,

@@ -238,7 +238,7 @@ TEST_F(CriticKind, ChecksParamsAndPorts) {
   problems = kind->check_params(*p.setup().params_struct);
   ASSERT_EQ(problems.size(), 2u);
   EXPECT_EQ(problems[0].text(), "gamma: must be in [0, 1]");
-  EXPECT_EQ(problems[1], "trainBatch: must be at least 1");
+  EXPECT_EQ(problems[1].text(), "trainBatch: must be at least 1");
 
   test_system ts(registry_);
   auto critic = spawn(ts.sys(), 1e-3, 1);

@@ -44,8 +44,7 @@ void check_configured(const environment_registry& envs, const std::string& name,
   }
 }
 
-problem_list check(const environment_registry& envs,
-                               capnp::DynamicStruct::Reader reader) {
+problem_list check(const environment_registry& envs, capnp::DynamicStruct::Reader reader) {
   auto p = reader.as<schema::EnvironmentParams>();
   problem_list problems;
   check_configured(envs, p.getEnvironment(), p.getOptions(), "options", problems);
@@ -64,8 +63,7 @@ problem_list check(const environment_registry& envs,
   }
   for (auto [field, v] : {std::pair{"temperature", p.getTemperature()},
                           std::pair{"evalTemperature", p.getEvalTemperature()}}) {
-    if (!(v >= 1e-5 && v <= 1e5))
-      problems.push_back({field, "must be from 1e-05 to 100000"});
+    if (!(v >= 1e-5 && v <= 1e5)) problems.push_back({field, "must be from 1e-05 to 100000"});
   }
   if (!(p.getTopP() > 0 && p.getTopP() <= 1)) problems.push_back({"topP", "must be in (0, 1]"});
   const std::string eval = p.getEvalData();

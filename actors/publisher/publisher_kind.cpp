@@ -180,8 +180,7 @@ std::string process_of(const std::string& placement) {
 
 // Colocated publishing hands the trainer's buffer to the engine inside one process: the trainers
 // that feed this publisher and the engines it feeds must share its placement.
-problem_list check_placements(capnp::DynamicStruct::Reader reader,
-                                          const actor_in_graph& g) {
+problem_list check_placements(capnp::DynamicStruct::Reader reader, const actor_in_graph& g) {
   problem_list problems;
   if (reader.as<schema::PublisherParams>().getTransport() !=
       schema::PublisherParams::Transport::COLOCATED)
@@ -190,10 +189,10 @@ problem_list check_placements(capnp::DynamicStruct::Reader reader,
     if (n.placement == g.placement) return;
     problems.push_back(
         {"transport", "colocated hands the weights over inside one process, but actor '" + n.name +
-        "' (" + n.kind + ") is placed on " + process_of(n.placement) + " and the publisher on " +
-        process_of(g.placement) +
-        " (place them together, or publish across processes with ipc, diskDelta "
-        "or broadcast)"});
+                          "' (" + n.kind + ") is placed on " + process_of(n.placement) +
+                          " and the publisher on " + process_of(g.placement) +
+                          " (place them together, or publish across processes with ipc, diskDelta "
+                          "or broadcast)"});
   };
   for (const auto& n : g.upstream) check(n);
   for (const auto& n : g.downstream) check(n);

@@ -323,8 +323,9 @@ TEST_F(RewardKinds, ChecksTheirParams) {
   p->setTimeoutSeconds(0);
   problems = remote->check_params(capnp::toDynamic((*p).asReader()));
   ASSERT_EQ(problems.size(), 2u);
-  EXPECT_EQ(problems[0].text(), "url: 'https://example.com/r': https is not supported (use http://)");
-  EXPECT_EQ(problems[1], "timeoutSeconds: must be > 0");
+  EXPECT_EQ(problems[0].text(),
+            "url: 'https://example.com/r': https is not supported (use http://)");
+  EXPECT_EQ(problems[1].text(), "timeoutSeconds: must be > 0");
   const auto* math = kinds_.find("math_reward");
   ASSERT_NE(math, nullptr);
   EXPECT_EQ(math->inputs[0].type, "llm.sample_group");

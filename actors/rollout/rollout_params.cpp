@@ -34,7 +34,7 @@ void check_model(capnp::DynamicStruct::Reader reader, problem_list& problems) {
     std::snprintf(line, sizeof line, "%.1f GiB of KV cache exceed the machine's memory (%.1f GiB)",
                   bytes / double(1ull << 30), memory / double(1ull << 30));
     problems.push_back({"kvBlocks", std::to_string(p.getKvBlocks()) + " blocks of " +
-                       std::to_string(p.getBlockSize()) + " tokens: " + line});
+                                        std::to_string(p.getBlockSize()) + " tokens: " + line});
   }
 }
 }  // namespace
@@ -50,11 +50,13 @@ problem_list check_rollout_params(capnp::DynamicStruct::Reader reader) {
   using limits = serving::request_limits;
   if (p.getSamplesPerPrompt() == 0 || p.getSamplesPerPrompt() > limits::max_n) {
     problems.push_back({"samplesPerPrompt", "must be from 1 to " + std::to_string(limits::max_n) +
-                       ", got " + std::to_string(p.getSamplesPerPrompt())});
+                                                ", got " +
+                                                std::to_string(p.getSamplesPerPrompt())});
   }
   if (p.getMaxNewTokens() == 0 || p.getMaxNewTokens() > limits::max_new_tokens) {
-    problems.push_back({"maxNewTokens", "must be from 1 to " + std::to_string(limits::max_new_tokens) +
-                       ", got " + std::to_string(p.getMaxNewTokens())});
+    problems.push_back({"maxNewTokens", "must be from 1 to " +
+                                            std::to_string(limits::max_new_tokens) + ", got " +
+                                            std::to_string(p.getMaxNewTokens())});
   }
   if (!(p.getTemperature() > 0)) {
     problems.push_back({"temperature", "must be > 0"});
@@ -72,9 +74,9 @@ problem_list check_rollout_params(capnp::DynamicStruct::Reader reader) {
     for (auto& problem : llm::true_on_policy_problems(p.getDevice(), p.getDtype(), p.hasLora()))
       problems.push_back(problem);
     if (p.hasLora() && p.getLora().getMerge())
-      problems.push_back(
-          {"trueOnPolicy", "lora.merge serves a merged copy of the base, whose "
-          "log-probs differ from the trainer's unmerged ones in their last bits"});
+      problems.push_back({"trueOnPolicy",
+                          "lora.merge serves a merged copy of the base, whose "
+                          "log-probs differ from the trainer's unmerged ones in their last bits"});
   }
   if (p.getAborted() == schema::RolloutParams::AbortedSamples::RESUME &&
       p.getPauseMode() != schema::RolloutParams::PauseMode::ABORT) {

@@ -33,8 +33,9 @@ problem_list check(capnp::DynamicStruct::Reader reader) {
   for (auto& e : llm::model_ref_problems(llm::model_ref_of(reader), llm::model_use::tokenizer))
     problems.push_back(e);
   if (!loopback(p.getAddress()) && p.getBearerToken().size() == 0) {
-    problems.push_back({"address", "'" + std::string(p.getAddress()) +
-                       "' is not loopback: set bearerToken so that every request must carry it"});
+    problems.push_back(
+        {"address", "'" + std::string(p.getAddress()) +
+                        "' is not loopback: set bearerToken so that every request must carry it"});
   }
   for (auto [field, v] : {std::pair{"idleTimeoutSeconds", p.getIdleTimeoutSeconds()},
                           std::pair{"groupTimeoutSeconds", p.getGroupTimeoutSeconds()}}) {
@@ -137,8 +138,7 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
 }
 
 /// scoreUnrewarded sends groups out on `unscored`: without an edge from it they would be lost.
-problem_list check_edges(capnp::DynamicStruct::Reader r,
-                                     const runtime::actor_in_graph& g) {
+problem_list check_edges(capnp::DynamicStruct::Reader r, const runtime::actor_in_graph& g) {
   if (!r.as<schema::SessionServerParams>().getScoreUnrewarded()) return {};
   for (const auto& n : g.downstream)
     if (n.port == "unscored") return {};

@@ -67,8 +67,7 @@ class remote_source final : public teacher_source {
       }
       runtime::http_reply res;
       try {
-        res =
-            runtime::http_post(url, body, std::chrono::duration<double>(config_.timeout_seconds));
+        res = runtime::http_post(url, body, std::chrono::duration<double>(config_.timeout_seconds));
       } catch (const std::runtime_error& e) {
         last = e.what();
         continue;

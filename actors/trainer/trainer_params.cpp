@@ -71,14 +71,15 @@ void check_data_parallel(Params::Reader p, const std::function<void(problem)>& b
   if (!(p.getRankTimeoutSeconds() > 0)) bad({"rankTimeoutSeconds", "must be > 0"});
   if (n <= 1) return;
   if (p.getDevice() != schema::Device::CPU && !dist::nccl_available())
-    bad({"dataParallel", std::to_string(n) +
-        " ranks on cuda need the NCCL backend, which this build lacks (built without CUDA or "
-        "NCCL): use device = cpu"});
+    bad({"dataParallel",
+         std::to_string(n) +
+             " ranks on cuda need the NCCL backend, which this build lacks (built without CUDA or "
+             "NCCL): use device = cpu"});
   if (p.hasLora()) bad({"dataParallel", std::to_string(n) + " ranks with lora are not built"});
   if (p.getStorePort() != 0 && dist::port_in_use(p.getStoreHost(), p.getStorePort()))
-    bad({"storePort", "port " + std::to_string(p.getStorePort()) + " on " +
-        std::string(p.getStoreHost()) +
-        " is in use (the ranks' store listens there: choose another, or 0 for a free one)"});
+    bad({"storePort",
+         "port " + std::to_string(p.getStorePort()) + " on " + std::string(p.getStoreHost()) +
+             " is in use (the ranks' store listens there: choose another, or 0 for a free one)"});
 }
 
 }  // namespace
@@ -136,13 +137,13 @@ problem_list check_in_graph(capnp::DynamicStruct::Reader reader, const actor_in_
   const uint32_t n = reader.as<schema::TrainerParams>().getDataParallel();
   if (n <= g.batch_size) return {};
   return {{"dataParallel", std::to_string(n) + " ranks, but a step has only " +
-                              std::to_string(g.batch_size) +
-                              " groups (run.batchSize): every rank needs at least one group to "
-                              "train on"}};
+                               std::to_string(g.batch_size) +
+                               " groups (run.batchSize): every rank needs at least one group to "
+                               "train on"}};
 }
 
 problem_list check_trainer_params(capnp::DynamicStruct::Reader reader,
-                                              const rl::registries& losses) {
+                                  const rl::registries& losses) {
   auto p = reader.as<schema::TrainerParams>();
   problem_list problems;
   auto bad = [&](problem p) { problems.push_back(std::move(p)); };
@@ -165,7 +166,8 @@ problem_list check_trainer_params(capnp::DynamicStruct::Reader reader,
   // AdamW divides by sqrt(v) + eps: with eps 0, a parameter that never had a gradient is 0 / 0.
   if (!(p.getAdamEps() > 0)) bad({"adamEps", "must be > 0"});
   if (p.getEpsClip() < 0) bad({"epsClip", "must be >= 0"});
-  if (p.getDualClipC() != 0 && p.getDualClipC() <= 1) bad({"dualClipC", "must be > 1 (or 0 = off)"});
+  if (p.getDualClipC() != 0 && p.getDualClipC() <= 1)
+    bad({"dualClipC", "must be > 1 (or 0 = off)"});
   if (p.getTisLow() > p.getTisHigh()) bad({"tisLow", "must not exceed tisHigh"});
   if (p.getMisLow() > p.getMisHigh()) bad({"misLow", "must not exceed misHigh"});
   if (!(p.getTemperature() > 0)) bad({"temperature", "must be > 0"});

@@ -20,10 +20,9 @@ trainer_options options_of(schema::TrainerParams::Reader p, uint64_t steps);
 /// Checks of the params beyond their types: the model folder, the loss and estimator names (in
 /// `losses`), finite numbers, ranges, data parallelism, LoRA and the trueOnPolicy mode.
 problem_list check_trainer_params(capnp::DynamicStruct::Reader reader,
-                                              const rl::registries& losses);
+                                  const rl::registries& losses);
 
 /// Checks against the graph: no more ranks than a step's groups.
-problem_list check_in_graph(capnp::DynamicStruct::Reader reader,
-                                        const runtime::actor_in_graph& g);
+problem_list check_in_graph(capnp::DynamicStruct::Reader reader, const runtime::actor_in_graph& g);
 
 }  // namespace milesrt::trainer

@@ -21,7 +21,8 @@ std::string load_secret(const std::string& file) {
   }
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
     line.pop_back();
-  if (line.empty()) throw std::invalid_argument("--secret-file " + file + ": its first line is empty");
+  if (line.empty())
+    throw std::invalid_argument("--secret-file " + file + ": its first line is empty");
   return line;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 /// One type for what validation finds (docs/errors.md): every check of an input (a graph file, an
-/// actor's params, a file or URL a param names, a `--set` assignment) returns a `problem_list`, each
-/// located (the file, its line and column, the place in it, the field) and saying what is wrong.
-/// Checks return these and never throw for bad input; loaders that cannot go on throw
+/// actor's params, a file or URL a param names, a `--set` assignment) returns a `problem_list`,
+/// each located (the file, its line and column, the place in it, the field) and saying what is
+/// wrong. Checks return these and never throw for bad input; loaders that cannot go on throw
 /// std::invalid_argument (the error model's bad input, runtime/core/failure.hpp), which a check
 /// turns into a problem with `problem_of`.
 

@@ -96,8 +96,7 @@ std::string read_text(const fs::path& path) {
 class disk_schema_file final : public capnp::SchemaFile {
  public:
   disk_schema_file(fs::path path, std::string display_name,
-                   const std::vector<fs::path>& import_dirs,
-                   std::shared_ptr<problem_list> errors,
+                   const std::vector<fs::path>& import_dirs, std::shared_ptr<problem_list> errors,
                    const std::vector<renamed_field>& renames)
       : path_(std::move(path)),
         display_name_(std::move(display_name)),

@@ -13,7 +13,6 @@
 
 namespace milesrt::graph {
 
-
 /// A graph file read into memory. Owns its message, so the reader stays valid as long as this does.
 class loaded_graph {
  public:

@@ -57,12 +57,13 @@ const graph :Graph = (
   auto r = load_graph(file, default_import_dirs());
   EXPECT_FALSE(r.ok());
   ASSERT_EQ(r.errors.size(), 2u) << all(r);
-  EXPECT_EQ(r.errors[0].text(), file.string() +
-                                  ":7:66: actors[1].params: 'none' and 'custom' are members of one "
-                                  "union (Cap'n Proto would keep only the last); set one of them");
+  EXPECT_EQ(r.errors[0].text(),
+            file.string() +
+                ":7:66: actors[1].params: 'none' and 'custom' are members of one "
+                "union (Cap'n Proto would keep only the last); set one of them");
   EXPECT_EQ(r.errors[1].text(), file.string() +
-                                  ":9:28: schedule: 'sync' and 'async' are members of one union "
-                                  "(Cap'n Proto would keep only the last); set one of them");
+                                    ":9:28: schedule: 'sync' and 'async' are members of one union "
+                                    "(Cap'n Proto would keep only the last); set one of them");
   // One member, set twice or alone, is fine.
   file = write("one.capnp", std::string(kHeader) + R"(
 const graph :Graph = (

@@ -228,11 +228,9 @@ std::string set_actor_field(schema::ActorSpec::Builder actor, const runtime::kin
 }  // namespace
 
 std::optional<problem> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
-                                         const std::string& assignment,
-                                         const std::vector<renamed_field>& renames) {
-  auto fail = [&](const std::string& why) {
-    return place_problem("", "--set " + assignment, why);
-  };
+                                      const std::string& assignment,
+                                      const std::vector<renamed_field>& renames) {
+  auto fail = [&](const std::string& why) { return place_problem("", "--set " + assignment, why); };
   auto eq = assignment.find('=');
   auto dot = assignment.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) {

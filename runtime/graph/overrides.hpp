@@ -17,7 +17,7 @@ namespace milesrt::graph {
 /// Returns a problem naming the assignment when the target or the value is wrong; a field that
 /// `renames` lists is named with its new name (rename_message).
 std::optional<problem> apply_override(loaded_graph& g, const runtime::kind_registry& kinds,
-                                         const std::string& assignment,
-                                         const std::vector<renamed_field>& renames = {});
+                                      const std::string& assignment,
+                                      const std::vector<renamed_field>& renames = {});
 
 }  // namespace milesrt::graph

@@ -197,7 +197,7 @@ checker walk(const std::string& text, const std::string& name, capnp::StructSche
 }  // namespace
 
 problem_list union_conflicts(const std::string& text, const std::string& name,
-                         capnp::StructSchema root) {
+                             capnp::StructSchema root) {
   return walk(text, name, root).out;
 }
 

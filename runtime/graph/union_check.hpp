@@ -19,7 +19,7 @@ namespace milesrt::graph {
 /// one of them". `text` must be a file the compiler accepted; values it cannot follow (a
 /// constant's name) are skipped.
 problem_list union_conflicts(const std::string& text, const std::string& name,
-                         capnp::StructSchema root);
+                             capnp::StructSchema root);
 
 /// A field the `graph` constant's value names: `name = value` in a struct literal.
 struct field_use {

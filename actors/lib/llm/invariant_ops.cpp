@@ -87,8 +87,7 @@ std::string problem(const at::Device& device, at::ScalarType dtype, bool lora, i
   if (dtype != at::kBFloat16) return "on cuda the mode needs dtype = bf16";
   if (lora) return "on cuda the mode is not built for LoRA adapters";
   if (head_dim != 0 && head_dim != kHeadDim)
-    return "on cuda the mode needs head_dim 128 (the model has " +
-           std::to_string(head_dim) + ")";
+    return "on cuda the mode needs head_dim 128 (the model has " + std::to_string(head_dim) + ")";
   return {};
 }
 

@@ -87,42 +87,47 @@ problem_list lora_config_problems(const lora_config& c, const model_config* m) {
   problem_list problems;
   if (c.rank < 1 || c.rank > lora_limits::max_rank) {
     problems.push_back({"rank", "must be between 1 and " + std::to_string(lora_limits::max_rank) +
-                       " (it is " + std::to_string(c.rank) + ")"});
+                                    " (it is " + std::to_string(c.rank) + ")"});
   }
   if (!std::isfinite(c.alpha) || !(c.alpha > 0))
     problems.push_back({"alpha", "must be finite and > 0"});
   if (!std::isfinite(c.dropout) || c.dropout < 0 || c.dropout >= 1)
     problems.push_back({"dropout", "must be in [0, 1)"});
   if (c.target_modules.empty() && c.target_parameters.empty()) {
-    problems.push_back({"targetModules", "must name at least one module (" + known_modules() + ")"});
+    problems.push_back(
+        {"targetModules", "must name at least one module (" + known_modules() + ")"});
   }
   std::set<std::string> seen;
   const auto& known = lora_module_names();
   for (const auto& t : c.target_modules) {
     if (std::find(known.begin(), known.end(), t) == known.end()) {
-      problems.push_back({"targetModules", "unknown module '" + t + "' (known: " + known_modules() +
-                         ")"});
+      problems.push_back(
+          {"targetModules", "unknown module '" + t + "' (known: " + known_modules() + ")"});
     } else if (!seen.insert(t).second) {
       problems.push_back({"targetModules", "'" + t + "' is named twice"});
     } else if (m != nullptr && is_mlp_module(t) && m->num_moe_layers() > 0) {
       // transformers keeps the experts as fused 3-D tensors; peft adapts them through
       // target_parameters (docs/lora.md), which milesrt does not implement.
-      problems.push_back({"targetModules", "'" + t +
-                         "' would adapt the experts of a mixture-of-experts model, which milesrt "
-                         "is adapted through targetParameters (mlp.experts.gate_up_proj, "
-                         "mlp.experts.down_proj)"});
+      problems.push_back(
+          {"targetModules",
+           "'" + t +
+               "' would adapt the experts of a mixture-of-experts model, which milesrt "
+               "is adapted through targetParameters (mlp.experts.gate_up_proj, "
+               "mlp.experts.down_proj)"});
     }
   }
   std::set<std::string> seen_parameters;
   for (const auto& t : c.target_parameters) {
     if (!targets(lora_parameter_names(), t)) {
-      problems.push_back({"targetParameters", "unknown parameter '" + t +
-                         "' (known: mlp.experts.gate_up_proj, mlp.experts.down_proj)"});
+      problems.push_back(
+          {"targetParameters", "unknown parameter '" + t +
+                                   "' (known: mlp.experts.gate_up_proj, mlp.experts.down_proj)"});
     } else if (!seen_parameters.insert(t).second) {
       problems.push_back({"targetParameters", "'" + t + "' is named twice"});
     } else if (m != nullptr && m->num_moe_layers() == 0) {
-      problems.push_back({"targetParameters", "'" + t +
-                         "' names the experts of mixture-of-experts layers; the model has none"});
+      problems.push_back(
+          {"targetParameters",
+           "'" + t + "' names the experts of mixture-of-experts layers; the model has none"});
     }
   }
   if (!c.target_parameters.empty() && c.dropout != 0) {

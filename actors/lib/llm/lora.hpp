@@ -50,9 +50,9 @@ const std::vector<std::string>& lora_module_names();
 /// The expert parameters LoRA may target (target_parameters), in forward order.
 const std::vector<std::string>& lora_parameter_names();
 
-/// What is wrong with `c` for model `m`, each problem naming the field it has in the graph file (`rank`, `alpha`, `dropout`, `targetModules`, `targetParameters`); empty when
-/// nothing is. `m` may be null (the model is not read yet): then only what needs no model is
-/// checked.
+/// What is wrong with `c` for model `m`, each problem naming the field it has in the graph file
+/// (`rank`, `alpha`, `dropout`, `targetModules`, `targetParameters`); empty when nothing is. `m`
+/// may be null (the model is not read yet): then only what needs no model is checked.
 problem_list lora_config_problems(const lora_config& c, const model_config* m);
 
 /// The adapters' names and shapes in buffer order (layer by layer, modules in forward order, A

@@ -59,7 +59,8 @@ problem_list lora_params_problems(schema::Lora::Reader r, const std::string& mod
       const auto theirs = read_peft_config(dir);
       auto differs = [&](const char* field, const std::string& ours, const std::string& peft) {
         if (ours != peft) {
-          out.push_back({std::string("lora.") + field, ours + ", but the adapter " + dir + " has " + peft});
+          out.push_back(
+              {std::string("lora.") + field, ours + ", but the adapter " + dir + " has " + peft});
         }
       };
       auto list = [](const std::vector<std::string>& v) {

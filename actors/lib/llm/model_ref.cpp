@@ -51,8 +51,8 @@ problem_list model_ref_problems(const model_ref& m, model_use use, model_config*
   // The template compiles when the actor starts (errors then name its line); here only the file.
   if (!m.chat_template.empty() && runtime::named_files_read() &&
       !fs::is_regular_file(m.chat_template)) {
-    problems.push_back({"chatTemplate", "'" + m.chat_template +
-                       "' is not a file (a Jinja chat template, .jinja)"});
+    problems.push_back({"chatTemplate",
+                        "'" + m.chat_template + "' is not a file (a Jinja chat template, .jinja)"});
   }
   return problems;
 }

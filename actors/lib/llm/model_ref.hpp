@@ -31,8 +31,8 @@ enum class model_use {
   tokenizer,  ///< the rollout's tokenizer.json only (environment, session_server)
 };
 
-/// What is wrong, each problem naming its field: the model is required; its folder has what `use` needs
-/// (llm::model_folder_problem for the weights); the chat template, when named, is a file. The
+/// What is wrong, each problem naming its field: the model is required; its folder has what `use`
+/// needs (llm::model_folder_problem for the weights); the chat template, when named, is a file. The
 /// files are looked at only while runtime::named_files_read(). `config`, when given, receives the
 /// model's config when the weights' folder was read and found sound (`*read` says whether).
 problem_list model_ref_problems(const model_ref& m, model_use use, model_config* config = nullptr,

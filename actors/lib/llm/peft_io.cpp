@@ -268,7 +268,8 @@ peft_adapter load_peft_adapter(const fs::path& dir, const model_config& m, const
   a.config = read_peft_config(dir, &a.base_model);
   const std::string where = (dir / kConfigFile).string() + ": ";
   if (auto problems = lora_config_problems(a.config, &m); !problems.empty())
-    throw config_error(where + "for the base " + base_dir.string() + ": " + problems.front().text());
+    throw config_error(where + "for the base " + base_dir.string() + ": " +
+                       problems.front().text());
   // An adapter names its base; where that is a folder here, it must be the same architecture.
   std::error_code ec;
   if (!a.base_model.empty() && fs::is_regular_file(fs::path(a.base_model) / "config.json", ec) &&
