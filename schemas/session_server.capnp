@@ -44,22 +44,4 @@ struct SessionServerParams {
   # The temperature every turn is sampled at: the trainer's (the graph refuses another). A
   # request naming another temperature is answered 400: the trainer would score its tokens at
   # the graph's temperature, and train on log-probs that are not the policy's.
-  branching @16 :Bool = true;
-  # True: a request whose messages (or ids) depart from the session's stored history branches
-  # the session's trajectory tree at the deepest message (or turn start) it repeats; false: it
-  # is answered 409 (docs/sessions.md, "Trajectory trees").
-  maxBranches @17 :UInt32 = 64;
-  # A session's trajectories (root-to-leaf paths) at most; a branch past it is answered 409.
-  maxRollbackTurns @18 :UInt32 = 256;
-  # The sampled turns a branch may take back of the path it departs from; past it, 409.
-  trainOn @19 :TrainOn = leaves;
-  # Which trajectories of a session's tree train, each one sample of the session's group.
-  enum TrainOn {
-    leaves @0;
-    # Every root-to-leaf path.
-    lastLeaf @1;
-    # The path the session's last request extended.
-    all @2;
-    # Every leaf, and each path as it stood after each sampled turn a later request continued.
-  }
 }

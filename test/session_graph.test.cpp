@@ -264,10 +264,8 @@ TEST_F(SessionGraph, TheOpenAiClientStreamsTokensAsSampledAndALeavingClientsTurn
   EXPECT_EQ(WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, 0) << slurp(out);
   EXPECT_NE(slurp(out).find("ok"), std::string::npos) << slurp(out);
   finish();
-  // The leaving client's turn was taken back as its connection closed, and the engine stopped
-  // sampling it (its answer came back cut off, before its 256 tokens).
+  // The leaving client's turn was taken back as its connection closed.
   EXPECT_GE(metric_max("session_turns_abandoned"), 1.0);
-  EXPECT_GE(metric_max("session_turns_aborted"), 1.0);
 }
 
 /// One session of the load test, as its client saw it.
@@ -369,29 +367,6 @@ TEST_F(SessionGraph, IdleSessionsAreDroppedAndAGroupPastItsWaitTrainsOnItsEndedS
   EXPECT_EQ(metric_max("session_groups_partial"), 1.0);
   EXPECT_EQ(metric_max("sessions_waited_out"), 1.0);
   EXPECT_EQ(metric_max("sessions_idle_dropped"), 1.0);
-}
-
-// A 10-turn loop within one weight version: each turn's prompt is the last one's sequence and a
-// tool's answer, and the engine's prefix cache holds all the session had but the last partial
-// block (session_prefix_reused: of the tokens sessions held before their turns, the share the
-// cache held).
-TEST_F(SessionGraph, ATenTurnLoopReusesItsPrefixFromTheCache) {
-  start(1, 1, 32);
-  const std::string id = post("/sessions", json::object())["id"];
-  auto seq = prompt_ids("You add numbers with a tool. What is 12 + 30?");
-  for (int t = 0; t < 10; ++t) {
-    auto r = post("/sessions/" + id + "/generate", {{"input_ids", seq}, {"max_tokens", 32}});
-    const std::vector<int64_t> out = r["output_ids"];
-    seq.insert(seq.end(), out.begin(), out.end());
-    const auto tool = prompt_ids("Tool result " + std::to_string(t) + ": 42.");
-    seq.insert(seq.end(), tool.begin(), tool.end());
-  }
-  post("/sessions/" + id + "/end", {{"reward", 1.0}});
-  finish();
-  const double reused = metric_max("session_prefix_reused");
-  std::printf("session_prefix_reused over 10 turns: %.3f\n", reused);
-  EXPECT_GE(reused, 0.9);
-  EXPECT_LE(reused, 1.0);
 }
 
 }  // namespace

@@ -29,9 +29,6 @@ using clock = std::chrono::steady_clock;
 struct episode_run {
   uint64_t group = 0;
   size_t slot = 0;
-  /// Its turns' sampling seeds start here: a function of the episode's own identity (its task's
-  /// group id, its slot, which environment), never of the order episodes started in.
-  uint64_t seed = 0;
   bool alt = false;  ///< an evaluation episode of the second environment
   std::unique_ptr<episode> ep;
   std::unique_ptr<agent::session> sess;
@@ -66,7 +63,7 @@ struct env_state {
   service_links links;
   std::map<uint64_t, group_run> groups;
   std::map<uint64_t, episode_run> episodes;
-  uint64_t next_group = 0, next_episode = 0;
+  uint64_t next_group = 0, next_episode = 0, requests = 0;
   totals counts;
   // Evaluation.
   uint64_t next_eval = 0;
@@ -306,7 +303,7 @@ void next_turn(env_actor self, uint64_t id) {
   req.temperature = run.temperature;
   req.top_p = st.cfg.top_p;
   req.max_tokens = std::min<int64_t>(lim.max_new_tokens, int64_t(lim.max_tokens - used));
-  req.seed = run.seed + run.outcome.turns * 7919;
+  req.seed = st.cfg.seed * 1000003 + (st.requests++) * 7919;
   self->request(st.links.pick("generate"), st.cfg.generate_deadline, serving::generate_atom::value,
                 std::move(req))
       .then([self, id](serving::generation_result& r) { take_turn(self, id, r); },
@@ -316,18 +313,6 @@ void next_turn(env_actor self, uint64_t id) {
               fail_group(self, it->second.group,
                          "generation failed: " + self->system().render(err));
             });
-}
-
-/// An episode's first seed from its identity: the actor's seed, its task's group id, its slot
-/// in the group and its environment (splitmix64 over each in turn).
-uint64_t episode_seed(uint64_t seed, uint64_t task, uint64_t slot, bool alt) {
-  auto mix = [](uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  };
-  return mix(mix(mix(mix(seed) ^ task) ^ slot) ^ (alt ? 1 : 0));
 }
 
 /// Opens the episodes of a group: one per (task, environment) pair given.
@@ -341,7 +326,6 @@ void start_group(env_actor self, uint64_t group, const std::vector<task>& tasks,
     run.group = group;
     run.slot = i;
     run.alt = alt[i];
-    run.seed = episode_seed(st.cfg.seed, tasks[i].group_id, i, alt[i]);
     run.temperature = temperature;
     run.start = clock::now();
     run.sess = std::make_unique<agent::session>(st.cfg.tok, st.cfg.tmpl, st.cfg.limits.max_tokens);

@@ -39,9 +39,8 @@ struct trained : llm::testing::recorded_groups {
 
 /// Answers a tool call, then (once the input holds a tool's answer) the answer; `loop`: always
 /// the call. The version is 7 for a first turn, 8 after.
-/// `echo`: each log-prob tells the request's seed instead (-(seed mod 997 + 1) / 1000).
 caf::behavior generator(caf::event_based_actor*, std::shared_ptr<const llm::tokenizer> tok,
-                        bool loop, bool echo) {
+                        bool loop) {
   return {
       [=](serving::generate_atom, const serving::generation_request& req) {
         std::vector<llm::token_id> in(req.input_ids.begin(), req.input_ids.end());
@@ -49,7 +48,7 @@ caf::behavior generator(caf::event_based_actor*, std::shared_ptr<const llm::toke
         serving::generation_result r;
         auto ids = tok->encode(answered && !loop ? kAnswer : kCall);
         r.output_ids.assign(ids.begin(), ids.end());
-        r.logprobs.assign(r.output_ids.size(), echo ? -float(req.seed % 997 + 1) / 1000.0f : -0.5f);
+        r.logprobs.assign(r.output_ids.size(), -0.5f);
         r.versions.assign(r.output_ids.size(), answered ? 8 : 7);
         r.finish_reason = "stop";
         return r;
@@ -60,46 +59,42 @@ caf::behavior generator(caf::event_based_actor*, std::shared_ptr<const llm::toke
 }
 
 void register_test_kinds(kind_registry& kinds, std::shared_ptr<trained> log) {
-  for (int k : {0, 1, 2}) {
+  for (bool loop : {false, true}) {
     kind_descriptor gen;
-    gen.name = k == 0 ? "scripted_generator" : k == 1 ? "looping_generator" : "seed_echo_generator";
+    gen.name = loop ? "looping_generator" : "scripted_generator";
     gen.role = role::stage;
     gen.serves = {{"generate", serving::service_type::generate, ""}};
-    gen.spawn = [k](caf::actor_system& sys, const actor_setup&) {
-      return sys.spawn(generator, llm::tokenizer::load(kModel).tok, k == 1, k == 2);
+    gen.spawn = [loop](caf::actor_system& sys, const actor_setup&) {
+      return sys.spawn(generator, llm::tokenizer::load(kModel).tok, loop);
     };
     kinds.add(gen);
   }
-  // Tasks numbered from 0; `task_source_from_1` skips the first (its first task is task 1).
-  for (uint64_t first : {0, 1}) {
-    kind_descriptor tasks;
-    tasks.name = first == 0 ? "task_source" : "task_source_from_1";
-    tasks.role = role::source;
-    tasks.outputs = {{"prompts", llm::port_type::prompt, ""}};
-    tasks.spawn = [first](caf::actor_system& sys, const actor_setup&) {
-      return sys.spawn([first](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
-        self->state = first;
-        return {
-            [=](produce_atom, uint64_t n) {
-              node_reply r;
-              for (uint64_t i = 0; i < n; ++i) {
-                llm::prompt_msg p;
-                p.group_id = self->state++;
-                p.text = "37*86";
-                p.label = "3182";
-                envelope e;
-                e.payload = caf::make_message(std::move(p));
-                r.outputs.push_back({"prompts", std::move(e)});
-              }
-              return r;
-            },
-            [=](snapshot_atom, const std::string&) { return actor_state{}; },
-            [=](restore_atom, const std::string&, const actor_state&) { return true; },
-        };
-      });
-    };
-    kinds.add(tasks);
-  }
+  kind_descriptor tasks;
+  tasks.name = "task_source";
+  tasks.role = role::source;
+  tasks.outputs = {{"prompts", llm::port_type::prompt, ""}};
+  tasks.spawn = [](caf::actor_system& sys, const actor_setup&) {
+    return sys.spawn([](caf::stateful_actor<uint64_t>* self) -> caf::behavior {
+      return {
+          [=](produce_atom, uint64_t n) {
+            node_reply r;
+            for (uint64_t i = 0; i < n; ++i) {
+              llm::prompt_msg p;
+              p.group_id = self->state++;
+              p.text = "37*86";
+              p.label = "3182";
+              envelope e;
+              e.payload = caf::make_message(std::move(p));
+              r.outputs.push_back({"prompts", std::move(e)});
+            }
+            return r;
+          },
+          [=](snapshot_atom, const std::string&) { return actor_state{}; },
+          [=](restore_atom, const std::string&, const actor_state&) { return true; },
+      };
+    });
+  };
+  kinds.add(tasks);
   llm::testing::add_recording_learner(kinds, "group_learner", log);
 }
 
@@ -119,13 +114,12 @@ class EnvironmentKind : public ::testing::Test {
 
   std::unique_ptr<graph::loaded_graph> load(const std::string& env_params,
                                             const std::string& gen = "scripted_generator",
-                                            int steps = 1,
-                                            const std::string& tasks = "task_source") {
+                                            int steps = 1) {
     auto file = dir_ / "g.capnp";
     std::ofstream(file)
         << "@0xb1c2d3e4f5a6b7c9;\nusing import \"/milesrt/graph.capnp\".Graph;\n"
         << "const graph :Graph = (name = \"env\", actors = [\n"
-        << "(name = \"tasks\", kind = \"" << tasks << "\"),\n"
+        << "(name = \"tasks\", kind = \"task_source\"),\n"
         << "(name = \"env\", kind = \"environment\", params = (environment = (model = \"" << kModel
         << "\", " << env_params << "))),\n"
         << "(name = \"gen\", kind = \"" << gen << "\"),\n"
@@ -141,8 +135,8 @@ class EnvironmentKind : public ::testing::Test {
   }
 
   run_outcome run(const std::string& env_params, const std::string& gen = "scripted_generator",
-                  int steps = 1, const std::string& tasks = "task_source") {
-    auto g = load(env_params, gen, steps, tasks);
+                  int steps = 1) {
+    auto g = load(env_params, gen, steps);
     auto problems = graph::validate_kinds(*g, kinds_);
     EXPECT_TRUE(problems.empty()) << problems[0].text();
     caf::actor_system_config cfg;
@@ -212,34 +206,6 @@ TEST_F(EnvironmentKind, AGroupOfToolEpisodesTrainsWithExactMasks) {
   EXPECT_EQ(m["env_ended_done"], 1.0);
   EXPECT_EQ(m["env_turns_mean"], 2.0);
   EXPECT_EQ(m["reward_mean"], 1.0);
-}
-
-// An episode's sampling seeds derive from its own identity (its task, its slot), not from the
-// order episodes started in: task 1's episodes get the same seeds whether task 0 ran before them.
-TEST_F(EnvironmentKind, EpisodeSeedsFollowTheEpisodeNotTheStartOrder) {
-  const std::string params = "samplesPerPrompt = 2, maxTokens = 4096";
-  auto first = run(params, "seed_echo_generator", 2);
-  ASSERT_TRUE(first.ok) << first.error;
-  std::vector<std::vector<float>> after_task0, alone;
-  {
-    std::lock_guard<std::mutex> lock(log_->m);
-    ASSERT_EQ(log_->groups.size(), 2u);
-    EXPECT_EQ(log_->groups[1].group_id, 1u);
-    for (const auto& s : log_->groups[1].samples) after_task0.push_back(s.logprobs);
-    log_->groups.clear();
-  }
-  fs::remove_all(dir_ / "run");
-  auto second = run(params, "seed_echo_generator", 1, "task_source_from_1");
-  ASSERT_TRUE(second.ok) << second.error;
-  std::lock_guard<std::mutex> lock(log_->m);
-  ASSERT_EQ(log_->groups.size(), 1u);
-  EXPECT_EQ(log_->groups[0].group_id, 1u);
-  for (const auto& s : log_->groups[0].samples) alone.push_back(s.logprobs);
-  EXPECT_EQ(alone, after_task0);
-  // The two episodes of a task, and each turn of one, are seeded apart.
-  ASSERT_EQ(alone.size(), 2u);
-  EXPECT_NE(alone[0], alone[1]);
-  EXPECT_NE(alone[0].front(), alone[0].back());
 }
 
 TEST_F(EnvironmentKind, EachLimitEndsEpisodesWithItsReason) {

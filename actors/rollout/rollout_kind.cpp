@@ -67,8 +67,7 @@ void add_abort_metrics(const rollout_state& st, node_reply& reply) {
 bool answer_call(rollout_state& st, const sample& s) {
   auto it = st.calls.find(s.request_id);
   if (it == st.calls.end()) return false;
-  it->second.promise.deliver(
-      generation_result{s.output, s.logprobs, s.versions, s.finish_reason, s.cached_tokens});
+  it->second.promise.deliver(generation_result{s.output, s.logprobs, s.versions, s.finish_reason});
   st.calls.erase(it);
   return true;
 }
@@ -129,7 +128,6 @@ void deliver_complete(rollout_actor::stateful_pointer<rollout_state> self,
       reply.metrics["rollout_decode_tokens_per_s"] = double(stats.decode_tokens) / st.busy_seconds;
     }
     reply.metrics["rollout_running"] = double(stats.running);
-    reply.metrics["rollout_cancelled_calls"] = double(st.cancelled_calls);
     reply.metrics["rollout_waiting"] = double(stats.waiting);
     if (st.model->device().is_cuda()) {
       // The most allocated on the GPU since this rollout phase began, as of this group.
@@ -222,24 +220,9 @@ caf::result<generation_result> serve_generation(rollout_actor::stateful_pointer<
   // Before the promise, which takes the request's sender over.
   caf::strong_actor_ptr requester = self->current_sender();
   auto promise = self->make_response_promise<generation_result>();
-  s.calls[r.id] = {promise, r.params, std::move(requester), call.stream_id, 0, call.cancel_id};
+  s.calls[r.id] = {promise, r.params, std::move(requester), call.stream_id, 0};
   schedule_step(self);
   return promise;
-}
-
-/// The requester's request `cancel_id` (its client went away): sampling stops now, before the
-/// next step, and the request is answered with what it sampled ("abort").
-void cancel_generation(rollout_actor::stateful_pointer<rollout_state> self,
-                       const serving::generation_cancel& c) {
-  auto& s = self->state;
-  const auto from = self->current_sender();
-  for (auto& [id, call] : s.calls) {
-    if (c.cancel_id == 0 || call.cancel_id != c.cancel_id || call.to != from) continue;
-    const uint64_t request = id;
-    for (const auto& cut : s.eng->cancel(request)) answer_call(s, cut);
-    s.cancelled_calls++;
-    return;  // answer_call erased the entry
-  }
 }
 
 /// A new weight version (port "weights"): applies the update when it carries one (else the
@@ -374,9 +357,6 @@ rollout_actor::behavior_type rollout_fn(rollout_actor::stateful_pointer<rollout_
       },
       [=](serving::generate_atom, const generation_request& call) {
         return serve_generation(self, call);
-      },
-      [=](serving::generate_atom, const serving::generation_cancel& c) {
-        cancel_generation(self, c);
       },
       [=](rstep_atom) { run_step(self); },
       [=](snapshot_atom, const std::string&) {

@@ -205,55 +205,5 @@ TEST_F(RolloutService, ABadRequestIsAnErrorNamingTheField) {
   EXPECT_EQ(call(r).output_ids.size(), 2u);
 }
 
-// A requester whose client went away cancels its request: sampling stops before the engine's
-// next step (the answer, "abort", holds at most the tokens streamed so far and those of the step
-// under way when the cancel came), where the whole request would sample 600 tokens.
-TEST_F(RolloutService, ACancelledRequestStopsSamplingWithinAStep) {
-  generation_request r;
-  r.input_ids = {5, 9, 17, 3, 64};
-  r.max_tokens = 600;
-  r.seed = 11;
-  r.stream_id = 7;
-  r.cancel_id = 99;
-  struct log {
-    size_t streamed_at_cancel = 0, streamed = 0;
-    generation_result result;
-  };
-  auto seen = std::make_shared<log>();
-  std::promise<void> finished;
-  auto done = finished.get_future();
-  auto rollout = rollout_;
-  sys_->spawn([&, seen, r, rollout](caf::event_based_actor* self) -> caf::behavior {
-    self->request(rollout, std::chrono::seconds(60), generate_atom::value, r)
-        .then(
-            [&, seen, self](generation_result& g) {
-              seen->result = std::move(g);
-              finished.set_value();
-              self->quit();
-            },
-            [&, self](caf::error&) {
-              finished.set_value();
-              self->quit();
-            });
-    return {[seen, self, rollout](generate_atom, serving::generation_partial& p) {
-      const bool first = seen->streamed == 0;
-      seen->streamed += p.output_ids.size();
-      if (!first) return;
-      seen->streamed_at_cancel = seen->streamed;
-      self->send(rollout, generate_atom::value, serving::generation_cancel{99});
-    }};
-  });
-  ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  EXPECT_EQ(seen->result.finish_reason, "abort");
-  EXPECT_GE(seen->result.output_ids.size(), seen->streamed_at_cancel);
-  EXPECT_LE(seen->result.output_ids.size(), seen->streamed_at_cancel + 2);
-  EXPECT_EQ(seen->result.logprobs.size(), seen->result.output_ids.size());
-  // A cancel with no request of its id in flight changes nothing.
-  r.stream_id = 0;
-  r.max_tokens = 20;
-  caf::anon_send(rollout_, generate_atom::value, serving::generation_cancel{99});
-  EXPECT_EQ(call(r).output_ids.size(), 20u);
-}
-
 }  // namespace
 }  // namespace milesrt::rollout

@@ -25,7 +25,7 @@ using rstep_atom = caf::atom_constant<caf::atom("rstep")>;
 /// The stage interface plus the engine's own step messages and the generation service
 /// (serving/generate_messages.hpp) it serves on its `generate` port.
 using rollout_actor = runtime::stage_actor::extend<
-    caf::reacts_to<rstep_atom>, caf::reacts_to<serving::generate_atom, serving::generation_cancel>,
+    caf::reacts_to<rstep_atom>,
     caf::replies_to<serving::generate_atom,
                     serving::generation_request>::with<serving::generation_result>>;
 
@@ -49,8 +49,6 @@ struct pending_call {
   caf::strong_actor_ptr to;
   uint64_t stream_id = 0;
   size_t sent = 0;
-  /// The requester's id for cancelling it (0: none).
-  uint64_t cancel_id = 0;
 };
 
 struct rollout_state {
@@ -64,8 +62,6 @@ struct rollout_state {
   /// Totals since the start (reported in abort mode): samples an update cut off, groups dropped
   /// for it, samples resumed.
   uint64_t aborted_samples = 0, dropped_groups = 0, resumed_samples = 0;
-  /// Service requests their requester cancelled while they were sampled.
-  uint64_t cancelled_calls = 0;
   std::map<uint64_t, pending_group> groups;  // engine request id -> group
   /// Requests of the generation service by engine request id.
   std::map<uint64_t, pending_call> calls;

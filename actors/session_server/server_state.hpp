@@ -68,11 +68,6 @@ struct server_counts {
   uint64_t tool_calls = 0, tool_calls_malformed = 0, empty_sessions = 0, empty_groups = 0;
   /// Turns whose client left before the answer (taken back at once).
   uint64_t turns_abandoned = 0;
-  /// Abandoned turns whose sampling the engine stopped early (answered "abort").
-  uint64_t turns_aborted = 0;
-  /// The tokens sessions held before each sampled turn, and those of them the engine's prefix
-  /// cache held (session_prefix_reused).
-  uint64_t prompt_tokens = 0, prompt_tokens_reused = 0;
   uint64_t groups_out = 0;
   /// Groups sent to the graph's reward actor (a session ended without a reward).
   uint64_t groups_unscored = 0;
@@ -109,9 +104,7 @@ struct server_state {
   /// (a turn that fails, or whose client leaves, is taken back to there).
   struct turn_in_flight {
     uint64_t number = 0;
-    agent::tree_mark before;
-    /// The generation service sampling it (told to stop when the turn's client leaves).
-    caf::actor generator;
+    agent::session_mark before;
   };
   std::map<std::string, turn_in_flight> busy;
   uint64_t next_turn = 0;
@@ -132,18 +125,6 @@ void settle(server_actor self);
 /// Turn `number` of `session` lost its client: the turn is taken back, the session freed for
 /// the next one, and its group's admission given back when nothing of the group was sampled.
 void abandon_turn(server_actor self, const std::string& session, uint64_t number);
-
-// session_lifecycle.cpp
-void open_session(server_actor self, const http_call& call);
-void get_session(server_actor self, const http_call& call);
-/// POST /end (`end`) or DELETE.
-void end_or_remove(server_actor self, const http_call& call, bool end);
-/// The body as a JSON object ({} when empty), or nullopt with the error answered.
-std::optional<json> object_body(const http_call& call);
-/// A table refusal as HTTP: unknown 404, ended 409, bad 400, full 429.
-void answer_table_error(server_actor self, const http_call& call, const agent::table_error& e);
-/// A session's refusal as HTTP (400, 409, 413, 500), with `error.index` where it has one.
-void answer_session_error(const http_call& call, const agent::session_error& e);
 
 // session_routes.cpp
 void serve_call(server_actor self, http_call call);

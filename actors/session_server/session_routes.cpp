@@ -36,16 +36,172 @@ int64_t unix_now() {
       .count();
 }
 
+/// The body as a JSON object ({} when empty), or an error answered.
+std::optional<json> object_body(const http_call& call) {
+  if (call.request.body.empty()) return json::object();
+  if (auto deep = runtime::json_nesting_problem(call.request.body); !deep.empty()) {
+    call.responder.respond(error_response(400, "body: " + deep));
+    return std::nullopt;
+  }
+  json body = json::parse(call.request.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    call.responder.respond(error_response(400, "body: expected a JSON object"));
+    return std::nullopt;
+  }
+  return body;
+}
+
+/// A table refusal as HTTP: unknown 404, ended 409, full 429.
+void answer_table_error(server_actor self, const http_call& call, const agent::table_error& e) {
+  if (e.what == agent::table_error::kind::full) {
+    auto r = error_response(429, e.message);
+    r.headers.push_back({"Retry-After", std::to_string(self->state.cfg.retry_after_seconds)});
+    call.responder.respond(std::move(r));
+    return;
+  }
+  call.responder.respond(
+      error_response(e.what == agent::table_error::kind::unknown ? 404 : 409, e.message));
+}
+
+void answer_session_error(const http_call& call, const agent::session_error& e) {
+  using k = agent::session_error::kind;
+  const unsigned status = e.what == k::bad_request       ? 400
+                          : e.what == k::too_long        ? 413
+                          : e.what == k::template_failed ? 500
+                                                         : 409;
+  auto body = agent::error_body(status, e.message, agent::error_field(e.message));
+  if (e.index) body["error"]["index"] = *e.index;
+  call.responder.respond(json_response(status, body));
+}
+
+/// What is wrong with a new session's metadata ("" when nothing): an object, whose `label` (the
+/// reference a reward actor judges against) is a string and that of its group's other sessions.
+std::string label_problem(server_actor self, const std::string& group, const json& metadata,
+                          std::string& label) {
+  if (metadata.is_null()) return "";
+  if (!metadata.is_object()) return "metadata: expected an object";
+  if (!metadata.contains("label") || metadata["label"].is_null()) return "";
+  if (!metadata["label"].is_string()) return "metadata.label: expected a string";
+  label = metadata["label"].get<std::string>();
+  if (group.empty()) return "";
+  auto it = self->state.labels.find("g:" + group);
+  if (it == self->state.labels.end() || it->second == label) return "";
+  return "metadata.label: '" + label + "' differs from group '" + group + "''s label '" +
+         it->second + "'";
+}
+
+void open_session(server_actor self, const http_call& call) {
+  auto& st = self->state;
+  auto body = object_body(call);
+  if (!body) return;
+  std::string group;
+  if (body->contains("group") && !(*body)["group"].is_null()) {
+    if (!(*body)["group"].is_string()) {
+      call.responder.respond(error_response(400, "group: expected a string", "group"));
+      return;
+    }
+    group = (*body)["group"].get<std::string>();
+  }
+  json metadata = body->contains("metadata") ? (*body)["metadata"] : json(nullptr);
+  std::string label;
+  if (auto problem = label_problem(self, group, metadata, label); !problem.empty()) {
+    call.responder.respond(error_response(400, problem, "metadata"));
+    return;
+  }
+  std::string id;
+  if (auto e = st.table->open(group, metadata, clock::now(), id)) {
+    answer_table_error(self, call, *e);
+    return;
+  }
+  const std::string key = group.empty() ? "s:" + id : "g:" + group;
+  if (!label.empty()) st.labels[key] = label;
+  st.group_of[id] = key;
+  st.members[key].insert(id);
+  call.responder.respond(json_response(
+      200, {{"id", id}, {"base_url", st.cfg.url + "/sessions/" + id + "/v1"}, {"group", group}}));
+}
+
+/// Whether a query string asks for a session's tokens (`tokens=1` or `tokens=true`).
+bool wants_tokens(const std::string& query) {
+  size_t at = 0;
+  while (at <= query.size()) {
+    const size_t end = std::min(query.find('&', at), query.size());
+    const std::string_view kv = std::string_view(query).substr(at, end - at);
+    if (kv == "tokens=1" || kv == "tokens=true") return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+void get_session(server_actor self, const http_call& call) {
+  auto& st = self->state;
+  const auto& id = call.request.param("id");
+  auto state = st.table->state_of(id);
+  if (!state) {
+    call.responder.respond(error_response(404, "no session '" + id + "'"));
+    return;
+  }
+  json out = {{"id", id}, {"state", *state}};
+  if (*state == "open") {
+    agent::table_error e;
+    const agent::session* s = st.table->find(id, clock::now(), e);
+    size_t sampled = 0;
+    for (auto o : s->tokens().origins) sampled += o == agent::token_origin::sampled ? 1 : 0;
+    out["turns"] = s->turns();
+    out["tokens"] = s->tokens().size();
+    out["sampled_tokens"] = sampled;
+    out["messages"] = s->messages();
+    if (wants_tokens(call.request.query)) {
+      const auto& t = s->tokens();
+      std::vector<int> mask(t.size());
+      for (size_t i = 0; i < t.size(); ++i) mask[i] = t.origins[i] == agent::token_origin::sampled;
+      out["token_ids"] = t.ids;
+      out["loss_mask"] = mask;
+      out["logprobs"] = t.logprobs;
+      out["versions"] = t.versions;
+    }
+  }
+  call.responder.respond(json_response(200, out));
+}
+
+void end_or_remove(server_actor self, const http_call& call, bool end) {
+  auto& st = self->state;
+  const auto& id = call.request.param("id");
+  std::optional<double> reward;
+  if (end) {
+    auto body = object_body(call);
+    if (!body) return;
+    if (body->contains("reward") && !(*body)["reward"].is_null()) {
+      if (!(*body)["reward"].is_number()) {
+        call.responder.respond(error_response(400, "reward: expected a number", "reward"));
+        return;
+      }
+      reward = (*body)["reward"].get<double>();
+    }
+  }
+  if (st.busy.count(id) > 0) {
+    call.responder.respond(error_response(409, "session '" + id + "' has a turn in flight"));
+    return;
+  }
+  auto e = end ? st.table->end(id, reward, clock::now()) : st.table->remove(id, clock::now());
+  if (e) {
+    answer_table_error(self, call, *e);
+    return;
+  }
+  call.responder.respond(json_response(200, {{"id", id}, {"state", end ? "ended" : "deleted"}}));
+  settle(self);
+}
+
 /// The shared start of a turn (chat or generate): its session, open, admitted by the schedule
 /// and without a turn in flight, and `req`'s sampling fields from `sampling`; null when refused
 /// (answered: 404/409/429/503, or 400 naming the sampling field at fault).
-agent::session_tree* start_turn(server_actor self, const http_call& call,
-                                const agent::sampling_request& sampling,
-                                serving::generation_request& req) {
+agent::session* start_turn(server_actor self, const http_call& call,
+                           const agent::sampling_request& sampling,
+                           serving::generation_request& req) {
   auto& st = self->state;
   const auto& id = call.request.param("id");
   agent::table_error e;
-  agent::session_tree* s = st.table->find(id, clock::now(), e);
+  agent::session* s = st.table->find(id, clock::now(), e);
   if (s == nullptr) {
     answer_table_error(self, call, e);
     return nullptr;
@@ -94,16 +250,14 @@ agent::session_tree* start_turn(server_actor self, const http_call& call,
 /// it may have gone meanwhile), or answers the failure. A turn that fails, or whose client goes
 /// (told at once by the HTTP server), is taken back to `before`: nothing of it stays.
 template <class Done>
-void sample_turn(server_actor self, const http_call& call, const agent::session_tree& s,
-                 const agent::tree_mark& before, serving::generation_request req, Done done) {
+void sample_turn(server_actor self, const http_call& call, const agent::session& s,
+                 const agent::session_mark& before, serving::generation_request req, Done done) {
   auto& st = self->state;
   const std::string id = call.request.param("id");
   const uint64_t stream_id = req.stream_id;
   const uint64_t number = ++st.next_turn;
   req.input_ids.assign(s.tokens().ids.begin(), s.tokens().ids.end());
-  req.cancel_id = number;  // the turn's client leaving stops its sampling
-  auto generator = st.links.pick("generate");
-  st.busy[id] = {number, before, generator};
+  st.busy[id] = {number, before};
   caf::actor_addr addr = self->address();
   call.responder.on_disconnect([addr, id, number] {
     if (auto actor = caf::actor_cast<caf::actor>(addr))
@@ -116,7 +270,8 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
     self->state.busy.erase(it);
     return true;
   };
-  self->request(generator, st.cfg.generate_deadline, serving::generate_atom::value, std::move(req))
+  self->request(st.links.pick("generate"), st.cfg.generate_deadline, serving::generate_atom::value,
+                std::move(req))
       .then(
           [self, call, id, stream_id, own, before, done](serving::generation_result& r) mutable {
             auto& s = self->state;
@@ -125,11 +280,10 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
             if (streamed != s.streams.end()) s.streams.erase(streamed);
             if (!own()) {
               s.counts.turns_discarded++;  // its client went: taken back already
-              s.counts.turns_aborted += r.finish_reason == "abort" ? 1 : 0;
               return;
             }
             agent::table_error e;
-            agent::session_tree* sess = s.table->find(id, clock::now(), e);
+            agent::session* sess = s.table->find(id, clock::now(), e);
             if (sess == nullptr || call.responder.disconnected()) {
               s.counts.turns_discarded++;  // the client went, or the session did
               if (sess != nullptr) sess->undo(before);
@@ -138,13 +292,6 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
               return;
             }
             s.counts.turns++;
-            // Prefix reuse: of what the session held before this request (its path up to where
-            // the request began), the tokens the engine's prefix cache held.
-            const auto& starts = sess->current().starts();
-            const uint64_t held = starts.empty() ? 0 : starts.back().tokens;
-            s.counts.prompt_tokens += held;
-            s.counts.prompt_tokens_reused +=
-                std::min<uint64_t>(held, uint64_t(std::max<int64_t>(0, r.cached_tokens)));
             for (auto v : r.versions) s.last_version = std::max(s.last_version, v);
             done(*sess, r);
           },
@@ -153,7 +300,7 @@ void sample_turn(server_actor self, const http_call& call, const agent::session_
             const bool mine = own();
             s.counts.generate_failures++;
             agent::table_error e;
-            if (agent::session_tree* sess = s.table->find(id, clock::now(), e); sess && mine)
+            if (agent::session* sess = s.table->find(id, clock::now(), e); sess && mine)
               sess->undo(before);
             // The engine refuses a request it can never serve (an id past the model's
             // vocabulary, more tokens than its cache holds): the client's to fix, not to retry.
@@ -186,7 +333,7 @@ void chat(server_actor self, const http_call& call) {
     return;
   }
   serving::generation_request req;
-  agent::session_tree* s = start_turn(self, call, parsed.request.sampling, req);
+  agent::session* s = start_turn(self, call, parsed.request.sampling, req);
   if (s == nullptr) return;
   llm::chat_options options;
   options.add_generation_prompt = true;
@@ -209,10 +356,9 @@ void chat(server_actor self, const http_call& call) {
   const bool usage_chunk = parsed.request.include_usage;
   const auto stop = req.stop;
   sample_turn(self, call, *s, before, std::move(req),
-              [self, call, cid, out, stop, usage_chunk](agent::session_tree& tree,
+              [self, call, cid, out, stop, usage_chunk](agent::session& sess,
                                                         serving::generation_result& r) {
                 auto& s = self->state;
-                auto& sess = tree.current();
                 const agent::usage_counts usage{sess.tokens().size(), r.output_ids.size()};
                 const auto turn = agent::record_chat_turn(
                     sess, {token_ids(r.output_ids), r.logprobs, r.versions, r.finish_reason}, stop,
@@ -236,7 +382,7 @@ void generate(server_actor self, const http_call& call) {
     return;
   }
   serving::generation_request req;
-  agent::session_tree* s = start_turn(self, call, parsed.request.sampling, req);
+  agent::session* s = start_turn(self, call, parsed.request.sampling, req);
   if (s == nullptr) return;
   const auto before = s->mark();
   auto ext = s->extend_ids(parsed.request.input_ids);
@@ -245,8 +391,8 @@ void generate(server_actor self, const http_call& call) {
     return;
   }
   sample_turn(self, call, *s, before, std::move(req),
-              [call](agent::session_tree& sess, serving::generation_result& r) {
-                sess.current().append_sampled(token_ids(r.output_ids), r.logprobs, r.versions);
+              [call](agent::session& sess, serving::generation_result& r) {
+                sess.append_sampled(token_ids(r.output_ids), r.logprobs, r.versions);
                 call.responder.respond(json_response(200, {{"output_ids", r.output_ids},
                                                            {"logprobs", r.logprobs},
                                                            {"versions", r.versions},

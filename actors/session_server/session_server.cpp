@@ -40,9 +40,6 @@ metric_map metrics_of(server_actor self) {
           {"session_turns", double(c.turns)},
           {"session_turns_discarded", double(c.turns_discarded)},
           {"session_turns_abandoned", double(c.turns_abandoned)},
-          {"session_turns_aborted", double(c.turns_aborted)},
-          {"session_prefix_reused",
-           c.prompt_tokens > 0 ? double(c.prompt_tokens_reused) / double(c.prompt_tokens) : 0.0},
           {"session_turns_refused", double(c.turns_refused)},
           {"session_generate_failures", double(c.generate_failures)},
           {"session_tool_calls", double(c.tool_calls)},
@@ -145,14 +142,10 @@ void abandon_turn(server_actor self, const std::string& session, uint64_t number
   auto busy = st.busy.find(session);
   if (busy == st.busy.end() || busy->second.number != number) return;  // answered already
   const auto before = busy->second.before;
-  // Its sampling stops before the engine's next step; the answer (cut off) is then discarded.
-  if (busy->second.generator)
-    self->send(busy->second.generator, serving::generate_atom::value,
-               serving::generation_cancel{number});
   st.busy.erase(busy);
   st.counts.turns_abandoned++;
   agent::table_error e;
-  agent::session_tree* s = st.table->find(session, clock::now(), e);
+  agent::session* s = st.table->find(session, clock::now(), e);
   if (s != nullptr) s->undo(before);
   // A group none of whose sessions has a sampled turn or a turn in flight holds no data yet:
   // its admission goes back at once, for another group to start.
@@ -162,8 +155,8 @@ void abandon_turn(server_actor self, const std::string& session, uint64_t number
   if (members == st.members.end()) return;
   for (const auto& id : members->second) {
     if (st.busy.count(id) > 0) return;
-    const agent::session_tree* m = st.table->peek(id);
-    if (m != nullptr && m->any_sampled()) return;
+    const agent::session* m = st.table->peek(id);
+    if (m != nullptr && m->turns() > 0) return;
     if (m == nullptr && st.table->state_of(id) == std::optional<std::string>("ended")) return;
   }
   st.admitted.erase(group->second);
@@ -188,9 +181,9 @@ void settle(server_actor self) {
     for (const auto& s : g.sessions) st.group_of.erase(s.id);
     st.members.erase(key);
     st.labels.erase(key);
-    const bool unscored = st.cfg.score_unrewarded && has_unrewarded(g, st.cfg.train_on);
-    auto e = to_envelope(g, st.next_group, st.last_version, st.counts.empty_sessions,
-                         st.cfg.tok.get(), st.cfg.train_on);
+    const bool unscored = st.cfg.score_unrewarded && has_unrewarded(g);
+    auto e =
+        to_envelope(g, st.next_group, st.last_version, st.counts.empty_sessions, st.cfg.tok.get());
     if (e.payload.get_as<llm::sample_group>(0).samples.empty()) {
       st.counts.empty_groups++;
       continue;

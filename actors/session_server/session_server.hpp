@@ -42,8 +42,6 @@ struct server_config {
   /// A group with a session ended without a reward goes out on "unscored", for the graph's
   /// reward actor (else such a session's reward is 0).
   bool score_unrewarded = false;
-  /// Which trajectories of each session's tree train (each one sample of its group).
-  agent::train_on train_on = agent::train_on::leaves;
 };
 
 /// Spawns the actor; it adds its routes to `http` (bound, not started) and starts it. The actor

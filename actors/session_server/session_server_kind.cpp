@@ -46,7 +46,6 @@ problem_list check(capnp::DynamicStruct::Reader reader) {
     problems.push_back({"retryAfterSeconds", "must be >= 0 and at most 1e7 seconds"});
   if (p.getMaxOpenSessions() == 0) problems.push_back({"maxOpenSessions", "must be at least 1"});
   if (p.getMaxNewTokens() == 0) problems.push_back({"maxNewTokens", "must be at least 1"});
-  if (p.getMaxBranches() == 0) problems.push_back({"maxBranches", "must be at least 1"});
   if (p.getBodyLimit() < 1024) problems.push_back({"bodyLimit", "must be at least 1024 bytes"});
   if (!(p.getTemperature() > 0) || !std::isfinite(p.getTemperature()))
     problems.push_back({"temperature", "must be > 0 (the trainer's sampling temperature)"});
@@ -116,11 +115,6 @@ caf::actor spawn(caf::actor_system& sys, const actor_setup& s) {
       static_cast<uint32_t>(std::max(1.0, std::ceil(p.getRetryAfterSeconds())));
   cfg.seed = s.seed * 7919 + 17;
   cfg.score_unrewarded = p.getScoreUnrewarded();
-  cfg.limits.tree = {p.getBranching(), p.getMaxBranches(), p.getMaxRollbackTurns()};
-  using on = schema::SessionServerParams::TrainOn;
-  cfg.train_on = p.getTrainOn() == on::LAST_LEAF ? agent::train_on::last_leaf
-                 : p.getTrainOn() == on::ALL     ? agent::train_on::all
-                                                 : agent::train_on::leaves;
   auto http = bind_server(p);
   std::string host = http->address();
   if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";

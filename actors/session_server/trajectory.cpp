@@ -46,47 +46,33 @@ std::string group_label(const agent::finished_group& group) {
   return group.group;
 }
 
-std::optional<double> reward_of(const agent::finished_group& group, const agent::ended_session& s,
-                                uint64_t path) {
-  if (auto it = s.path_rewards.find(path); it != s.path_rewards.end()) return it->second;
-  if (s.reward) return s.reward;
-  if (s.parent.empty()) return std::nullopt;
-  for (const auto& up : group.sessions)  // a subagent takes its parent's reward
-    if (up.id == s.parent) return up.reward;
-  return std::nullopt;
-}
-
-bool has_unrewarded(const agent::finished_group& group, agent::train_on which) {
+bool has_unrewarded(const agent::finished_group& group) {
   for (const auto& s : group.sessions) {
-    if (!s.tokens) continue;
-    for (const auto& t : s.tokens->trained(which))
-      if (!reward_of(group, s, t.path)) return true;
+    if (s.tokens && !s.reward) return true;
   }
   return false;
 }
 
 runtime::envelope to_envelope(agent::finished_group& group, uint64_t group_id, uint64_t fallback,
-                              uint64_t& empty, const llm::tokenizer* tok, agent::train_on which) {
+                              uint64_t& empty, const llm::tokenizer* tok) {
   llm::sample_group g;
   g.group_id = group_id;
   g.label = group_label(group);
   uint64_t lo = UINT64_MAX, hi = 0;
   for (auto& s : group.sessions) {
     if (!s.tokens) continue;
-    bool any = false;
-    for (auto& path : s.tokens->trained(which)) {
-      const auto& t = path.tokens;
-      auto tr = agent::to_trajectory(t);
-      const uint64_t t_lo = tr.min_version, t_hi = tr.max_version;
-      auto m = to_sample(std::move(tr), reward_of(group, s, path.path).value_or(0.0));
-      if (m.output.empty()) continue;
-      any = true;
-      if (tok) m.text = last_turn_text(t, *tok);
-      lo = std::min(lo, t_lo);  // a non-empty output has a sampled token
-      hi = std::max(hi, t_hi);
-      g.samples.push_back(std::move(m));
+    const auto& t = s.tokens->tokens();
+    auto tr = agent::to_trajectory(t);
+    const uint64_t t_lo = tr.min_version, t_hi = tr.max_version;
+    auto m = to_sample(std::move(tr), s.reward.value_or(0.0));
+    if (m.output.empty()) {
+      ++empty;
+      continue;
     }
-    empty += any ? 0 : 1;
+    if (tok) m.text = last_turn_text(t, *tok);
+    lo = std::min(lo, t_lo);  // a non-empty output has a sampled token
+    hi = std::max(hi, t_hi);
+    g.samples.push_back(std::move(m));
   }
   runtime::envelope e;
   e.min_version = lo == UINT64_MAX ? fallback : lo;

@@ -1,12 +1,10 @@
 #pragma once
-/// An ended group of agent sessions as it goes down the graph: one sample per trained trajectory
-/// of each session's tree (agent/session_tree.hpp), whose
+/// An ended group of agent sessions as it goes down the graph: one sample per session, whose
 /// output is everything after the first sampled token's prompt, sampled and environment tokens
 /// interleaved, with a mask that marks which the model sampled (the trainer's loss covers only
 /// those). Pure functions; the session_server actor calls them.
 
 #include <cstdint>
-#include <optional>
 
 #include "actors/lib/agent/session_table.hpp"
 #include "actors/lib/llm/messages.hpp"
@@ -32,22 +30,14 @@ std::string last_turn_text(const agent::session_tokens& tokens, const llm::token
 /// string) among its sessions, else the group's name.
 std::string group_label(const agent::finished_group& group);
 
-/// The reward of path `path` of session `s`: its own (`/end`'s `rewards`), else the session's,
-/// else, for a subagent, its parent's; nullopt when none was given.
-std::optional<double> reward_of(const agent::finished_group& group, const agent::ended_session& s,
-                                uint64_t path);
+/// Whether a session of the group ended without a reward (the graph's reward actor scores it).
+bool has_unrewarded(const agent::finished_group& group);
 
-/// Whether a trajectory the group trains has no reward (the graph's reward actor scores it).
-bool has_unrewarded(const agent::finished_group& group,
-                    agent::train_on which = agent::train_on::leaves);
-
-/// A finished group as the envelope of a sample_group (id `group_id`, label group_label): each
-/// session's trajectories that train (`which`) with at least one sampled token, sessions in the
-/// order opened, each with its last turn's text when `tok` is given; the envelope's versions
-/// span the sampled tokens' (`fallback` when none). Sessions without a sampled token are left
-/// out and counted in `empty`.
+/// A finished group as the envelope of a sample_group (id `group_id`, label group_label): its
+/// sessions with at least one sampled token, in the order opened, each with its last turn's text
+/// when `tok` is given; the envelope's versions span the sampled tokens' (`fallback` when none).
+/// Sessions without a sampled token are left out and counted in `empty`.
 runtime::envelope to_envelope(agent::finished_group& group, uint64_t group_id, uint64_t fallback,
-                              uint64_t& empty, const llm::tokenizer* tok = nullptr,
-                              agent::train_on which = agent::train_on::leaves);
+                              uint64_t& empty, const llm::tokenizer* tok = nullptr);
 
 }  // namespace milesrt::session_server

@@ -16,16 +16,16 @@ namespace milesrt {
 
 struct problem {
   problem() = default;
-  /// A problem of a field: `{"lr", "must be > 0"}`.
+  /// A problem of a field: `{"limit", "must be > 0"}`.
   problem(std::string field_path, std::string what_is_wrong)
       : field(std::move(field_path)), what(std::move(what_is_wrong)) {}
 
-  std::string field;    ///< the field it is about, a dotted path ("lora.rank"); empty when none
+  std::string field;    ///< the field it is about, a dotted path ("retry.limit"); empty when none
   std::string what;     ///< what is wrong
   std::string file;     ///< the input file, when there is one
   unsigned line = 0;    ///< 1-based; 0 when unknown
   unsigned column = 0;  ///< 1-based; 0 when unknown
-  std::string where;    ///< the place in the file: "actor 'trainer'", "edge 2 (a -> b)"
+  std::string where;    ///< the place in the file: "actor 'stage'", "edge 2 (a -> b)"
 
   /// "file:line:column: where: field: what", leaving out the parts that are empty.
   std::string text() const;
@@ -38,8 +38,8 @@ problem file_problem(std::string file, std::string what, unsigned line = 0, unsi
 /// A problem at a place in a file: "file: where: what".
 problem place_problem(std::string file, std::string where, std::string what);
 
-/// `p` seen from the struct that holds it: its field path gains `outer` in front ("lora" and
-/// "rank" give "lora.rank"; an empty field becomes `outer`).
+/// `p` seen from the struct that holds it: its field path gains `outer` in front ("retry" and
+/// "limit" give "retry.limit"; an empty field becomes `outer`).
 problem within(const std::string& outer, problem p);
 /// Every problem of `ps` within `outer`, appended to `out`.
 void add_within(problem_list& out, const std::string& outer, const problem_list& ps);

@@ -8,27 +8,27 @@ namespace milesrt {
 namespace {
 
 TEST(Problem, TextLeavesOutWhatIsNotKnown) {
-  EXPECT_EQ(problem("lr", "must be > 0").text(), "lr: must be > 0");
+  EXPECT_EQ(problem("limit", "must be > 0").text(), "limit: must be > 0");
   EXPECT_EQ(problem("", "no graph").text(), "no graph");
   EXPECT_EQ(file_problem("g.capnp", "no such graph file").text(), "g.capnp: no such graph file");
   EXPECT_EQ(file_problem("g.capnp", "expected ')'", 12, 3).text(), "g.capnp:12:3: expected ')'");
   EXPECT_EQ(file_problem("g.capnp", "bad", 12).text(), "g.capnp:12: bad");
-  auto p = place_problem("g.capnp", "actor 'trainer'", "field 'kind': unknown");
-  EXPECT_EQ(p.text(), "g.capnp: actor 'trainer': field 'kind': unknown");
-  p.field = "params.trainer.lr";
-  EXPECT_EQ(p.text(), "g.capnp: actor 'trainer': params.trainer.lr: field 'kind': unknown");
+  auto p = place_problem("g.capnp", "actor 'stage'", "field 'kind': unknown");
+  EXPECT_EQ(p.text(), "g.capnp: actor 'stage': field 'kind': unknown");
+  p.field = "params.stage.limit";
+  EXPECT_EQ(p.text(), "g.capnp: actor 'stage': params.stage.limit: field 'kind': unknown");
 }
 
 TEST(Problem, WithinPutsTheEnclosingFieldFirst) {
-  EXPECT_EQ(within("lora", {"rank", "must be at least 1"}).field, "lora.rank");
-  EXPECT_EQ(within("params.trainer", within("lora", {"rank", "x"})).field,
-            "params.trainer.lora.rank");
-  EXPECT_EQ(within("lora", {"", "x"}).field, "lora");
-  EXPECT_EQ(within("", {"rank", "x"}).field, "rank");
+  EXPECT_EQ(within("retry", {"limit", "must be at least 1"}).field, "retry.limit");
+  EXPECT_EQ(within("params.stage", within("retry", {"limit", "x"})).field,
+            "params.stage.retry.limit");
+  EXPECT_EQ(within("retry", {"", "x"}).field, "retry");
+  EXPECT_EQ(within("", {"limit", "x"}).field, "limit");
   problem_list out{{"a", "first"}};
-  add_within(out, "lora", {{"rank", "r"}, {"alpha", "s"}});
+  add_within(out, "retry", {{"limit", "r"}, {"delay", "s"}});
   ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(to_text(out), "a: first\nlora.rank: r\nlora.alpha: s");
+  EXPECT_EQ(to_text(out), "a: first\nretry.limit: r\nretry.delay: s");
 }
 
 TEST(Problem, ALoadersRefusalBecomesAProblemOfItsField) {

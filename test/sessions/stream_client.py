@@ -7,7 +7,7 @@ URL is the server's http://HOST:PORT. One session: a streamed turn whose text mu
 several chunks as it is sampled and add up to the reply the server stored (the next turn, which
 sends it back, must extend the session); then a raw client that reads the first chunk of a long
 streamed turn and closes its connection: that turn must not be appended to the session, which
-goes on serving (the engine stops sampling the turn: the test reads session_turns_aborted). Prints "ok" and exits 0, or names what failed and exits 1.
+goes on serving. Prints "ok" and exits 0, or names what failed and exits 1.
 """
 import json
 import socket

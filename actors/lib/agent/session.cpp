@@ -121,8 +121,7 @@ void session::close_open_turn() {
 }
 
 session_mark session::mark() const {
-  return {tokens_.size(), messages_.size(),        text_.size(),
-          turns_,         static_cast<int>(mode_), starts_.size()};
+  return {tokens_.size(), messages_.size(), text_.size(), turns_, static_cast<int>(mode_)};
 }
 
 void session::undo(const session_mark& m) {
@@ -134,7 +133,6 @@ void session::undo(const session_mark& m) {
   text_.resize(m.text);
   turns_ = m.turns;
   mode_ = static_cast<mode>(m.mode);
-  starts_.resize(std::min(starts_.size(), m.starts));
 }
 
 std::optional<session_error> session::room_for(size_t adding) const {
@@ -201,7 +199,6 @@ extend_result session::extend(const ojson& messages, const llm::chat_options& op
   std::string added = rendered.text.substr(*end);
   auto ids = tok_->encode(added, false);
   if (auto e = room_for(ids.size())) return {0, e};
-  starts_.push_back(mark());
   append_environment(ids);
   text_ += added;
   messages_ = messages;
@@ -235,7 +232,6 @@ extend_result session::extend_ids(const std::vector<llm::token_id>& ids) {
   std::vector<llm::token_id> rest(ids.begin() + static_cast<std::ptrdiff_t>(tokens_.size()),
                                   ids.end());
   if (auto e = room_for(rest.size())) return {0, e};
-  starts_.push_back(mark());
   append_environment(rest);
   text_ += tok_->decode(rest);
   mode_ = mode::ids;

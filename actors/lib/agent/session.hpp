@@ -45,7 +45,6 @@ struct session_error {
     wrong_mode,        ///< messages for a session driven by ids, or ids for one of messages (409)
     template_failed,   ///< the chat template raised, or its rendering cannot be split (500)
     too_long,          ///< the sequence would pass the session's token limit (413)
-    limit,             ///< a branch would pass a trajectory tree's limit (409), named first
   };
   kind what = kind::bad_request;
   std::string message;
@@ -64,8 +63,6 @@ struct extend_result {
 struct session_mark {
   size_t tokens = 0, messages = 0, text = 0, turns = 0;
   int mode = 0;
-  /// Requests begun before this point (session::starts).
-  size_t starts = 0;
 };
 
 /// The token a chat template closes an assistant message with (`<|im_end|>`, `<|eot_id|>`): the
@@ -124,9 +121,6 @@ class session {
   const std::string& text() const { return text_; }
   /// Sampled turns so far.
   size_t turns() const { return turns_; }
-  /// Where the session stood as each request that extended it began, in order: the places a
-  /// request may branch from (a session_tree's), the first the empty session.
-  const std::vector<session_mark>& starts() const { return starts_; }
 
  private:
   enum class mode { unset, messages, ids };
@@ -145,7 +139,6 @@ class session {
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
   std::string text_;
   size_t turns_ = 0;
-  std::vector<session_mark> starts_;
 };
 
 /// Where `session_text` ends within `rendering` (the rendering of a conversation that extends

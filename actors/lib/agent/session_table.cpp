@@ -25,17 +25,7 @@ std::string session_table::group_key(const std::string& group, const std::string
 
 std::optional<table_error> session_table::open(const std::string& group,
                                                nlohmann::ordered_json metadata,
-                                               clock::time_point now, std::string& id,
-                                               const std::string& parent) {
-  entry* up = nullptr;
-  if (!parent.empty()) {
-    table_error error;
-    if (!find(parent, now, error)) return refusal(error.what, "parent: " + error.message);
-    up = &sessions_.at(parent);
-    if (!group.empty() && group != up->group)
-      return refusal(table_error::kind::bad, "group: a subagent joins its parent's group '" +
-                                                 up->group + "', not '" + group + "'");
-  }
+                                               clock::time_point now, std::string& id) {
   if (open_ >= limits_.max_open) {
     ++counts_.refused_full;
     return refusal(table_error::kind::full,
@@ -49,28 +39,23 @@ std::optional<table_error> session_table::open(const std::string& group,
   }
   id = "s" + std::to_string(next_++) + "-" + suffix;
   entry e;
-  e.group = up ? up->group : group;
-  e.key = up ? up->key : group_key(group, id);
-  e.tokens = std::make_unique<session_tree>(tok_, tmpl_, limits_.max_tokens, limits_.vocab_size,
-                                            limits_.tree);
+  e.group = group;
+  e.tokens = std::make_unique<session>(tok_, tmpl_, limits_.max_tokens, limits_.vocab_size);
   e.metadata = std::move(metadata);
   e.last_use = now;
-  e.parent = parent;
-  if (up) up->children.push_back(id);
-  groups_[e.key].members.push_back(id);
   sessions_.emplace(id, std::move(e));
+  groups_[group_key(group, id)].members.push_back(id);
   ++open_;
   ++counts_.opened;
   return std::nullopt;
 }
 
-const session_tree* session_table::peek(const std::string& id) const {
+const session* session_table::peek(const std::string& id) const {
   auto it = sessions_.find(id);
   return it == sessions_.end() || it->second.st != state::open ? nullptr : it->second.tokens.get();
 }
 
-session_tree* session_table::find(const std::string& id, clock::time_point now,
-                                  table_error& error) {
+session* session_table::find(const std::string& id, clock::time_point now, table_error& error) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     error = refusal(table_error::kind::unknown, "no session '" + id + "'");
@@ -87,21 +72,14 @@ session_tree* session_table::find(const std::string& id, clock::time_point now,
 }
 
 std::optional<table_error> session_table::end(const std::string& id, std::optional<double> reward,
-                                              clock::time_point now,
-                                              std::map<uint64_t, double> path_rewards) {
+                                              clock::time_point now) {
   table_error error;
   if (!find(id, now, error)) return error;
-  const auto children = open_children(id);
   auto& e = sessions_.at(id);
   e.reward = reward;
-  e.path_rewards = std::move(path_rewards);
   close(id, state::ended);
   ++counts_.ended;
-  for (const auto& c : children) {  // a subagent ends with its parent, taking its reward
-    close(c, state::ended);
-    ++counts_.ended;
-  }
-  auto& g = groups_.at(e.key);
+  auto& g = groups_.at(group_key(e.group, id));
   if (!g.first_end) g.first_end = now;
   return std::nullopt;
 }
@@ -109,26 +87,9 @@ std::optional<table_error> session_table::end(const std::string& id, std::option
 std::optional<table_error> session_table::remove(const std::string& id, clock::time_point now) {
   table_error error;
   if (!find(id, now, error)) return error;
-  for (const auto& c : open_children(id)) {
-    close(c, state::dropped);
-    ++counts_.deleted;
-  }
   close(id, state::dropped);
   ++counts_.deleted;
   return std::nullopt;
-}
-
-std::vector<std::string> session_table::open_children(const std::string& id) const {
-  std::vector<std::string> out;
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return out;
-  for (const auto& c : it->second.children) {
-    auto child = sessions_.find(c);
-    if (child == sessions_.end() || child->second.st != state::open) continue;
-    out.push_back(c);
-    for (auto& grandchild : open_children(c)) out.push_back(std::move(grandchild));
-  }
-  return out;
 }
 
 void session_table::close(const std::string& id, state to) {
@@ -166,8 +127,7 @@ std::vector<finished_group> session_table::take_finished(clock::time_point now) 
     for (const auto& id : g->second.members) {
       auto& e = sessions_.at(id);
       if (hand_out && e.st == state::ended)
-        f.sessions.push_back({id, std::move(e.tokens), e.reward, std::move(e.path_rewards),
-                              std::move(e.metadata), e.parent});
+        f.sessions.push_back({id, std::move(e.tokens), e.reward, std::move(e.metadata)});
       if (e.st == state::open) {  // the group stopped waiting for it
         close(id, state::dropped);
         ++counts_.waited_out;

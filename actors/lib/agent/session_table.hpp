@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/lib/agent/session_tree.hpp"
+#include "actors/lib/agent/session.hpp"
 
 namespace milesrt::agent {
 
@@ -33,8 +33,6 @@ struct session_table_limits {
   size_t max_tokens = 0;
   /// The model's vocabulary: ids a harness sends at or past it are refused (0: not checked).
   int64_t vocab_size = 0;
-  /// Each session's trajectory tree: branching on or off, its bounds.
-  tree_limits tree;
 };
 
 /// Why a table operation was refused.
@@ -43,7 +41,6 @@ struct table_error {
     full,     ///< max_open sessions are open (HTTP 429)
     unknown,  ///< no such session (404)
     ended,    ///< the session has ended or was dropped (409)
-    bad,      ///< a request the table cannot take as asked (400), its field named first
   };
   kind what = kind::unknown;
   std::string message;
@@ -52,14 +49,9 @@ struct table_error {
 /// A session that ended, as it goes down the graph.
 struct ended_session {
   std::string id;
-  std::unique_ptr<session_tree> tokens;
-  /// The reward of every trained path, unless `path_rewards` gives a path its own.
+  std::unique_ptr<session> tokens;
   std::optional<double> reward;
-  std::map<uint64_t, double> path_rewards;
   nlohmann::ordered_json metadata;
-  /// The session that opened it as a subagent ("" : none); a subagent without a reward of its
-  /// own takes its parent's.
-  std::string parent;
 };
 
 /// A group handed out: its ended sessions, in the order they were opened.
@@ -87,28 +79,21 @@ class session_table {
   /// Opens a session in `group` ("": a group of its own); its id, or `full`. Ids carry 128
   /// random bits from the system's entropy source: a client of the same server cannot guess
   /// another's session (with the bearer secret, the id is the ownership of a session).
-  /// With `parent` (an open session's id) the session is its subagent: it joins the parent's
-  /// group (`group` must be "" or the parent's), and ends (or is dropped) with it.
   std::optional<table_error> open(const std::string& group, nlohmann::ordered_json metadata,
-                                  clock::time_point now, std::string& id,
-                                  const std::string& parent = "");
+                                  clock::time_point now, std::string& id);
   /// The open session `id` (its idle time starts again), or nullptr with `unknown` or `ended`.
-  session_tree* find(const std::string& id, clock::time_point now, table_error& error);
-  /// Ends `id` with `reward` (none: the graph's reward actor scores it) and `path_rewards` (by
-  /// path id: those paths' own), and its open subagents with none (they take its reward).
+  session* find(const std::string& id, clock::time_point now, table_error& error);
+  /// Ends `id` with `reward` (none: the graph's reward actor scores it).
   std::optional<table_error> end(const std::string& id, std::optional<double> reward,
-                                 clock::time_point now,
-                                 std::map<uint64_t, double> path_rewards = {});
-  /// Drops `id` without training on it (DELETE), and its open subagents.
+                                 clock::time_point now);
+  /// Drops `id` without training on it (DELETE).
   std::optional<table_error> remove(const std::string& id, clock::time_point now);
-  /// The open subagents of `id`, and theirs, in the order opened.
-  std::vector<std::string> open_children(const std::string& id) const;
   /// Drops the sessions idle past the limit, and hands out the groups that are done: every
   /// session ended or gone, or the wait run out.
   std::vector<finished_group> take_finished(clock::time_point now);
 
   /// The open session `id`, its idle time untouched; nullptr when it is not open.
-  const session_tree* peek(const std::string& id) const;
+  const session* peek(const std::string& id) const;
   /// "open", "ended" or "dropped" for a session the table knows; nullopt otherwise.
   std::optional<std::string> state_of(const std::string& id) const;
   const session_table_counts& counts() const { return counts_; }
@@ -118,15 +103,11 @@ class session_table {
   enum class state { open, ended, dropped };
   struct entry {
     std::string group;
-    std::string key;  ///< its group's key (a subagent's is its parent's)
     state st = state::open;
-    std::unique_ptr<session_tree> tokens;
+    std::unique_ptr<session> tokens;
     std::optional<double> reward;
-    std::map<uint64_t, double> path_rewards;
     nlohmann::ordered_json metadata;
     clock::time_point last_use;
-    std::string parent;
-    std::vector<std::string> children;
   };
   struct group_entry {
     std::vector<std::string> members;  // in the order opened

@@ -46,10 +46,10 @@ TEST(SessionTable, OpensFindsEndsAndRefusesWhatIsGoneOrUnknown) {
 
   const std::string a = *ids.begin();
   table_error error;
-  session_tree* s = t.find(a, now, error);
+  session* s = t.find(a, now, error);
   ASSERT_NE(s, nullptr);
   ASSERT_FALSE(s->extend_ids({1, 2}).error);
-  s->current().append_sampled({3}, {-0.5f}, 4);
+  s->append_sampled({3}, {-0.5f}, 4);
   EXPECT_FALSE(t.end(a, 1.0, now));
   EXPECT_EQ(t.find(a, now, error), nullptr);
   EXPECT_EQ(error.what, table_error::kind::ended);
@@ -99,40 +99,6 @@ TEST(SessionTable, AGroupGoesOutWhenAllItsSessionsHaveEnded) {
   EXPECT_EQ(done[0].sessions[1].id, b);
   EXPECT_EQ(t.state_of(c), "open");
   EXPECT_EQ(t.counts().groups_complete, 1u);
-}
-
-// A subagent joins its parent's group (even a parent's group of its own), ends with it unless it
-// ended first, and is dropped with it; a parent that is not open, or another group, is refused.
-TEST(SessionTable, SubagentsJoinTheirParentsGroupAndEndOrGoWithIt) {
-  session_table t(tokenizer(), nullptr, {});
-  const auto now = clock_type::now();
-  const auto parent = open(t, "", now);
-  std::string child, early, id;
-  ASSERT_FALSE(t.open("", nullptr, now, child, parent));
-  ASSERT_FALSE(t.open("", nullptr, now, early, parent));
-  auto e = t.open("other", nullptr, now, id, parent);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->what, table_error::kind::bad);
-  EXPECT_EQ(e->message.rfind("group:", 0), 0u) << e->message;
-  e = t.open("", nullptr, now, id, "nope");
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->what, table_error::kind::unknown);
-  EXPECT_EQ(t.open_children(parent), (std::vector<std::string>{child, early}));
-  EXPECT_FALSE(t.end(early, 0.25, now));
-  EXPECT_FALSE(t.end(parent, 1.0, now));
-  EXPECT_EQ(t.state_of(child), "ended");
-  auto done = t.take_finished(now);
-  ASSERT_EQ(done.size(), 1u);
-  ASSERT_EQ(done[0].sessions.size(), 3u);
-  EXPECT_EQ(done[0].sessions[1].id, child);
-  EXPECT_EQ(done[0].sessions[1].parent, parent);
-  EXPECT_EQ(done[0].sessions[1].reward, std::nullopt);  // it takes its parent's
-  EXPECT_EQ(done[0].sessions[2].reward, 0.25);
-  // Deleting a parent drops its open subagents.
-  const auto p2 = open(t, "g", now);
-  ASSERT_FALSE(t.open("", nullptr, now, child, p2));
-  EXPECT_FALSE(t.remove(p2, now));
-  EXPECT_EQ(t.state_of(child), "dropped");
 }
 
 TEST(SessionTable, AGroupWaitsUpToItsTimeoutThenGoesOutPartlyOrIsDropped) {

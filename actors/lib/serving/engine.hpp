@@ -40,9 +40,6 @@ class engine {
   /// Streaming: the output of request `id`'s first sample past its first `from` tokens, with
   /// their log-probs and versions (finish_reason ""), while it runs or waits; empty otherwise.
   sample output_since(uint64_t id, size_t from) const;
-  /// Aborts request `id`: its samples end now with finish_reason "abort" (the tokens sampled so
-  /// far), before the next step; none when it has finished.
-  std::vector<sample> cancel(uint64_t id) { return scheduler_.cancel(id); }
   /// The weights changed to `version` (the caller has updated the model's parameters).
   std::vector<sample> update_weights(uint64_t version, pause_mode mode);
   uint64_t version() const { return pause_.version(); }

@@ -50,8 +50,6 @@ struct sample {
   /// For MoE models: per token of prompt+output (the last excepted), per MoE layer, top-k experts.
   std::vector<std::vector<int64_t>> experts;
   std::string finish_reason;  ///< "stop", "length" or "abort"
-  /// Prompt tokens the prefix cache held when the sample was first admitted (not computed again).
-  int64_t cached_tokens = 0;
 };
 
 /// Sampling: on the CPU each sequence draws from its own mt19937_64 by inverse CDF over the

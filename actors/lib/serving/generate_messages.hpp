@@ -5,7 +5,6 @@
 /// modes and staleness bookkeeping, without a side channel into it.
 ///
 ///   (generate_atom, generation_request) -> generation_result
-///   (generate_atom, generation_cancel)          (aborts a request of the same requester)
 ///
 /// A request with a `stream_id` also has its tokens sent to the requester as they are sampled,
 /// each engine step's new ones as one `(generate_atom, generation_partial)` message, all before
@@ -48,26 +47,12 @@ struct generation_request {
   /// Nonzero: the tokens are also sent to the requester as they are sampled, as
   /// generation_partial messages carrying this id.
   uint64_t stream_id = 0;
-  /// Nonzero: the requester may abort the request with a generation_cancel carrying this id
-  /// (its client went away): sampling stops before the engine's next step, and the request is
-  /// answered with the tokens sampled so far, finish_reason "abort".
-  uint64_t cancel_id = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
   return f(caf::meta::type_name("generation_request"), x.input_ids, x.temperature, x.top_p,
-           x.max_tokens, x.stop_token_ids, x.seed, x.stop, x.stream_id, x.cancel_id);
-}
-
-/// `(generate_atom, generation_cancel)`, from the requester of a request with this cancel_id.
-struct generation_cancel {
-  uint64_t cancel_id = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, generation_cancel& x) {
-  return f(caf::meta::type_name("generation_cancel"), x.cancel_id);
+           x.max_tokens, x.stop_token_ids, x.seed, x.stop, x.stream_id);
 }
 
 /// The tokens a streamed request sampled since its last partial (in order, none twice).
@@ -91,14 +76,12 @@ struct generation_result {
   std::vector<float> logprobs;
   std::vector<uint64_t> versions;
   std::string finish_reason;  ///< "stop", "length" or "abort" (cut off by a weight update)
-  /// Of `input_ids`, the tokens the engine's prefix cache held (their KV not computed again).
-  int64_t cached_tokens = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_result& x) {
   return f(caf::meta::type_name("generation_result"), x.output_ids, x.logprobs, x.versions,
-           x.finish_reason, x.cached_tokens);
+           x.finish_reason);
 }
 
 }  // namespace milesrt::serving
@@ -109,5 +92,4 @@ CAF_BEGIN_TYPE_ID_BLOCK(milesrt_serving, caf::first_custom_type_id + 600)
 CAF_ADD_TYPE_ID(milesrt_serving, (milesrt::serving::generation_request))
 CAF_ADD_TYPE_ID(milesrt_serving, (milesrt::serving::generation_result))
 CAF_ADD_TYPE_ID(milesrt_serving, (milesrt::serving::generation_partial))
-CAF_ADD_TYPE_ID(milesrt_serving, (milesrt::serving::generation_cancel))
 CAF_END_TYPE_ID_BLOCK(milesrt_serving)

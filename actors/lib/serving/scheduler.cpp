@@ -15,7 +15,6 @@ sample to_sample(const sequence& s, const std::string& reason) {
   out.entropies = s.entropies;
   out.experts = s.experts;
   out.finish_reason = reason;
-  out.cached_tokens = std::max<int64_t>(0, s.first_cached);
   return out;
 }
 
@@ -156,7 +155,6 @@ void scheduler::admit_waiting(std::vector<int64_t>& chunk, int64_t& budget) {
       s.table = hit;
       s.computed = static_cast<int64_t>(hit.size()) * config_.block_size;
       s.matched = true;
-      if (s.first_cached < 0) s.first_cached = s.computed;
     }
     int64_t n = std::min<int64_t>(static_cast<int64_t>(s.tokens.size()) - s.computed, budget);
     if (!ensure_blocks(s, s.computed + n)) break;  // no room: it keeps its place in the queue
@@ -285,29 +283,6 @@ std::vector<sample> scheduler::abort_all() {
   waiting_.clear();
   prompt_done_.clear();
   return aborted;
-}
-
-std::vector<sample> scheduler::cancel(uint64_t request_id) {
-  std::vector<sample> cut;
-  for (size_t i = running_.size(); i-- > 0;) {
-    auto& s = running_[i];
-    if (s.request_id != request_id) continue;
-    cut.push_back(to_sample(s, "abort"));
-    free_sequence(s, true);
-    prompt_done_.erase(static_cast<int64_t>(s.arrival));
-    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
-  }
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->request_id != request_id) {
-      ++it;
-      continue;
-    }
-    cut.push_back(to_sample(*it, "abort"));
-    free_sequence(*it, false);
-    prompt_done_.erase(static_cast<int64_t>(it->arrival));
-    it = waiting_.erase(it);
-  }
-  return cut;
 }
 
 void scheduler::retract_all() {

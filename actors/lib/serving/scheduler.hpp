@@ -42,9 +42,6 @@ class scheduler {
 
   /// Every sequence, running or waiting, ended with finish_reason "abort" and dropped.
   std::vector<sample> abort_all();
-  /// The sequences of request `request_id`, ended with finish_reason "abort" and dropped (their
-  /// computed blocks stay in the prefix cache); none when it has finished.
-  std::vector<sample> cancel(uint64_t request_id);
   /// The running sequences requeued in front of the waiting ones with their tokens, their KV
   /// dropped (to be computed again).
   void retract_all();

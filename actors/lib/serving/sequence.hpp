@@ -31,9 +31,7 @@ struct sequence {
   sampling_params params;
   std::mt19937_64 rng;
   bool matched = false;  ///< prefix cache consulted since the last (re)start
-  /// Prompt tokens the prefix cache held when it was first admitted (-1: not yet admitted).
-  int64_t first_cached = -1;
-  int64_t leader = -1;  ///< arrival of the sibling whose prompt prefill it waits for
+  int64_t leader = -1;   ///< arrival of the sibling whose prompt prefill it waits for
 };
 
 /// One step's sequences (pointers into the scheduler's running sequences, which no longer change
