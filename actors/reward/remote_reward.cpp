@@ -72,42 +72,23 @@ std::vector<float> fetch_rewards(const remote_reward_config& config,
   const auto url =
       in_context("POST " + config.url, [&] { return runtime::parse_http_url(config.url); });
   const std::string body = reward_request_body(group);
-  const uint32_t attempts = config.retries + 1;
-  double backoff = config.backoff_seconds;
-  std::string last;
-  for (uint32_t attempt = 1; attempt <= attempts; ++attempt) {
-    if (attempt > 1) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-      backoff = std::min(backoff * 2, 5.0);
-    }
-    runtime::http_reply res;
-    try {
-      res = runtime::http_post(url, body, std::chrono::duration<double>(config.timeout_seconds));
-    } catch (const std::runtime_error& e) {
-      last = e.what();
-      continue;
-    }
-    const std::string status = "HTTP " + std::to_string(res.status) +
-                               (res.body.empty() ? "" : ": " + runtime::excerpt(res.body));
-    if (res.status >= 500) {
-      last = status;
-      continue;
-    }
-    // The server refused this group (a 400, 413 or 422): bad input, the group is dropped; any
-    // other refusal (404, 401, ...) is the graph's or the server's fault and ends the run.
-    if (res.status == 400 || res.status == 413 || res.status == 422)
-      fail(errc::bad_input, where + status);
-    if (res.status != 200) throw std::runtime_error(where + status);
-    try {
-      return parse_reward_answer(res.body, group.samples.size());
-    } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(where + e.what());
-    }
-  }
   // Unreachable or 5xx on every attempt: transient (the driver restarts the actor, which asks
   // again, within the run's restart limits).
-  fail(errc::transient, where + last + " (" + std::to_string(attempts) +
-                            (attempts == 1 ? " attempt)" : " attempts)"));
+  const auto res = runtime::http_post_retrying(
+      url, body, {config.retries, config.backoff_seconds, config.timeout_seconds},
+      "POST " + config.url);
+  const std::string status = "HTTP " + std::to_string(res.status) +
+                             (res.body.empty() ? "" : ": " + runtime::excerpt(res.body));
+  // The server refused this group (a 400, 413 or 422): bad input, the group is dropped; any
+  // other refusal (404, 401, ...) is the graph's or the server's fault and ends the run.
+  if (res.status == 400 || res.status == 413 || res.status == 422)
+    fail(errc::bad_input, where + status);
+  if (res.status != 200) throw std::runtime_error(where + status);
+  try {
+    return parse_reward_answer(res.body, group.samples.size());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(where + e.what());
+  }
 }
 
 }  // namespace milesrt::reward

@@ -57,32 +57,13 @@ class remote_source final : public teacher_source {
   std::string post(const std::string& path, const std::string& body) const {
     const std::string target = config_.url + path, where = "POST " + target + ": ";
     const auto url = in_context("POST " + target, [&] { return runtime::parse_http_url(target); });
-    const uint32_t attempts = config_.retries + 1;
-    double backoff = config_.backoff_seconds;
-    std::string last;
-    for (uint32_t attempt = 1; attempt <= attempts; ++attempt) {
-      if (attempt > 1) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-        backoff = std::min(backoff * 2, 5.0);
-      }
-      runtime::http_reply res;
-      try {
-        res = runtime::http_post(url, body, std::chrono::duration<double>(config_.timeout_seconds));
-      } catch (const std::runtime_error& e) {
-        last = e.what();
-        continue;
-      }
-      const std::string status = "HTTP " + std::to_string(res.status) +
-                                 (res.body.empty() ? "" : ": " + runtime::excerpt(res.body));
-      if (res.status >= 500) {
-        last = status;
-        continue;
-      }
-      if (res.status != 200) throw std::runtime_error(where + status);
-      return res.body;
-    }
-    fail(errc::transient, where + last + " (" + std::to_string(attempts) +
-                              (attempts == 1 ? " attempt)" : " attempts)"));
+    const auto res = runtime::http_post_retrying(
+        url, body, {config_.retries, config_.backoff_seconds, config_.timeout_seconds},
+        "POST " + target);
+    if (res.status != 200)
+      throw std::runtime_error(where + "HTTP " + std::to_string(res.status) +
+                               (res.body.empty() ? "" : ": " + runtime::excerpt(res.body)));
+    return res.body;
   }
 
   remote_teacher_config config_;

@@ -1,5 +1,6 @@
 #include "runtime/http/http_client.hpp"
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -7,6 +8,10 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <stdexcept>
+#include <thread>
+
+#include "runtime/core/failure.hpp"
+#include "runtime/core/untrusted_text.hpp"
 
 namespace milesrt::runtime {
 namespace {
@@ -116,6 +121,31 @@ http_reply http_post(const http_url& url, const std::string& body,
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   auto res = parser.release();
   return {res.result_int(), std::move(res.body())};
+}
+
+http_reply http_post_retrying(const http_url& url, const std::string& body,
+                              const retry_policy& policy, const std::string& where) {
+  const uint32_t attempts = policy.retries + 1;
+  double backoff = policy.backoff_seconds;
+  std::string last;
+  for (uint32_t attempt = 1; attempt <= attempts; ++attempt) {
+    if (attempt > 1) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      backoff = std::min(backoff * 2, 5.0);
+    }
+    http_reply res;
+    try {
+      res = http_post(url, body, std::chrono::duration<double>(policy.timeout_seconds));
+    } catch (const std::runtime_error& e) {
+      last = e.what();
+      continue;
+    }
+    if (res.status < 500) return res;
+    last =
+        "HTTP " + std::to_string(res.status) + (res.body.empty() ? "" : ": " + excerpt(res.body));
+  }
+  fail(errc::transient, where + ": " + last + " (" + std::to_string(attempts) +
+                            (attempts == 1 ? " attempt)" : " attempts)"));
 }
 
 }  // namespace milesrt::runtime

@@ -32,4 +32,17 @@ struct http_reply {
 http_reply http_post(const http_url& url, const std::string& body,
                      std::chrono::duration<double> timeout);
 
+/// How http_post_retrying tries again.
+struct retry_policy {
+  uint32_t retries = 0;         ///< attempts after the first
+  double backoff_seconds = 0;   ///< the wait before the second attempt, doubled after (<= 5 s)
+  double timeout_seconds = 30;  ///< each attempt's
+};
+
+/// http_post, again after a failed connection or a 5xx answer, as `policy` says. Returns the
+/// first answer below 500 (the caller judges its status); when every attempt failed, throws a
+/// transient failure "`where`: <the last problem> (N attempts)".
+http_reply http_post_retrying(const http_url& url, const std::string& body,
+                              const retry_policy& policy, const std::string& where);
+
 }  // namespace milesrt::runtime
